@@ -1,0 +1,137 @@
+package graph
+
+import (
+	"fmt"
+	"math"
+)
+
+// Adam is the Adam optimizer (Kingma & Ba 2015) with decoupled weight decay
+// (Loshchilov & Hutter 2019) and optional global-norm gradient clipping,
+// as torch.optim.AdamW computes it:
+//
+//	g ← g · min(1, clip/‖g‖)           (‖g‖ over all parameters)
+//	w ← w − lr·λ·w
+//	m ← β₁m + (1−β₁)g,  v ← β₂v + (1−β₂)g²
+//	w ← w − lr · (m/(1−β₁ᵗ)) / (√(v/(1−β₂ᵗ)) + ε)
+//
+// Gorgonia's solvers keep their moments unexported, so a run could not
+// resume exactly; its AdamW never updates the weights at all.
+type Adam struct {
+	LR          float64 // learning rate; the trainer may change it every step
+	Beta1       float64
+	Beta2       float64
+	Eps         float64
+	WeightDecay float64 // decoupled; 0 turns it off
+	ClipNorm    float64 // global gradient-norm clip; 0 turns it off
+
+	state AdamState
+}
+
+// AdamState is everything Adam carries between steps, by parameter name.
+type AdamState struct {
+	Step int
+	M, V map[string][]float64
+}
+
+// NewAdam returns Adam with PyTorch's defaults and the given learning rate.
+func NewAdam(lr float64) *Adam {
+	return &Adam{LR: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8,
+		state: AdamState{M: map[string][]float64{}, V: map[string][]float64{}}}
+}
+
+// State returns a deep copy of the optimizer's moments and step count.
+func (a *Adam) State() AdamState {
+	s := AdamState{Step: a.state.Step, M: map[string][]float64{}, V: map[string][]float64{}}
+	for k, v := range a.state.M {
+		s.M[k] = append([]float64(nil), v...)
+	}
+	for k, v := range a.state.V {
+		s.V[k] = append([]float64(nil), v...)
+	}
+	return s
+}
+
+// SetState restores moments saved by State.
+func (a *Adam) SetState(s AdamState) {
+	a.state = AdamState{Step: s.Step, M: map[string][]float64{}, V: map[string][]float64{}}
+	for k, v := range s.M {
+		a.state.M[k] = append([]float64(nil), v...)
+	}
+	for k, v := range s.V {
+		a.state.V[k] = append([]float64(nil), v...)
+	}
+}
+
+// stepGrads returns the gradients of prog's last run and their global norm.
+func (a *Adam) stepGrads(prog *Program) ([]any, float64, error) {
+	grads := make([]any, len(prog.used))
+	var sq float64
+	for i, prm := range prog.used {
+		g, err := prog.gradient(i)
+		if err != nil {
+			return nil, 0, err
+		}
+		if !finite(g) {
+			return nil, 0, fmt.Errorf("gradient of %s is not finite", prm.Name)
+		}
+		grads[i] = g
+		switch d := g.(type) {
+		case []float32:
+			for _, x := range d {
+				sq += float64(x) * float64(x)
+			}
+		case []float64:
+			for _, x := range d {
+				sq += x * x
+			}
+		}
+	}
+	return grads, math.Sqrt(sq), nil
+}
+
+// Step updates every parameter that prog uses from the gradients of prog's
+// last run, and returns the gradient norm before clipping. A gradient with
+// a NaN or Inf is an error, and then no parameter changes.
+func (a *Adam) Step(prog *Program) (float64, error) {
+	if !prog.train {
+		return 0, fmt.Errorf("optimizer step on an evaluation program")
+	}
+	grads, norm, err := a.stepGrads(prog)
+	if err != nil {
+		return norm, err
+	}
+	scale := 1.0
+	if a.ClipNorm > 0 && norm > a.ClipNorm {
+		scale = a.ClipNorm / norm
+	}
+	a.state.Step++
+	t := float64(a.state.Step)
+	bc1 := 1 - math.Pow(a.Beta1, t)
+	bc2 := 1 - math.Pow(a.Beta2, t)
+	for i, prm := range prog.used {
+		n := shapeSize(prm.Shape)
+		m, v := a.state.M[prm.Name], a.state.V[prm.Name]
+		if m == nil {
+			m, v = make([]float64, n), make([]float64, n)
+			a.state.M[prm.Name], a.state.V[prm.Name] = m, v
+		}
+		switch w := prm.value.Data().(type) {
+		case []float32:
+			adamUpdate(a, w, grads[i].([]float32), m, v, scale, bc1, bc2)
+		case []float64:
+			adamUpdate(a, w, grads[i].([]float64), m, v, scale, bc1, bc2)
+		}
+	}
+	return norm, nil
+}
+
+func adamUpdate[T float32 | float64](a *Adam, w, g []T, m, v []float64, scale, bc1, bc2 float64) {
+	decay := 1 - a.LR*a.WeightDecay
+	for j := range w {
+		gj := float64(g[j]) * scale
+		m[j] = a.Beta1*m[j] + (1-a.Beta1)*gj
+		v[j] = a.Beta2*v[j] + (1-a.Beta2)*gj*gj
+		wj := float64(w[j]) * decay
+		w[j] = T(wj - a.LR*(m[j]/bc1)/(math.Sqrt(v[j]/bc2)+a.Eps))
+	}
+}

@@ -1,0 +1,161 @@
+package graph
+
+import (
+	"fmt"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Node is a value in a computation graph. Build nodes with a Builder and the
+// functions of this package, never with Gorgonia directly.
+type Node = G.Node
+
+// buildError carries an op's error through a panic to Compile, which turns
+// it back into an error. Graph construction reads better as expressions
+// than as a chain of error checks.
+type buildError struct{ err error }
+
+func must(n *Node, err error) *Node {
+	if err != nil {
+		panic(buildError{err})
+	}
+	return n
+}
+
+func fail(format string, args ...any) {
+	panic(buildError{fmt.Errorf(format, args...)})
+}
+
+// scalarLike returns a constant scalar of x's dtype.
+func scalarLike(x *Node, c float64) *Node {
+	if x.Dtype() == Float64.tensorType() {
+		return G.NewConstant(c)
+	}
+	return G.NewConstant(float32(c))
+}
+
+// Add returns a + b (same shapes).
+func Add(a, b *Node) *Node { return must(G.Add(a, b)) }
+
+// Sub returns a − b (same shapes).
+func Sub(a, b *Node) *Node { return must(G.Sub(a, b)) }
+
+// Mul returns the element-wise product a ⊙ b (same shapes).
+func Mul(a, b *Node) *Node { return must(G.HadamardProd(a, b)) }
+
+// Div returns the element-wise quotient a ⊘ b (same shapes).
+func Div(a, b *Node) *Node { return must(G.HadamardDiv(a, b)) }
+
+// Scale returns c·x.
+func Scale(x *Node, c float64) *Node { return must(G.Mul(x, scalarLike(x, c))) }
+
+// AddScalar returns x + c.
+func AddScalar(x *Node, c float64) *Node { return must(G.Add(x, scalarLike(x, c))) }
+
+// BroadcastAdd returns a + b where b is repeated along axes of a that b
+// omits: b [4] onto a [B, T, 4] takes axes {0, 1}.
+func BroadcastAdd(a, b *Node, axes ...byte) *Node {
+	return must(G.BroadcastAdd(a, b, nil, axes))
+}
+
+// BroadcastSub returns a − b with b repeated along axes.
+func BroadcastSub(a, b *Node, axes ...byte) *Node {
+	return must(G.BroadcastSub(a, b, nil, axes))
+}
+
+// BroadcastMul returns a ⊙ b with b repeated along axes.
+func BroadcastMul(a, b *Node, axes ...byte) *Node {
+	return must(G.BroadcastHadamardProd(a, b, nil, axes))
+}
+
+// BroadcastDiv returns a ⊘ b with b repeated along axes.
+func BroadcastDiv(a, b *Node, axes ...byte) *Node {
+	return must(G.BroadcastHadamardDiv(a, b, nil, axes))
+}
+
+// MatMul returns the matrix product of two 2-D nodes.
+func MatMul(a, b *Node) *Node { return must(G.Mul(a, b)) }
+
+// BatchedMatMul multiplies the last two axes of 3-D or 4-D nodes, batching
+// over the leading ones, with optional transposes:
+// a [.., n, k] × b [.., k, m] → [.., n, m].
+func BatchedMatMul(a, b *Node, transA, transB bool) *Node {
+	return must(G.BatchedMatMul(a, b, transA, transB))
+}
+
+// Transpose permutes the axes of x.
+func Transpose(x *Node, perm ...int) *Node { return must(G.Transpose(x, perm...)) }
+
+// Exp is e^x.
+func Exp(x *Node) *Node { return must(G.Exp(x)) }
+
+// Log is ln x.
+func Log(x *Node) *Node { return must(G.Log(x)) }
+
+// Log1p is ln(1+x).
+func Log1p(x *Node) *Node { return must(G.Log1p(x)) }
+
+// Sqrt is √x.
+func Sqrt(x *Node) *Node { return must(G.Sqrt(x)) }
+
+// InvSqrt is 1/√x. Gorgonia's InverseSqrt has a wrong gradient.
+func InvSqrt(x *Node) *Node { return must(G.Inverse(must(G.Sqrt(x)))) }
+
+// Inverse is 1/x.
+func Inverse(x *Node) *Node { return must(G.Inverse(x)) }
+
+// Square is x².
+func Square(x *Node) *Node { return must(G.Square(x)) }
+
+// Pow is x^c for a constant c.
+func Pow(x *Node, c float64) *Node { return must(G.Pow(x, scalarLike(x, c))) }
+
+// Neg is −x.
+func Neg(x *Node) *Node { return must(G.Neg(x)) }
+
+// Abs is |x|.
+func Abs(x *Node) *Node { return must(G.Abs(x)) }
+
+// Tanh is tanh x.
+func Tanh(x *Node) *Node { return must(G.Tanh(x)) }
+
+// Sigmoid is 1/(1+e^−x).
+func Sigmoid(x *Node) *Node { return must(G.Sigmoid(x)) }
+
+// Softplus is ln(1+e^x).
+func Softplus(x *Node) *Node { return must(G.Softplus(x)) }
+
+// ReLU is max(x, 0).
+func ReLU(x *Node) *Node { return must(G.Rectify(x)) }
+
+// Maximum is the element-wise max(a, b).
+func Maximum(a, b *Node) *Node { return must(G.MaxBetween(a, b)) }
+
+// Sum adds x over the given axes (all axes if none), dropping them.
+func Sum(x *Node, axes ...int) *Node { return must(G.Sum(x, axes...)) }
+
+// Mean averages x over the given axes (all axes if none), dropping them.
+func Mean(x *Node, axes ...int) *Node { return must(G.Mean(x, axes...)) }
+
+// Max takes the maximum of x over one axis, dropping it.
+func Max(x *Node, axis int) *Node { return must(G.Max(x, axis)) }
+
+// Concat joins nodes along axis. A single node is copied, since Gorgonia's
+// one-input Concat aliases like Reshape.
+func Concat(axis int, xs ...*Node) *Node {
+	if len(xs) == 1 {
+		return copyNode(xs[0])
+	}
+	return must(G.Concat(axis, xs...))
+}
+
+// SliceAxis returns x[..., from:to, ...] along axis, keeping the axis.
+func SliceAxis(x *Node, axis, from, to int) *Node {
+	ss := make([]tensor.Slice, x.Dims())
+	ss[axis] = G.S(from, to)
+	return must(G.Slice(x, ss...))
+}
+
+// Shape returns the static shape of x.
+func Shape(x *Node) []int { return []int(x.Shape().Clone()) }

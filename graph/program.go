@@ -1,0 +1,215 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	G "gorgonia.org/gorgonia"
+)
+
+// Program is a compiled graph: its inputs by name, its outputs, its loss,
+// and a tape machine to run it. A training program also computes the
+// gradient of the loss with respect to every parameter it uses. Programs
+// built from the same Params share the parameter tensors, so a training
+// program and an evaluation program of another batch shape see the same
+// weights. Programs sharing Params must run one at a time.
+type Program struct {
+	params   *Params
+	vm       G.VM
+	train    bool
+	used     []*Param
+	usedN    []*Node
+	inputs   map[string]*input
+	outputs  map[string]int
+	shapes   [][]int
+	taps     []G.Value
+	values   [][]float64
+	lossTap  G.Value
+	hasLoss  bool
+	loss     float64
+	ran      bool
+	dropouts []dropoutMask
+}
+
+// Compile builds fn into a program. With train set, the graph also
+// computes the gradient of the loss (which fn must set with SetLoss).
+func Compile(params *Params, fn BuildFunc, train bool) (*Program, error) {
+	b, err := build(params, train, fn)
+	if err != nil {
+		return nil, err
+	}
+	p := &Program{
+		params:   params,
+		train:    train,
+		used:     b.used,
+		usedN:    b.usedN,
+		inputs:   b.inputs,
+		dropouts: b.dropouts,
+		outputs:  map[string]int{},
+		taps:     make([]G.Value, len(b.outputs)),
+		values:   make([][]float64, len(b.outputs)),
+	}
+	if err := p.finish(b); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Program) finish(b *Builder) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("compile graph: %v", r)
+		}
+	}()
+	for i, o := range b.outputs {
+		p.outputs[o.name] = i
+		p.shapes = append(p.shapes, Shape(o.node))
+		G.Read(o.node, &p.taps[i])
+	}
+	if b.loss != nil {
+		p.hasLoss = true
+		G.Read(b.loss, &p.lossTap)
+	}
+	if p.train {
+		if b.loss == nil {
+			return errors.New("compile training graph: no loss set")
+		}
+		if len(p.usedN) == 0 {
+			return errors.New("compile training graph: no parameters")
+		}
+		if _, err := G.Grad(b.loss, p.usedN...); err != nil {
+			return fmt.Errorf("differentiate loss: %w", err)
+		}
+	}
+	p.vm = G.NewTapeMachine(b.g)
+	return nil
+}
+
+// Feed copies values (row-major, converted to the graph's dtype) into the
+// input called name.
+func (p *Program) Feed(name string, values []float64) error {
+	in, ok := p.inputs[name]
+	if !ok {
+		return fmt.Errorf("feed: no input %q", name)
+	}
+	if err := copyInto(in.value.Data(), values); err != nil {
+		return fmt.Errorf("feed %s %v: %w", name, in.value.Shape(), err)
+	}
+	return nil
+}
+
+// FeedIndices copies ids into the integer input called name.
+func (p *Program) FeedIndices(name string, ids []int) error {
+	in, ok := p.inputs[name]
+	if !ok {
+		return fmt.Errorf("feed: no input %q", name)
+	}
+	dst, ok := in.value.Data().([]int)
+	if !ok {
+		return fmt.Errorf("feed %s: not an index input", name)
+	}
+	if len(dst) != len(ids) {
+		return fmt.Errorf("feed %s %v: have %d ids, want %d", name, in.value.Shape(), len(ids), len(dst))
+	}
+	copy(dst, ids)
+	return nil
+}
+
+// HasInput reports whether the program has an input called name.
+func (p *Program) HasInput(name string) bool { _, ok := p.inputs[name]; return ok }
+
+// InputShape returns the shape of the input called name, or nil.
+func (p *Program) InputShape(name string) []int {
+	if in, ok := p.inputs[name]; ok {
+		return []int(in.value.Shape().Clone())
+	}
+	return nil
+}
+
+// Run executes the graph once on the fed inputs: forward, and backward for
+// a training program. Outputs and the loss are read during the run, since
+// the backward pass reuses intermediate buffers.
+func (p *Program) Run() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("run graph: %v", r)
+		}
+	}()
+	if p.ran {
+		// RunAll without Reset silently does nothing.
+		p.vm.Reset()
+	}
+	p.ran = true
+	if err := p.vm.RunAll(); err != nil {
+		return fmt.Errorf("run graph: %w", err)
+	}
+	for i, v := range p.taps {
+		p.values[i] = toFloat64(v.Data())
+	}
+	if p.hasLoss {
+		p.loss = toFloat64(p.lossTap.Data())[0]
+	}
+	return nil
+}
+
+// Output returns the values read from the output called name in the last
+// run, row-major, and its shape.
+func (p *Program) Output(name string) ([]float64, []int) {
+	i, ok := p.outputs[name]
+	if !ok {
+		return nil, nil
+	}
+	return p.values[i], p.shapes[i]
+}
+
+// Loss returns the loss of the last run.
+func (p *Program) Loss() float64 { return p.loss }
+
+// Params returns the parameters this program uses, in first-use order.
+func (p *Program) Params() []*Param { return p.used }
+
+// gradient returns the live gradient backing of the i-th used parameter.
+func (p *Program) gradient(i int) (any, error) {
+	g, err := p.usedN[i].Grad()
+	if err != nil {
+		return nil, fmt.Errorf("gradient of %s: %w", p.used[i].Name, err)
+	}
+	return g.Data(), nil
+}
+
+// Gradients returns a float64 copy of each used parameter's gradient from
+// the last run of a training program, by parameter name.
+func (p *Program) Gradients() (map[string][]float64, error) {
+	if !p.train {
+		return nil, errors.New("gradients of an evaluation program")
+	}
+	out := map[string][]float64{}
+	for i, prm := range p.used {
+		g, err := p.gradient(i)
+		if err != nil {
+			return nil, err
+		}
+		out[prm.Name] = toFloat64(g)
+	}
+	return out, nil
+}
+
+// finite reports whether every element of a float backing is finite.
+func finite(data any) bool {
+	switch d := data.(type) {
+	case []float32:
+		for _, v := range d {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return false
+			}
+		}
+	case []float64:
+		for _, v := range d {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return false
+			}
+		}
+	}
+	return true
+}
