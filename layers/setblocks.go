@@ -1,0 +1,95 @@
+package layers
+
+import (
+	"fmt"
+
+	"probformer/graph"
+)
+
+// MAB is the Multihead Attention Block of Set Transformer (Lee et al. 2019,
+// eq. 6–7), as in the authors' code:
+//
+//	Q' = X W_q,  H = LN(Q' + MultiHead(Q', Y W_k, Y W_v))
+//	MAB(X, Y) = LN(H + ReLU(H W_o))
+//
+// with scaling 1/√d per head and no projection after the heads (the
+// residual needs Q' and the heads' concatenation in the same space).
+// Parameters: name.q, name.k, name.v, name.o, and with LayerNorm name.ln0,
+// name.ln1.
+type MAB struct {
+	Name      string
+	Dim       int
+	Heads     int
+	LayerNorm bool
+	Kernel    Kernel
+}
+
+// Forward: x [B, N, dx], y [B, M, dy], yMask [B, M] or nil → [B, N, Dim].
+func (m MAB) Forward(b *graph.Builder, x, y, yMask *graph.Node) *graph.Node {
+	if m.Heads <= 0 || m.Dim%m.Heads != 0 {
+		panic(fmt.Errorf("%s: width %d does not split into %d heads", m.Name, m.Dim, m.Heads))
+	}
+	qp := dense(b, m.Name+".q", x, m.Dim)
+	k := splitHeads(dense(b, m.Name+".k", y, m.Dim), m.Heads)
+	v := splitHeads(dense(b, m.Name+".v", y, m.Dim), m.Heads)
+	o, _ := m.Kernel.Attend(b, m.Name, splitHeads(qp, m.Heads), k, v, yMask)
+	h := graph.Add(qp, mergeHeads(o))
+	if m.LayerNorm {
+		h = layerNorm(b, m.Name+".ln0", h)
+	}
+	out := graph.Add(h, graph.ReLU(dense(b, m.Name+".o", h, m.Dim)))
+	if m.LayerNorm {
+		out = layerNorm(b, m.Name+".ln1", out)
+	}
+	return out
+}
+
+// SAB is the Set Attention Block: SAB(X) = MAB(X, X). It is permutation
+// equivariant.
+type SAB struct{ MAB MAB }
+
+// Forward: x [B, N, dx], mask [B, N] or nil → [B, N, Dim].
+func (s SAB) Forward(b *graph.Builder, x, mask *graph.Node) *graph.Node {
+	return s.MAB.Forward(b, x, x, mask)
+}
+
+// ISAB is the Induced Set Attention Block: with m learned inducing points
+// I [m, Dim],
+//
+//	ISAB(X) = MAB₁(X, H),  H = MAB₀(I, X)
+//
+// costs O(N·m) instead of O(N²). Parameters: name.inducing, name.mab0,
+// name.mab1.
+type ISAB struct {
+	Name     string
+	Inducing int
+	MAB      MAB // Dim, Heads, LayerNorm and Kernel of both inner blocks
+}
+
+// Forward: x [B, N, dx], mask [B, N] or nil → [B, N, Dim].
+func (s ISAB) Forward(b *graph.Builder, x, mask *graph.Node) *graph.Node {
+	batch := graph.Shape(x)[0]
+	ind := b.Param(s.Name+".inducing", []int{s.Inducing, s.MAB.Dim}, graph.Glorot)
+	m0, m1 := s.MAB, s.MAB
+	m0.Name, m1.Name = s.Name+".mab0", s.Name+".mab1"
+	h := m0.Forward(b, b.Tile(s.Name+".tile", ind, batch), x, mask)
+	return m1.Forward(b, x, h, nil)
+}
+
+// PMA is Pooling by Multihead Attention: with k learned seed vectors
+// S [k, Dim], PMA(X) = MAB(S, X). It is permutation invariant.
+// Parameters: name.seeds, name.mab.
+type PMA struct {
+	Name  string
+	Seeds int
+	MAB   MAB
+}
+
+// Forward: x [B, N, dx], mask [B, N] or nil → [B, Seeds, Dim].
+func (p PMA) Forward(b *graph.Builder, x, mask *graph.Node) *graph.Node {
+	batch := graph.Shape(x)[0]
+	seeds := b.Param(p.Name+".seeds", []int{p.Seeds, p.MAB.Dim}, graph.Glorot)
+	m := p.MAB
+	m.Name = p.Name + ".mab"
+	return m.Forward(b, b.Tile(p.Name+".tile", seeds, batch), x, mask)
+}
