@@ -1,0 +1,90 @@
+package configs
+
+// Config is one run: everything needed to reproduce it.
+type Config struct {
+	// Name is the preset's name or the file's base name; set by Load.
+	Name      string    `yaml:"-"`
+	Task      string    `yaml:"task"`
+	Seed      uint64    `yaml:"seed"`
+	DType     string    `yaml:"dtype"`
+	Data      Data      `yaml:"data"`
+	Model     Model     `yaml:"model"`
+	Optimizer Optimizer `yaml:"optimizer"`
+	Training  Training  `yaml:"training"`
+}
+
+// Data describes the task's data.
+type Data struct {
+	// Kind of max-norm sets: gaussian-offset or max-regression.
+	Kind string `yaml:"kind"`
+	// Dim is the width of a set element.
+	Dim int `yaml:"dim"`
+	// MinSet and MaxSet bound the set sizes; smaller sets are padded.
+	MinSet int `yaml:"min_set"`
+	MaxSet int `yaml:"max_set"`
+	// ValidSets and TestSets are the sizes of the fixed evaluation sets.
+	ValidSets int `yaml:"valid_sets"`
+	TestSets  int `yaml:"test_sets"`
+}
+
+// Model is the network's architecture.
+type Model struct {
+	// Kind of network: set-transformer.
+	Kind string `yaml:"kind"`
+	Dim  int    `yaml:"dim"`
+	// Heads of every attention layer; must divide Dim.
+	Heads int `yaml:"heads"`
+	// Encoder blocks: sab or isab.
+	Encoder string `yaml:"encoder"`
+	Blocks  int    `yaml:"blocks"`
+	// Inducing points of each ISAB block.
+	Inducing int `yaml:"inducing"`
+	// Seeds of the PMA pooling.
+	Seeds int `yaml:"seeds"`
+	// DecoderSAB adds a SAB after the pooling.
+	DecoderSAB bool      `yaml:"decoder_sab"`
+	LayerNorm  bool      `yaml:"layer_norm"`
+	Attention  Attention `yaml:"attention"`
+}
+
+// Attention selects the attention kernel of every layer.
+type Attention struct {
+	// Kind: softmax.
+	Kind string `yaml:"kind"`
+}
+
+// Optimizer is Adam with decoupled weight decay and a learning-rate
+// schedule.
+type Optimizer struct {
+	Name        string  `yaml:"name"` // adam
+	LR          float64 `yaml:"lr"`
+	Beta1       float64 `yaml:"beta1"`
+	Beta2       float64 `yaml:"beta2"`
+	Eps         float64 `yaml:"eps"`
+	WeightDecay float64 `yaml:"weight_decay"`
+	// ClipNorm clips the global gradient norm; 0 turns it off.
+	ClipNorm float64 `yaml:"clip_norm"`
+	// Schedule: constant or cosine (to MinLR at the last step), after
+	// WarmupSteps of linear warm-up.
+	Schedule    string  `yaml:"schedule"`
+	WarmupSteps int     `yaml:"warmup_steps"`
+	MinLR       float64 `yaml:"min_lr"`
+}
+
+// Training is the loop's schedule.
+type Training struct {
+	Steps int `yaml:"steps"`
+	Batch int `yaml:"batch"`
+	// Loss: mse, mae or euclidean.
+	Loss string `yaml:"loss"`
+	// LogEvery steps a progress line is printed (when not on a terminal)
+	// and a metrics line appended.
+	LogEvery int `yaml:"log_every"`
+	// EvalEvery steps the validation set is scored; 0: only at the end.
+	EvalEvery int `yaml:"eval_every"`
+	// CheckpointEvery steps a checkpoint is written; 0: only at the end.
+	CheckpointEvery int `yaml:"checkpoint_every"`
+	// KeepCheckpoints is how many recent checkpoints are kept, besides the
+	// best one.
+	KeepCheckpoints int `yaml:"keep_checkpoints"`
+}
