@@ -1,0 +1,307 @@
+package graph
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+)
+
+// CheckpointVersion is the format this code writes. It reads every
+// version up to this one and refuses newer ones.
+const CheckpointVersion = 1
+
+// checkpointMagic opens every checkpoint file.
+const checkpointMagic = "probformer checkpoint\n"
+
+// maxHeader bounds the JSON header a loader will allocate for.
+const maxHeader = 64 << 20
+
+// Checkpoint is everything needed to resume a run exactly: the config that
+// made it, every parameter by name, the optimizer state, the step, the
+// random generators' states and the latest metrics.
+//
+// File layout (all integers little-endian):
+//
+//	"probformer checkpoint\n"   22-byte magic
+//	uint32                      format version
+//	uint64 n, n bytes           JSON header (checkpointHeader)
+//	tensor data                 each parameter in the run's dtype, then
+//	                            Adam's first and second moments as float64,
+//	                            in the header's order
+//	[32]byte                    SHA-256 of every byte before it
+type Checkpoint struct {
+	DType   DType
+	Step    int
+	Config  []byte             // the run's config, as YAML
+	Metrics map[string]float64 // latest metrics, e.g. "valid_mse"
+	RNG     map[string][]byte  // generator states by role ("data", "dropout")
+	Extra   map[string][]byte  // task state a model needs, e.g. a vocabulary
+	Params  []Tensor
+	Adam    AdamState
+}
+
+// Tensor is one named parameter's values.
+type Tensor struct {
+	Name   string
+	Shape  []int
+	Values []float64 // row-major; float32 parameters are widened exactly
+}
+
+type checkpointHeader struct {
+	DType    string             `json:"dtype"`
+	Step     int                `json:"step"`
+	Config   string             `json:"config"`
+	Metrics  map[string]float64 `json:"metrics"`
+	RNG      map[string][]byte  `json:"rng"`
+	Extra    map[string][]byte  `json:"extra,omitempty"`
+	Params   []tensorEntry      `json:"params"`
+	AdamStep int                `json:"adam_step"`
+	Moments  []string           `json:"adam_moments"` // names with moments, in data order
+}
+
+type tensorEntry struct {
+	Name  string `json:"name"`
+	Shape []int  `json:"shape"`
+}
+
+// NewCheckpoint captures params and the optimizer's state.
+func NewCheckpoint(params *Params, opt *Adam, step int, config []byte) *Checkpoint {
+	ck := &Checkpoint{DType: params.dtype, Step: step, Config: config,
+		Metrics: map[string]float64{}, RNG: map[string][]byte{}, Extra: map[string][]byte{}}
+	for _, p := range params.list {
+		ck.Params = append(ck.Params, Tensor{Name: p.Name, Shape: slices.Clone(p.Shape), Values: p.Values()})
+	}
+	if opt != nil {
+		ck.Adam = opt.State()
+	}
+	return ck
+}
+
+// Restore copies the checkpoint's parameters into params in place, so
+// every program sharing them sees the loaded values. Params must hold
+// exactly the checkpoint's names and shapes, in its dtype.
+func (ck *Checkpoint) Restore(params *Params) error {
+	if ck.DType != params.dtype {
+		return fmt.Errorf("checkpoint holds %s parameters, the model is %s", ck.DType, params.dtype)
+	}
+	seen := map[string]bool{}
+	for _, t := range ck.Params {
+		p := params.byName[t.Name]
+		if p == nil {
+			return fmt.Errorf("checkpoint parameter %s is not in the model", t.Name)
+		}
+		if !slices.Equal(p.Shape, t.Shape) {
+			return fmt.Errorf("parameter %s: checkpoint shape %v, model shape %v", t.Name, t.Shape, p.Shape)
+		}
+		if err := p.SetValues(t.Values); err != nil {
+			return err
+		}
+		seen[t.Name] = true
+	}
+	for _, p := range params.list {
+		if !seen[p.Name] {
+			return fmt.Errorf("model parameter %s is missing from the checkpoint", p.Name)
+		}
+	}
+	return nil
+}
+
+// Finite reports the first parameter or moment holding NaN or Inf, if any.
+func (ck *Checkpoint) Finite() error {
+	for _, t := range ck.Params {
+		if !finite(t.Values) {
+			return fmt.Errorf("parameter %s is not finite", t.Name)
+		}
+	}
+	return nil
+}
+
+// WriteCheckpoint writes ck to path atomically: a crash leaves either the
+// old file or the new one.
+func WriteCheckpoint(path string, ck *Checkpoint) error {
+	if err := ck.Finite(); err != nil {
+		return fmt.Errorf("write checkpoint %s: %w", path, err)
+	}
+	return WriteFileAtomic(path, func(w io.Writer) error {
+		h := sha256.New()
+		return ck.encode(io.MultiWriter(w, h), func() error {
+			_, err := w.Write(h.Sum(nil))
+			return err
+		})
+	})
+}
+
+func (ck *Checkpoint) encode(w io.Writer, trailer func() error) error {
+	hdr := checkpointHeader{
+		DType: ck.DType.String(), Step: ck.Step, Config: string(ck.Config),
+		Metrics: ck.Metrics, RNG: ck.RNG, Extra: ck.Extra, AdamStep: ck.Adam.Step,
+	}
+	for _, t := range ck.Params {
+		hdr.Params = append(hdr.Params, tensorEntry{Name: t.Name, Shape: t.Shape})
+		if ck.Adam.M[t.Name] != nil {
+			hdr.Moments = append(hdr.Moments, t.Name)
+		}
+	}
+	js, err := json.Marshal(hdr)
+	if err != nil {
+		return err
+	}
+	var pre bytes.Buffer
+	pre.WriteString(checkpointMagic)
+	binary.Write(&pre, binary.LittleEndian, uint32(CheckpointVersion))
+	binary.Write(&pre, binary.LittleEndian, uint64(len(js)))
+	pre.Write(js)
+	if _, err := w.Write(pre.Bytes()); err != nil {
+		return err
+	}
+	for _, t := range ck.Params {
+		if err := writeFloats(w, t.Values, ck.DType); err != nil {
+			return err
+		}
+	}
+	for _, name := range hdr.Moments {
+		if err := writeFloats(w, ck.Adam.M[name], Float64); err != nil {
+			return err
+		}
+		if err := writeFloats(w, ck.Adam.V[name], Float64); err != nil {
+			return err
+		}
+	}
+	return trailer()
+}
+
+func writeFloats(w io.Writer, v []float64, dt DType) error {
+	size := 8
+	if dt == Float32 {
+		size = 4
+	}
+	buf := make([]byte, size*len(v))
+	for i, x := range v {
+		if dt == Float32 {
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(float32(x)))
+		} else {
+			binary.LittleEndian.PutUint64(buf[8*i:], math.Float64bits(x))
+		}
+	}
+	_, err := w.Write(buf)
+	return err
+}
+
+// ReadCheckpoint loads and verifies a checkpoint. A truncated or altered
+// file, or one written by a newer format, is an error naming the file.
+func ReadCheckpoint(path string) (*Checkpoint, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint: %w", err)
+	}
+	ck, err := DecodeCheckpoint(data)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	return ck, nil
+}
+
+// DecodeCheckpoint parses a checkpoint file's bytes.
+func DecodeCheckpoint(data []byte) (*Checkpoint, error) {
+	const fixed = len(checkpointMagic) + 4 + 8
+	if len(data) < len(checkpointMagic) || string(data[:len(checkpointMagic)]) != checkpointMagic {
+		return nil, errors.New("not a probformer checkpoint (bad magic)")
+	}
+	if len(data) < fixed+sha256.Size {
+		return nil, fmt.Errorf("truncated: %d bytes", len(data))
+	}
+	version := binary.LittleEndian.Uint32(data[len(checkpointMagic):])
+	if version == 0 || version > CheckpointVersion {
+		return nil, fmt.Errorf("written by format version %d; this trainer reads versions 1 to %d (upgrade probformer)", version, CheckpointVersion)
+	}
+	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
+	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
+		return nil, errors.New("checksum mismatch: the file is truncated or corrupted")
+	}
+	n := binary.LittleEndian.Uint64(data[len(checkpointMagic)+4:])
+	if n > maxHeader || n > uint64(len(body)-fixed) {
+		return nil, fmt.Errorf("header length %d exceeds the file", n)
+	}
+	var hdr checkpointHeader
+	if err := json.Unmarshal(body[fixed:fixed+int(n)], &hdr); err != nil {
+		return nil, fmt.Errorf("header: %w", err)
+	}
+	dt, err := ParseDType(hdr.DType)
+	if err != nil {
+		return nil, fmt.Errorf("header: %w", err)
+	}
+	ck := &Checkpoint{DType: dt, Step: hdr.Step, Config: []byte(hdr.Config), Metrics: hdr.Metrics,
+		RNG: hdr.RNG, Extra: hdr.Extra, Adam: AdamState{Step: hdr.AdamStep, M: map[string][]float64{}, V: map[string][]float64{}}}
+	rest := body[fixed+int(n):]
+	take := func(count int, dt DType) ([]float64, error) {
+		size := 8
+		if dt == Float32 {
+			size = 4
+		}
+		if count < 0 || count > len(rest)/size {
+			return nil, errors.New("tensor data shorter than the header says")
+		}
+		out := make([]float64, count)
+		for i := range out {
+			if dt == Float32 {
+				out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(rest[4*i:])))
+			} else {
+				out[i] = math.Float64frombits(binary.LittleEndian.Uint64(rest[8*i:]))
+			}
+		}
+		rest = rest[count*size:]
+		return out, nil
+	}
+	sizes := map[string]int{}
+	for _, e := range hdr.Params {
+		count, err := checkedSize(e.Shape)
+		if err != nil {
+			return nil, fmt.Errorf("parameter %s: %w", e.Name, err)
+		}
+		if _, dup := sizes[e.Name]; dup || e.Name == "" {
+			return nil, fmt.Errorf("parameter name %q repeated or empty", e.Name)
+		}
+		v, err := take(count, dt)
+		if err != nil {
+			return nil, fmt.Errorf("parameter %s: %w", e.Name, err)
+		}
+		sizes[e.Name] = count
+		ck.Params = append(ck.Params, Tensor{Name: e.Name, Shape: e.Shape, Values: v})
+	}
+	for _, name := range hdr.Moments {
+		count, ok := sizes[name]
+		if !ok {
+			return nil, fmt.Errorf("optimizer moments for unknown parameter %q", name)
+		}
+		if ck.Adam.M[name], err = take(count, Float64); err != nil {
+			return nil, err
+		}
+		if ck.Adam.V[name], err = take(count, Float64); err != nil {
+			return nil, err
+		}
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("%d bytes after the tensor data", len(rest))
+	}
+	return ck, nil
+}
+
+// checkedSize is the element count of shape, refusing negative dims and
+// overflow.
+func checkedSize(shape []int) (int, error) {
+	n := 1
+	for _, s := range shape {
+		if s < 0 || (s > 0 && n > math.MaxInt32/s) {
+			return 0, fmt.Errorf("bad shape %v", shape)
+		}
+		n *= s
+	}
+	return n, nil
+}
