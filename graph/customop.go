@@ -1,0 +1,217 @@
+package graph
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// kernel is the plain-Go part of a custom op: a name that identifies it
+// (with its settings) for Gorgonia's hash-consing, the output shape, and
+// the forward computation on float32 or float64 slices.
+type kernel interface {
+	name() string
+	outShape(in []tensor.Shape) (tensor.Shape, error)
+	do(in []*tensor.Dense, out *tensor.Dense) error
+}
+
+// differentiable kernels also build their backward graph: one gradient
+// node per input (nil for inputs that need none, such as masks).
+type differentiable interface {
+	kernel
+	grads(inputs []*Node, output, grad *Node) []*Node
+}
+
+// customOp adapts a kernel to Gorgonia's Op and SDOp interfaces. It
+// records the ranks of its inputs and output, which its type needs.
+type customOp struct {
+	k       kernel
+	arity   int
+	inDims  [8]int
+	outDims int
+}
+
+func (op customOp) Arity() int { return op.arity }
+
+// Type: every input and the output are tensors of one element type, each
+// of its own rank.
+func (op customOp) Type() hm.Type {
+	elem := hm.TypeVariable('a')
+	types := make([]hm.Type, op.arity+1)
+	for i := range op.arity {
+		types[i] = G.TensorType{Dims: op.inDims[i], Of: elem}
+	}
+	types[op.arity] = G.TensorType{Dims: op.outDims, Of: elem}
+	return hm.NewFnType(types...)
+}
+
+func (op customOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	shapes := make([]tensor.Shape, len(in))
+	for i, d := range in {
+		s, ok := d.(tensor.Shape)
+		if !ok {
+			return nil, fmt.Errorf("%s: input %d has no static shape", op.k.name(), i)
+		}
+		shapes[i] = s
+	}
+	return op.k.outShape(shapes)
+}
+
+func (op customOp) Do(in ...G.Value) (G.Value, error) {
+	ds := make([]*tensor.Dense, len(in))
+	for i, v := range in {
+		d, ok := v.(*tensor.Dense)
+		if !ok {
+			return nil, fmt.Errorf("%s: input %d is %T", op.k.name(), i, v)
+		}
+		ds[i] = d
+	}
+	shapes := make([]tensor.Shape, len(ds))
+	for i, d := range ds {
+		shapes[i] = d.Shape()
+	}
+	s, err := op.k.outShape(shapes)
+	if err != nil {
+		return nil, err
+	}
+	out := tensor.New(tensor.Of(ds[0].Dtype()), tensor.WithShape(s...))
+	if err := op.k.do(ds, out); err != nil {
+		return nil, fmt.Errorf("%s: %w", op.k.name(), err)
+	}
+	return out, nil
+}
+
+func (op customOp) ReturnsPtr() bool      { return false }
+func (op customOp) CallsExtern() bool     { return false }
+func (op customOp) OverwritesInput() int  { return -1 }
+func (op customOp) WriteHash(h hash.Hash) { h.Write([]byte("probformer." + op.k.name())) }
+func (op customOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	op.WriteHash(h)
+	return h.Sum32()
+}
+func (op customOp) String() string { return op.k.name() }
+
+func (op customOp) DiffWRT(n int) []bool {
+	_, ok := op.k.(differentiable)
+	out := make([]bool, n)
+	for i := range out {
+		out[i] = ok
+	}
+	return out
+}
+
+func (op customOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	d, ok := op.k.(differentiable)
+	if !ok {
+		return nil, fmt.Errorf("%s has no gradient", op.k.name())
+	}
+	var gs []*Node
+	err := catch(func() { gs = d.grads(inputs, output, grad) })
+	if err != nil {
+		return nil, err
+	}
+	// Gorgonia wants a node for every input; a mask's gradient is zeros
+	// that nothing reads.
+	for i, g := range gs {
+		if g == nil {
+			gs[i] = apply(zerosKernel{}, inputs[i])
+		}
+	}
+	return G.Nodes(gs), nil
+}
+
+// apply adds a custom op node, checking the shapes first so a mistake is
+// reported where the graph is built.
+func apply(k kernel, inputs ...*Node) *Node {
+	op := customOp{k: k, arity: len(inputs)}
+	shapes := make([]tensor.Shape, len(inputs))
+	for i, in := range inputs {
+		shapes[i] = in.Shape()
+		op.inDims[i] = in.Dims()
+	}
+	out, err := k.outShape(shapes)
+	if err != nil {
+		panic(buildError{fmt.Errorf("%s: %w", k.name(), err)})
+	}
+	op.outDims = len(out)
+	return must(G.ApplyOp(op, inputs...))
+}
+
+// catch runs f and returns the error it panicked with through must.
+func catch(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if be, ok := r.(buildError); ok {
+				err = be.err
+				return
+			}
+			panic(r)
+		}
+	}()
+	f()
+	return nil
+}
+
+// zerosKernel returns zeros shaped like its input: the "gradient" of a
+// non-differentiable input such as a mask.
+type zerosKernel struct{}
+
+func (zerosKernel) name() string                                   { return "zeros" }
+func (zerosKernel) outShape(in []tensor.Shape) (tensor.Shape, error) { return in[0].Clone(), nil }
+func (zerosKernel) do(_ []*tensor.Dense, _ *tensor.Dense) error      { return nil }
+
+// unpackKernel copies a contiguous range of a packed gradient into a
+// tensor of its own shape: backward kernels compute several gradients in
+// one pass and return them packed.
+type unpackKernel struct {
+	offset int
+	shape  fixedShape
+}
+
+func (u unpackKernel) name() string {
+	return fmt.Sprintf("unpack(%d,%v)", u.offset, u.shape.get())
+}
+func (u unpackKernel) outShape([]tensor.Shape) (tensor.Shape, error) { return u.shape.get(), nil }
+func (u unpackKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	n := u.shape.get().TotalSize()
+	switch src := in[0].Data().(type) {
+	case []float32:
+		copy(out.Data().([]float32), src[u.offset:u.offset+n])
+	case []float64:
+		copy(out.Data().([]float64), src[u.offset:u.offset+n])
+	default:
+		return fmt.Errorf("unsupported dtype %T", src)
+	}
+	return nil
+}
+
+// unpack splits a packed node into nodes of the given shapes.
+func unpack(packed *Node, shapes ...tensor.Shape) []*Node {
+	out := make([]*Node, len(shapes))
+	off := 0
+	for i, s := range shapes {
+		out[i] = apply(unpackKernel{offset: off, shape: fix(s)}, packed)
+		off += s.TotalSize()
+	}
+	return out
+}
+
+// fixedShape is a shape kernels can hold and still be comparable values,
+// as Gorgonia's op interfaces may be compared.
+type fixedShape struct {
+	n int
+	d [8]int
+}
+
+func fix(s tensor.Shape) fixedShape {
+	f := fixedShape{n: len(s)}
+	copy(f.d[:], s)
+	return f
+}
+
+func (f fixedShape) get() tensor.Shape { return tensor.Shape(append([]int(nil), f.d[:f.n]...)) }

@@ -1,0 +1,259 @@
+package graph
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+
+	"gorgonia.org/tensor"
+)
+
+// Attention is fused multi-head scaled dot-product attention (Vaswani et
+// al. 2017 §3.2) on unsplit heads:
+//
+//	out_h = softmax(q_h k_hᵀ / √d + mask) v_h,   out = [out_1 … out_H]
+//
+// q: [B, N, H·d], k: [B, M, H·d], v: [B, M, H·dv] → [B, N, H·dv].
+// keyMask [B, M] (1 real, 0 padding) may be nil; causal lets query i see
+// keys j ≤ i only (N = M). Masked keys get weight exactly 0; a query with
+// no visible key reads out 0. Heads are strided views, so no transposes
+// are made, and the B·H products run on all cores. The backward pass is
+// analytic and recomputes the weights instead of storing them.
+func Attention(q, k, v, keyMask *Node, heads int, causal bool) *Node {
+	return apply(attentionKernel{heads: heads, causal: causal, masked: keyMask != nil}, attentionInputs(q, k, v, keyMask)...)
+}
+
+// AttentionWeights returns the weights [B, H, N, M] that Attention uses,
+// for plots and inspection; it has no gradient.
+func AttentionWeights(q, k, keyMask *Node, heads int, causal bool) *Node {
+	in := []*Node{q, k}
+	if keyMask != nil {
+		in = append(in, keyMask)
+	}
+	return apply(attentionWeightsKernel{attentionKernel{heads: heads, causal: causal, masked: keyMask != nil}}, in...)
+}
+
+func attentionInputs(q, k, v, mask *Node) []*Node {
+	in := []*Node{q, k, v}
+	if mask != nil {
+		in = append(in, mask)
+	}
+	return in
+}
+
+type attentionKernel struct {
+	heads          int
+	causal, masked bool
+}
+
+func (a attentionKernel) name() string {
+	return fmt.Sprintf("attention(h=%d,causal=%v,masked=%v)", a.heads, a.causal, a.masked)
+}
+
+// dims checks the shapes and returns B, N, M, d and dv per head.
+func (a attentionKernel) dims(q, k, v tensor.Shape, mask tensor.Shape) (b, n, m, d, dv int, err error) {
+	if len(q) != 3 || len(k) != 3 || (v != nil && len(v) != 3) {
+		return 0, 0, 0, 0, 0, fmt.Errorf("attention wants 3-D q, k, v; have %v, %v, %v", q, k, v)
+	}
+	b, n, m = q[0], q[1], k[1]
+	if k[0] != b || q[2] != k[2] || q[2]%a.heads != 0 {
+		return 0, 0, 0, 0, 0, fmt.Errorf("attention: q %v and k %v do not fit %d heads", q, k, a.heads)
+	}
+	d = q[2] / a.heads
+	if v != nil {
+		if v[0] != b || v[1] != m || v[2]%a.heads != 0 {
+			return 0, 0, 0, 0, 0, fmt.Errorf("attention: v %v does not fit k %v and %d heads", v, k, a.heads)
+		}
+		dv = v[2] / a.heads
+	}
+	if a.masked && mask != nil && (len(mask) != 2 || mask[0] != b || mask[1] != m) {
+		return 0, 0, 0, 0, 0, fmt.Errorf("attention: key mask %v, want [%d %d]", mask, b, m)
+	}
+	if a.causal && n != m {
+		return 0, 0, 0, 0, 0, fmt.Errorf("attention: a causal mask needs as many queries as keys, have %d and %d", n, m)
+	}
+	return b, n, m, d, dv, nil
+}
+
+func (a attentionKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	var mask tensor.Shape
+	if a.masked {
+		mask = in[3]
+	}
+	b, n, _, _, dv, err := a.dims(in[0], in[1], in[2], mask)
+	if err != nil {
+		return nil, err
+	}
+	return tensor.Shape{b, n, a.heads * dv}, nil
+}
+
+func (a attentionKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	switch o := out.Data().(type) {
+	case []float32:
+		attentionForward(a, in, o, nil)
+	case []float64:
+		attentionForward(a, in, o, nil)
+	}
+	return nil
+}
+
+// weights fills p [N, M] with the softmax weights of head h of example bi.
+func weights[T float](a attentionKernel, q, k, mask []T, bi, h, n, m, d int, p []T) {
+	hd := a.heads * d
+	scale := T(1 / math.Sqrt(float64(d)))
+	gemm(false, true, n, m, d, scale, q[bi*n*hd+h*d:], hd, k[bi*m*hd+h*d:], hd, 0, p, m)
+	for i := range n {
+		row := p[i*m : (i+1)*m]
+		visible := m
+		if a.causal {
+			visible = i + 1
+		}
+		mx := T(math.Inf(-1))
+		for j := range visible {
+			if (mask == nil || mask[bi*m+j] != 0) && row[j] > mx {
+				mx = row[j]
+			}
+		}
+		if math.IsInf(float64(mx), -1) {
+			clear(row)
+			continue
+		}
+		var z T
+		for j := range row {
+			if j >= visible || (mask != nil && mask[bi*m+j] == 0) {
+				row[j] = 0
+				continue
+			}
+			row[j] = T(math.Exp(float64(row[j] - mx)))
+			z += row[j]
+		}
+		for j := range row {
+			row[j] /= z
+		}
+	}
+}
+
+// attentionForward computes the readout, or (with wOut set) only the
+// weights [B, H, N, M].
+func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, wOut []T) {
+	q, k := in[0].Data().([]T), in[1].Data().([]T)
+	var v, mask []T
+	var vShape tensor.Shape
+	if wOut == nil {
+		v, vShape = in[2].Data().([]T), in[2].Shape()
+	}
+	if a.masked {
+		mask = in[len(in)-1].Data().([]T)
+	}
+	b, n, m, d, dv, _ := a.dims(in[0].Shape(), in[1].Shape(), vShape, nil)
+	scratch := make([][]T, runtime.GOMAXPROCS(0))
+	parallelFor(b*a.heads, func(w, i int) {
+		bi, h := i/a.heads, i%a.heads
+		if wOut != nil {
+			weights(a, q, k, mask, bi, h, n, m, d, wOut[i*n*m:(i+1)*n*m])
+			return
+		}
+		if scratch[w] == nil {
+			scratch[w] = make([]T, n*m)
+		}
+		p := scratch[w]
+		weights(a, q, k, mask, bi, h, n, m, d, p)
+		hv := a.heads * dv
+		gemm(false, false, n, dv, m, 1, p, m, v[bi*m*hv+h*dv:], hv, 0, out[bi*n*hv+h*dv:], hv)
+	})
+}
+
+// grads packs dq, dk, dv from one backward pass and unpacks them.
+func (a attentionKernel) grads(in []*Node, _, g *Node) []*Node {
+	packed := apply(attentionGradKernel{a}, append(append([]*Node{}, in...), g)...)
+	gs := unpack(packed, in[0].Shape(), in[1].Shape(), in[2].Shape())
+	if a.masked {
+		gs = append(gs, nil)
+	}
+	return gs
+}
+
+// attentionGradKernel computes, per head, with P the weights and G the
+// output gradient:
+//
+//	dv = Pᵀ G,  dP = G vᵀ,  dS = P ⊙ (dP − rowsum(P ⊙ dP)),
+//	dq = dS k / √d,  dk = dSᵀ q / √d
+//
+// packed as [dq | dk | dv].
+type attentionGradKernel struct{ a attentionKernel }
+
+func (g attentionGradKernel) name() string { return "grad-" + g.a.name() }
+func (g attentionGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	return tensor.Shape{in[0].TotalSize() + in[1].TotalSize() + in[2].TotalSize()}, nil
+}
+func (g attentionGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	switch o := out.Data().(type) {
+	case []float32:
+		attentionBackward(g.a, in, o)
+	case []float64:
+		attentionBackward(g.a, in, o)
+	}
+	return nil
+}
+
+func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []T) {
+	q, k, v := in[0].Data().([]T), in[1].Data().([]T), in[2].Data().([]T)
+	var mask []T
+	if a.masked {
+		mask = in[3].Data().([]T)
+	}
+	gOut := in[len(in)-1].Data().([]T)
+	b, n, m, d, dv, _ := a.dims(in[0].Shape(), in[1].Shape(), in[2].Shape(), nil)
+	dq, dk, dvv := packed[:len(q)], packed[len(q):len(q)+len(k)], packed[len(q)+len(k):]
+	hd, hv := a.heads*d, a.heads*dv
+	scale := T(1 / math.Sqrt(float64(d)))
+	type buffers struct{ p, dp []T }
+	scratch := make([]*buffers, runtime.GOMAXPROCS(0))
+	parallelFor(b*a.heads, func(w, i int) {
+		bi, h := i/a.heads, i%a.heads
+		if scratch[w] == nil {
+			scratch[w] = &buffers{p: make([]T, n*m), dp: make([]T, n*m)}
+		}
+		p, dp := scratch[w].p, scratch[w].dp
+		weights(a, q, k, mask, bi, h, n, m, d, p)
+		gh := gOut[bi*n*hv+h*dv:]
+		gemm(true, false, m, dv, n, 1, p, m, gh, hv, 0, dvv[bi*m*hv+h*dv:], hv)
+		gemm(false, true, n, m, dv, 1, gh, hv, v[bi*m*hv+h*dv:], hv, 0, dp, m)
+		for r := range n {
+			pr, dr := p[r*m:(r+1)*m], dp[r*m:(r+1)*m]
+			var dot T
+			for j := range pr {
+				dot += pr[j] * dr[j]
+			}
+			for j := range pr {
+				dr[j] = pr[j] * (dr[j] - dot)
+			}
+		}
+		gemm(false, false, n, d, m, scale, dp, m, k[bi*m*hd+h*d:], hd, 0, dq[bi*n*hd+h*d:], hd)
+		gemm(true, false, m, d, n, scale, dp, m, q[bi*n*hd+h*d:], hd, 0, dk[bi*m*hd+h*d:], hd)
+	})
+}
+
+type attentionWeightsKernel struct{ a attentionKernel }
+
+func (w attentionWeightsKernel) name() string { return "weights-" + w.a.name() }
+func (w attentionWeightsKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	var mask tensor.Shape
+	if w.a.masked {
+		mask = in[2]
+	}
+	b, n, m, _, _, err := w.a.dims(in[0], in[1], nil, mask)
+	if err != nil {
+		return nil, err
+	}
+	return tensor.Shape{b, w.a.heads, n, m}, nil
+}
+func (w attentionWeightsKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	switch o := out.Data().(type) {
+	case []float32:
+		attentionForward(w.a, in, nil, o)
+	case []float64:
+		attentionForward(w.a, in, nil, o)
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package graph
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// composedAttention is the same attention written with Gorgonia's own ops
+// (4-D batched matmuls and the composed masked softmax), as a reference
+// for the fused op. q [B, N, H·d] etc.
+func composedAttention(b *Builder, q, k, v, mask *Node, heads int, causal bool) *Node {
+	split := func(x *Node) *Node {
+		s := Shape(x)
+		return Transpose(Reshape(x, s[0], s[1], heads, s[2]/heads), 0, 2, 1, 3)
+	}
+	qs, ks, vs := split(q), split(k), split(v)
+	d := Shape(qs)[3]
+	scores := Scale(BatchedMatMul(qs, ks, false, true), 1/math.Sqrt(float64(d)))
+	if causal {
+		n := Shape(q)[1]
+		c := make([]float64, n*n)
+		for i := range n {
+			for j := i + 1; j < n; j++ {
+				c[i*n+j] = MaskNegInf
+			}
+		}
+		scores = BroadcastAdd(scores, b.Constant("causal", []int{n, n}, c), 0, 1)
+	}
+	w := MaskedSoftmax(scores, mask)
+	o := Transpose(BatchedMatMul(w, vs, false, false), 0, 2, 1, 3)
+	s := Shape(o)
+	return Reshape(o, s[0], s[1], s[2]*s[3])
+}
+
+func TestFusedAttentionMatchesComposed(t *testing.T) {
+	mask := []float64{1, 1, 0, 1, 1, 1, 1, 1}
+	for _, c := range []struct {
+		name   string
+		masked bool
+		causal bool
+		n      int
+	}{{"plain", false, false, 3}, {"masked", true, false, 3}, {"causal", false, true, 4}, {"causal-masked", true, true, 4}} {
+		for _, dt := range []DType{Float64, Float32} {
+			rng := rand.New(rand.NewPCG(1, 1))
+			q, k, v := Normal(1)(rng, []int{2, c.n, 6}), Normal(1)(rng, []int{2, 4, 6}), Normal(1)(rng, []int{2, 4, 4})
+			run := func(fused bool) []float64 {
+				out, _ := runForward(t, dt, func(b *Builder) *Node {
+					qn, kn, vn := b.Constant("q", []int{2, c.n, 6}, q), b.Constant("k", []int{2, 4, 6}, k), b.Constant("v", []int{2, 4, 4}, v)
+					var m *Node
+					if c.masked {
+						m = b.Constant("mask", []int{2, 4}, mask)
+					}
+					if fused {
+						return Attention(qn, kn, vn, m, 2, c.causal)
+					}
+					return composedAttention(b, qn, kn, vn, m, 2, c.causal)
+				})
+				return out
+			}
+			a, want := run(true), run(false)
+			tol := 1e-13
+			if dt == Float32 {
+				tol = 1e-5
+			}
+			for i := range want {
+				if math.Abs(a[i]-want[i]) > tol {
+					t.Fatalf("%s %v: out[%d] = %v, composed %v", c.name, dt, i, a[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+func TestFusedOpGradients(t *testing.T) {
+	mask := []float64{1, 1, 0, 1, 0, 1, 1, 1}
+	cases := []struct {
+		name string
+		fn   func(b *Builder) *Node
+	}{
+		{"attention", func(b *Builder) *Node {
+			return Attention(randParam(b, "q", 2, 3, 6), randParam(b, "k", 2, 4, 6), randParam(b, "v", 2, 4, 4), nil, 2, false)
+		}},
+		{"attention-masked", func(b *Builder) *Node {
+			return Attention(randParam(b, "q", 2, 3, 6), randParam(b, "k", 2, 4, 6), randParam(b, "v", 2, 4, 4),
+				b.Constant("mask", []int{2, 4}, mask), 2, false)
+		}},
+		{"attention-causal-masked", func(b *Builder) *Node {
+			x := randParam(b, "x", 2, 4, 6)
+			return Attention(Tanh(x), x, randParam(b, "v", 2, 4, 3), b.Constant("mask", []int{2, 4}, mask), 3, true)
+		}},
+		{"attention-then-inplace", func(b *Builder) *Node {
+			o := Attention(randParam(b, "q", 1, 2, 2), randParam(b, "k", 1, 3, 2), randParam(b, "v", 1, 3, 2), nil, 1, false)
+			return Add(Square(AddScalar(o, 1)), o)
+		}},
+		{"linear-nobias-4d", func(b *Builder) *Node {
+			return Linear(randParam(b, "x", 2, 2, 3, 4), randParam(b, "w", 4, 5), nil)
+		}},
+		{"layernorm-2d", func(b *Builder) *Node {
+			return LayerNorm(randParam(b, "x", 5, 3), randParam(b, "g", 3), randParam(b, "b", 3), 1e-5)
+		}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := CheckGradients(NewParams(Float64, uint64(i+10)), c.fn, GradCheckOptions{Seed: uint64(i)}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestAttentionWeights(t *testing.T) {
+	w, shape := runForward(t, Float64, func(b *Builder) *Node {
+		q := b.Constant("q", []int{1, 2, 2}, []float64{1, 0, 0, 1})
+		k := b.Constant("k", []int{1, 3, 2}, []float64{1, 0, 0, 1, 5, 5})
+		return AttentionWeights(q, k, b.Constant("m", []int{1, 3}, []float64{1, 1, 0}), 1, false)
+	})
+	if len(shape) != 4 || shape[1] != 1 || shape[2] != 2 || shape[3] != 3 {
+		t.Fatalf("shape %v", shape)
+	}
+	e := math.Exp(1 / math.Sqrt2)
+	want := []float64{e / (e + 1), 1 / (e + 1), 0, 1 / (e + 1), e / (e + 1), 0}
+	for i := range want {
+		if math.Abs(w[i]-want[i]) > 1e-15 {
+			t.Fatalf("weights %v, want %v", w, want)
+		}
+	}
+}
+
+func TestCustomOpShapeErrors(t *testing.T) {
+	_, err := Compile(NewParams(Float32, 1), func(b *Builder) error {
+		Attention(b.Input("q", 2, 3, 6), b.Input("k", 2, 4, 4), b.Input("v", 2, 4, 4), nil, 2, false)
+		return nil
+	}, false)
+	if err == nil {
+		t.Fatal("q and k of different widths accepted")
+	}
+	_, err = Compile(NewParams(Float32, 1), func(b *Builder) error {
+		Attention(b.Input("q", 2, 3, 4), b.Input("k", 2, 4, 4), b.Input("v", 2, 4, 4), nil, 2, true)
+		return nil
+	}, false)
+	if err == nil {
+		t.Fatal("causal attention with N ≠ M accepted")
+	}
+}

@@ -1,0 +1,132 @@
+package graph
+
+import (
+	"fmt"
+
+	"gorgonia.org/tensor"
+)
+
+// linearKernel is y = x·W (+ b) over the last axis of x, for any rank:
+// x [..., din], W [din, dout], b [dout] → [..., dout]. One gemm on the
+// folded rows, with no reshape and no broadcast of the bias.
+type linearKernel struct{ bias bool }
+
+func (k linearKernel) name() string { return fmt.Sprintf("linear(bias=%v)", k.bias) }
+
+func (k linearKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	x, w := in[0], in[1]
+	if len(w) != 2 || len(x) < 1 || x[len(x)-1] != w[0] {
+		return nil, fmt.Errorf("linear: x %v and w %v do not fit", x, w)
+	}
+	if k.bias && (len(in[2]) != 1 || in[2][0] != w[1]) {
+		return nil, fmt.Errorf("linear: bias %v, want [%d]", in[2], w[1])
+	}
+	out := x.Clone()
+	out[len(out)-1] = w[1]
+	return out, nil
+}
+
+func (k linearKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	switch y := out.Data().(type) {
+	case []float32:
+		linearForward(k.bias, in, y)
+	case []float64:
+		linearForward(k.bias, in, y)
+	}
+	return nil
+}
+
+func linearForward[T float](bias bool, in []*tensor.Dense, y []T) {
+	x, w := in[0].Data().([]T), in[1].Data().([]T)
+	din, dout := in[1].Shape()[0], in[1].Shape()[1]
+	rows := len(x) / din
+	if bias {
+		b := in[2].Data().([]T)
+		for r := range rows {
+			copy(y[r*dout:(r+1)*dout], b)
+		}
+		gemm(false, false, rows, dout, din, 1, x, din, w, dout, 1, y, dout)
+		return
+	}
+	gemm(false, false, rows, dout, din, 1, x, din, w, dout, 0, y, dout)
+}
+
+// grads: dx = g·Wᵀ, dW = xᵀ·g, db = Σ_rows g.
+func (k linearKernel) grads(in []*Node, _, g *Node) []*Node {
+	out := []*Node{
+		apply(matmulKernel{transB: true, shape: fix(in[0].Shape())}, g, in[1]),
+		apply(matmulKernel{transA: true, shape: fix(in[1].Shape())}, in[0], g),
+	}
+	if k.bias {
+		out = append(out, apply(colSumKernel{}, g))
+	}
+	return out
+}
+
+// matmulKernel multiplies two operands whose leading axes fold into rows:
+// op(a) [m, k] · op(b) [k, n], with the result given the stated shape.
+type matmulKernel struct {
+	transA, transB bool
+	shape          fixedShape
+}
+
+func (k matmulKernel) name() string {
+	return fmt.Sprintf("matmul(%v,%v,%v)", k.transA, k.transB, k.shape.get())
+}
+func (k matmulKernel) outShape([]tensor.Shape) (tensor.Shape, error) { return k.shape.get(), nil }
+
+func (k matmulKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	a, b := in[0].Shape(), in[1].Shape()
+	aCols, bCols := a[len(a)-1], b[len(b)-1]
+	aRows, bRows := a.TotalSize()/aCols, b.TotalSize()/bCols
+	m, kk, n := aRows, aCols, bCols
+	if k.transA {
+		m, kk = aCols, aRows
+	}
+	if k.transB {
+		n = bRows
+	}
+	inner := bRows
+	if k.transB {
+		inner = bCols
+	}
+	if kk != inner || m*n != out.Shape().TotalSize() {
+		return fmt.Errorf("shapes %v and %v give %d values, want %v", a, b, m*n, out.Shape())
+	}
+	switch c := out.Data().(type) {
+	case []float32:
+		gemm(k.transA, k.transB, m, n, kk, 1, in[0].Data().([]float32), aCols, in[1].Data().([]float32), bCols, 0, c, n)
+	case []float64:
+		gemm(k.transA, k.transB, m, n, kk, 1, in[0].Data().([]float64), aCols, in[1].Data().([]float64), bCols, 0, c, n)
+	}
+	return nil
+}
+
+// colSumKernel sums [..., d] over every axis but the last: [d].
+type colSumKernel struct{}
+
+func (colSumKernel) name() string { return "colsum" }
+func (colSumKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	return tensor.Shape{in[0][len(in[0])-1]}, nil
+}
+func (colSumKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	switch s := out.Data().(type) {
+	case []float32:
+		colSum(in[0].Data().([]float32), s)
+	case []float64:
+		colSum(in[0].Data().([]float64), s)
+	}
+	return nil
+}
+
+func colSum[T float](x, s []T) {
+	d := len(s)
+	for i := range s {
+		s[i] = 0
+	}
+	for r := 0; r < len(x); r += d {
+		for j, v := range x[r : r+d] {
+			s[j] += v
+		}
+	}
+}
