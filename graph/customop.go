@@ -161,7 +161,7 @@ func catch(f func()) (err error) {
 // non-differentiable input such as a mask.
 type zerosKernel struct{}
 
-func (zerosKernel) name() string                                   { return "zeros" }
+func (zerosKernel) name() string                                     { return "zeros" }
 func (zerosKernel) outShape(in []tensor.Shape) (tensor.Shape, error) { return in[0].Clone(), nil }
 func (zerosKernel) do(_ []*tensor.Dense, _ *tensor.Dense) error      { return nil }
 
