@@ -1,0 +1,35 @@
+# probformer: `make train` runs the main job, `make test` passes the tests.
+GO      ?= go
+BIN     := bin/trainer
+FUZZ    ?= 10s
+
+.PHONY: build test train bench reproduce fuzz clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/trainer
+
+# Unit, gradient, property and CLI tests, plus a short run of each fuzz
+# target.
+test:
+	$(GO) vet ./...
+	$(GO) test ./...
+	$(GO) test ./configs -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZ)
+	$(GO) test ./graph -run '^$$' -fuzz FuzzDecodeCheckpoint -fuzztime $(FUZZ)
+	$(GO) test ./graph -run '^$$' -fuzz FuzzReadSafetensors -fuzztime $(FUZZ)
+
+# Train the default preset (maxnorm) and score it on its test set.
+train: build
+	$(BIN) train --config maxnorm --out checkpoints/maxnorm
+	$(BIN) eval --checkpoint checkpoints/maxnorm
+
+# One training step of the reference models, timed by go test -bench.
+bench:
+	$(GO) test ./layers -run '^$$' -bench . -benchtime 50x
+
+# The long runs behind the README's results table.
+reproduce: build
+	$(BIN) train --config maxregression-paper --out checkpoints/maxregression-paper
+	$(BIN) eval --checkpoint checkpoints/maxregression-paper
+
+clean:
+	rm -rf bin
