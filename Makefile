@@ -2,6 +2,8 @@
 GO      ?= go
 BIN     := bin/trainer
 FUZZ    ?= 10s
+# Each `make train` starts a new run directory; earlier runs are kept.
+RUN     := checkpoints/maxnorm-$(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: build test train bench reproduce fuzz clean
 
@@ -19,8 +21,8 @@ test:
 
 # Train the default preset (maxnorm) and score it on its test set.
 train: build
-	$(BIN) train --config maxnorm --out checkpoints/maxnorm
-	$(BIN) eval --checkpoint checkpoints/maxnorm
+	$(BIN) train --config maxnorm --out $(RUN)
+	$(BIN) eval --checkpoint $(RUN)
 
 # One training step of the reference models, timed by go test -bench.
 bench:

@@ -1,0 +1,76 @@
+// Command trainer trains, evaluates and exports probformer models.
+//
+//	trainer train --config maxnorm
+//	trainer eval --checkpoint checkpoints/maxnorm-20261121-063000
+//
+// Bad input (an unknown config key, a missing file, a corrupt checkpoint)
+// exits with status 2 and a one-line error; a failure during a run exits
+// with status 1.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line and returns the exit status. No panic
+// escapes it: a user sees one line, never a stack trace.
+func run(args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "trainer: internal error: %v\n", r)
+			if os.Getenv("PROBFORMER_TRACE") != "" {
+				stderr.Write(debug.Stack())
+			}
+			code = 1
+		}
+	}()
+	root := newRootCommand(stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "trainer: %v\n", err)
+	var bad *inputError
+	if errors.As(err, &bad) {
+		return 2
+	}
+	return 1
+}
+
+func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "trainer",
+		Short:         "Train and study attention models: softmax, EM and Bayesian attention",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput(err) })
+	root.AddCommand(newTrainCommand(), newEvalCommand(), newPresetsCommand())
+	return root
+}
+
+// inputError marks an error caused by the user's input: exit status 2.
+type inputError struct{ err error }
+
+func (e *inputError) Error() string { return e.err.Error() }
+func (e *inputError) Unwrap() error { return e.err }
+
+func badInput(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &inputError{err}
+}

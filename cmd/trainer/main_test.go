@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"probformer/graph"
+)
+
+// runCLI runs the command line in-process and returns its exit status
+// and output.
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// tiny shrinks the default preset so a run takes a second or two.
+var tiny = []string{
+	"--set", "model.dim=8", "--set", "model.heads=2", "--set", "model.inducing=4",
+	"--set", "data.min_set=6", "--set", "data.max_set=8", "--set", "data.valid_sets=64", "--set", "data.test_sets=64",
+	"--set", "training.batch=8", "--set", "training.log_every=5", "--set", "optimizer.warmup_steps=5",
+}
+
+func TestBadInputExitsTwo(t *testing.T) {
+	dir := t.TempDir()
+	unknown := filepath.Join(dir, "unknown.yaml")
+	preset, _ := os.ReadFile("../../configs/presets/maxnorm.yaml")
+	os.WriteFile(unknown, bytes.Replace(preset, []byte("  batch: 64"), []byte("  batchsize: 64"), 1), 0o644)
+	wrongType := filepath.Join(dir, "type.yaml")
+	os.WriteFile(wrongType, bytes.Replace(preset, []byte("seed: 1"), []byte("seed: one"), 1), 0o644)
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"unknown key", []string{"train", "--config", unknown}, []string{"unknown.yaml", "line 39", `unknown key "batchsize" in training`}},
+		{"wrong type", []string{"train", "--config", wrongType}, []string{"type.yaml", "line 5", `"one"`}},
+		{"zero steps", []string{"train", "--set", "training.steps=0"}, []string{"training.steps = 0"}},
+		{"negative steps", []string{"train", "--set", "training.steps=-3"}, []string{"training.steps = -3"}},
+		{"missing file", []string{"train", "--config", filepath.Join(dir, "nope.yaml")}, []string{"nope.yaml", "no such file"}},
+		{"unknown preset", []string{"train", "--config", "maxnrom"}, []string{"maxnrom", "presets"}},
+		{"missing checkpoint", []string{"eval", "--checkpoint", filepath.Join(dir, "none.ckpt")}, []string{"none.ckpt"}},
+		{"unknown flag", []string{"train", "--stpes", "3"}, []string{"stpes"}},
+		{"not a checkpoint", []string{"eval", "--checkpoint", unknown}, []string{"unknown.yaml", "not a probformer checkpoint"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, c.args...)
+			if code != 2 {
+				t.Errorf("exit %d, want 2 (stderr %q)", code, stderr)
+			}
+			if strings.Count(strings.TrimSpace(stderr), "\n") != 0 || strings.Contains(stderr, "goroutine") {
+				t.Errorf("want one line, got %q", stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr %q does not mention %q", stderr, w)
+				}
+			}
+		})
+	}
+}
+
+func readMetrics(t *testing.T, dir string) []map[string]float64 {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, metricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]float64
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m map[string]float64
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("metrics line %q: %v", sc.Text(), err)
+		}
+		delete(m, "steps_per_sec") // wall time, the one thing allowed to differ
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestTrainEvalAndLearn(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	args := append([]string{"train", "--out", dir, "--set", "training.steps=60", "--set", "training.eval_every=30",
+		"--set", "training.checkpoint_every=20", "--set", "training.keep_checkpoints=2"}, tiny...)
+	code, stdout, stderr := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "step 60/60") || !strings.Contains(stdout, "valid_mse") {
+		t.Errorf("progress lines missing:\n%s", stdout)
+	}
+	steps, _ := stepCheckpoints(dir)
+	if len(steps) != 2 || !strings.HasSuffix(steps[1], stepCheckpointName(60)) {
+		t.Errorf("kept checkpoints %v, want steps 40 and 60", steps)
+	}
+	if _, err := os.Stat(filepath.Join(dir, bestCheckpoint)); err != nil {
+		t.Error("no best checkpoint")
+	}
+	m := readMetrics(t, dir)
+	first, last := m[0]["train_loss"], m[len(m)-1]
+	if !(last["valid_mse"] > 0) {
+		t.Fatalf("last metrics line %v has no validation score", last)
+	}
+	var lastTrain float64
+	for _, l := range m {
+		if v, ok := l["train_loss"]; ok {
+			lastTrain = v
+		}
+	}
+	if !(lastTrain < first) {
+		t.Errorf("training loss did not fall: %v → %v", first, lastTrain)
+	}
+	code, stdout, stderr = runCLI(t, "eval", "--checkpoint", dir)
+	if code != 0 {
+		t.Fatalf("eval exit %d: %s", code, stderr)
+	}
+	for _, w := range []string{"best.ckpt", "model", "predict zero", "predict set mean", "MSE", "MAE"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("eval output lacks %q:\n%s", w, stdout)
+		}
+	}
+	// Training into a directory that holds a run is refused.
+	if code, _, stderr := runCLI(t, args...); code != 2 || !strings.Contains(stderr, "--resume") {
+		t.Errorf("second run into the same directory: exit %d, %q", code, stderr)
+	}
+}
+
+// TestResumeIsExact: 2N steps straight equal N steps, stop, and N more
+// with --resume, to the bit, in parameters and metrics.
+func TestResumeIsExact(t *testing.T) {
+	base := t.TempDir()
+	common := append([]string{"--set", "training.eval_every=10", "--set", "training.checkpoint_every=10",
+		"--set", "optimizer.schedule=constant"}, tiny...)
+	straight := filepath.Join(base, "straight")
+	if code, _, stderr := runCLI(t, append([]string{"train", "--out", straight, "--set", "training.steps=40"}, common...)...); code != 0 {
+		t.Fatal(stderr)
+	}
+	split := filepath.Join(base, "split")
+	// A constant schedule (after warm-up) does not depend on the run's
+	// length, so a 20-step run resumed to 40 steps is the 40-step run.
+	if code, _, stderr := runCLI(t, append([]string{"train", "--out", split, "--set", "training.steps=20"}, common...)...); code != 0 {
+		t.Fatal(stderr)
+	}
+	if code, _, stderr := runCLI(t, "train", "--resume", split, "--set", "training.steps=40"); code != 0 {
+		t.Fatal(stderr)
+	}
+	a, err := graph.ReadCheckpoint(filepath.Join(straight, stepCheckpointName(40)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := graph.ReadCheckpoint(filepath.Join(split, stepCheckpointName(40)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range a.Params {
+		for j := range a.Params[i].Values {
+			if math.Float64bits(a.Params[i].Values[j]) != math.Float64bits(b.Params[i].Values[j]) {
+				t.Fatalf("%s differs after resume", a.Params[i].Name)
+			}
+		}
+	}
+	ma, mb := readMetrics(t, straight), readMetrics(t, split)
+	if len(ma) != len(mb) {
+		t.Fatalf("%d metrics lines straight, %d resumed", len(ma), len(mb))
+	}
+	for i := range ma {
+		for k, v := range ma[i] {
+			if mb[i][k] != v {
+				t.Fatalf("metrics line %d: %s = %v straight, %v resumed", i, k, v, mb[i][k])
+			}
+		}
+	}
+}
+
+func TestResumeRefusesConfigChanges(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	if code, _, stderr := runCLI(t, append([]string{"train", "--out", dir, "--set", "training.steps=5"}, tiny...)...); code != 0 {
+		t.Fatal(stderr)
+	}
+	code, _, stderr := runCLI(t, "train", "--resume", dir, "--set", "model.dim=16", "--set", "training.steps=10")
+	if code != 2 || !strings.Contains(stderr, "model.dim") {
+		t.Fatalf("exit %d, %q", code, stderr)
+	}
+	code, _, stderr = runCLI(t, "train", "--resume", dir)
+	if code != 2 || !strings.Contains(stderr, "training.steps") {
+		t.Fatalf("resuming a finished run: exit %d, %q", code, stderr)
+	}
+}

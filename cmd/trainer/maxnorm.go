@@ -1,0 +1,162 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"text/tabwriter"
+
+	"probformer/configs"
+	"probformer/datasets"
+	"probformer/graph"
+	"probformer/layers"
+	"probformer/losses"
+)
+
+// maxNormTask regresses the element of largest norm of a set with a Set
+// Transformer.
+type maxNormTask struct {
+	cfg   *configs.Config
+	data  *datasets.MaxNorm
+	model layers.SetTransformer
+	valid []datasets.SetBatch
+	test  []datasets.SetBatch
+}
+
+const maxNormEvalBatch = 256
+
+func newMaxNormTask(cfg *configs.Config) (*maxNormTask, error) {
+	d := cfg.Data
+	data, err := datasets.NewMaxNorm(d.Kind, d.Dim, d.MinSet, d.MaxSet)
+	if err != nil {
+		return nil, fmt.Errorf("data: %w", err)
+	}
+	m := cfg.Model
+	st := layers.SetTransformerConfig{
+		DimIn: d.Dim, Dim: m.Dim, Heads: m.Heads, DimOut: d.Dim, Encoder: m.Encoder, Blocks: m.Blocks,
+		Inducing: m.Inducing, Seeds: m.Seeds, DecoderSAB: m.DecoderSAB, LayerNorm: m.LayerNorm,
+		Attention: layers.AttentionConfig{Kind: m.Attention.Kind},
+	}
+	if err := st.Validate(); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	count := func(n int) int { return (n + maxNormEvalBatch - 1) / maxNormEvalBatch }
+	return &maxNormTask{
+		cfg:   cfg,
+		data:  data,
+		model: layers.SetTransformer{Config: st},
+		valid: data.Fixed(cfg.Seed, datasets.ValidStream, count(d.ValidSets), maxNormEvalBatch),
+		test:  data.Fixed(cfg.Seed, datasets.TestStream, count(d.TestSets), maxNormEvalBatch),
+	}, nil
+}
+
+func (t *maxNormTask) build(batch int) graph.BuildFunc {
+	n, dim := t.data.MaxN, t.data.Dim
+	return func(b *graph.Builder) error {
+		x := b.Input("x", batch, n, dim)
+		mask := b.Input("mask", batch, n)
+		y := b.Input("y", batch, dim)
+		out := t.model.Forward(b, x, mask) // [B, seeds, dim]
+		// Every seed predicts the target; with one seed this is the
+		// prediction itself.
+		pred := graph.Mean(out, 1)
+		b.Output("pred", pred)
+		loss, err := losses.Regression(t.cfg.Training.Loss, pred, y, nil)
+		if err != nil {
+			return err
+		}
+		b.SetLoss(loss)
+		return nil
+	}
+}
+
+func feedSets(prog *graph.Program, batch datasets.SetBatch) error {
+	if err := prog.Feed("x", batch.X); err != nil {
+		return err
+	}
+	if err := prog.Feed("mask", batch.Mask); err != nil {
+		return err
+	}
+	return prog.Feed("y", batch.Y)
+}
+
+func (t *maxNormTask) feedTrain(rng *rand.Rand, prog *graph.Program) error {
+	return feedSets(prog, t.data.Batch(rng, t.cfg.Training.Batch))
+}
+
+func (t *maxNormTask) evalBatch() int { return maxNormEvalBatch }
+
+func (t *maxNormTask) selectionMetric() string { return "valid_" + t.cfg.Training.Loss }
+
+// predictions runs prog over a fixed set and returns predictions and
+// targets, concatenated.
+func (t *maxNormTask) predictions(prog *graph.Program, set []datasets.SetBatch) (pred, target []float64, err error) {
+	for _, batch := range set {
+		if err := feedSets(prog, batch); err != nil {
+			return nil, nil, err
+		}
+		if err := prog.Run(); err != nil {
+			return nil, nil, err
+		}
+		p, _ := prog.Output("pred")
+		pred = append(pred, p...)
+		target = append(target, batch.Y...)
+	}
+	return pred, target, nil
+}
+
+func (t *maxNormTask) split(name string) []datasets.SetBatch {
+	if name == "test" {
+		return t.test
+	}
+	return t.valid
+}
+
+func (t *maxNormTask) evaluate(prog *graph.Program, split string) (map[string]float64, error) {
+	pred, target, err := t.predictions(prog, t.split(split))
+	if err != nil {
+		return nil, err
+	}
+	return regressionMetrics(split, pred, target, t.data.Dim)
+}
+
+func regressionMetrics(prefix string, pred, target []float64, dim int) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, kind := range []string{losses.MSE, losses.MAE, losses.Euclidean} {
+		v, err := losses.RegressionValue(kind, pred, target, nil, dim)
+		if err != nil {
+			return nil, err
+		}
+		out[prefix+"_"+kind] = v
+	}
+	return out, nil
+}
+
+// report prints the test metrics of the model next to two baselines:
+// predicting zero and predicting the set's mean.
+func (t *maxNormTask) report(w io.Writer, prog *graph.Program) error {
+	pred, target, err := t.predictions(prog, t.test)
+	if err != nil {
+		return err
+	}
+	var zero, mean []float64
+	for _, batch := range t.test {
+		zero = append(zero, make([]float64, len(batch.Y))...)
+		mean = append(mean, batch.MeanPrediction()...)
+	}
+	rows := []struct {
+		name string
+		pred []float64
+	}{{"model", pred}, {"predict zero", zero}, {"predict set mean", mean}}
+	fmt.Fprintf(w, "test set: %d sets (seed %d)\n", len(target)/t.data.Dim, t.cfg.Seed)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tMSE\tMAE\tEuclidean\t")
+	for _, r := range rows {
+		m, err := regressionMetrics("test", r.pred, target, t.data.Dim)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%.4f\t\n", r.name, m["test_mse"], m["test_mae"], m["test_euclidean"])
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,21 @@
+package main
+
+import (
+	"math"
+
+	"probformer/configs"
+)
+
+// learningRate is the rate at step (1-based): linear warm-up from 0 over
+// warmup_steps, then constant, or a cosine from lr down to min_lr at the
+// last step.
+func learningRate(o configs.Optimizer, step, steps int) float64 {
+	if step <= o.WarmupSteps {
+		return o.LR * float64(step) / float64(o.WarmupSteps)
+	}
+	if o.Schedule != "cosine" || steps <= o.WarmupSteps {
+		return o.LR
+	}
+	progress := float64(step-o.WarmupSteps) / float64(steps-o.WarmupSteps)
+	return o.MinLR + (o.LR-o.MinLR)*0.5*(1+math.Cos(math.Pi*progress))
+}
