@@ -3,6 +3,7 @@ package configs
 import (
 	"bytes"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -223,4 +224,14 @@ func yamlKind(tag string) string {
 		return "list"
 	}
 	return tag
+}
+
+// JSON returns the config as JSON with the YAML key names, for metadata
+// that other tools read (a safetensors header, say).
+func (c *Config) JSON() ([]byte, error) {
+	var tree map[string]any
+	if err := yaml.Unmarshal(c.YAML(), &tree); err != nil {
+		return nil, err
+	}
+	return json.Marshal(tree)
 }

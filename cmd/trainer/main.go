@@ -36,16 +36,32 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	}()
 	root := newRootCommand(stdout, stderr)
 	root.SetArgs(args)
+	// An error before a command starts running is a usage error: an
+	// unknown command, a missing required flag, extra arguments.
+	started := false
+	markStart(root, &started)
 	err := root.Execute()
 	if err == nil {
 		return 0
 	}
 	fmt.Fprintf(stderr, "trainer: %v\n", err)
 	var bad *inputError
-	if errors.As(err, &bad) {
+	if errors.As(err, &bad) || !started {
 		return 2
 	}
 	return 1
+}
+
+func markStart(c *cobra.Command, started *bool) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			*started = true
+			return run(cmd, args)
+		}
+	}
+	for _, sub := range c.Commands() {
+		markStart(sub, started)
+	}
 }
 
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -58,7 +74,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput(err) })
-	root.AddCommand(newTrainCommand(), newEvalCommand(), newPresetsCommand())
+	root.AddCommand(newTrainCommand(), newEvalCommand(), newInspectCommand(), newExportCommand(), newPresetsCommand())
 	return root
 }
 

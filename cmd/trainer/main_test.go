@@ -197,3 +197,66 @@ func TestResumeRefusesConfigChanges(t *testing.T) {
 		t.Fatalf("resuming a finished run: exit %d, %q", code, stderr)
 	}
 }
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	for _, args := range [][]string{{"eval"}, {"frobnicate"}, {"inspect"}, {"export", "--checkpoint", "x"}, {"train", "extra"}} {
+		if code, _, stderr := runCLI(t, args...); code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("%v: exit %d, %q", args, code, stderr)
+		}
+	}
+}
+
+func TestInspectAndExport(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	if code, _, stderr := runCLI(t, append([]string{"train", "--out", dir, "--set", "training.steps=5"}, tiny...)...); code != 0 {
+		t.Fatal(stderr)
+	}
+	code, stdout, stderr := runCLI(t, "inspect", dir)
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	for _, w := range []string{"step:       5", "enc.0.mab0.q.w", "[8 8]", "valid_mse", "model:", "dim: 8"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("inspect output lacks %q:\n%s", w, stdout)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "model.safetensors")
+	if code, _, stderr := runCLI(t, "export", "--checkpoint", dir, "--format", "safetensors", "--out", out); code != 0 {
+		t.Fatal(stderr)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tensors, meta, err := graph.ReadSafetensors(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, _ := graph.ReadCheckpoint(filepath.Join(dir, bestCheckpoint))
+	if len(tensors) != len(ck.Params) {
+		t.Fatalf("%d tensors exported, checkpoint has %d", len(tensors), len(ck.Params))
+	}
+	byName := map[string]graph.SafeTensor{}
+	for _, st := range tensors {
+		byName[st.Name] = st
+	}
+	for _, p := range ck.Params {
+		st, ok := byName[p.Name]
+		if !ok || len(st.F32) != len(p.Values) {
+			t.Fatalf("%s missing or resized", p.Name)
+		}
+		for i, v := range p.Values {
+			if math.Float32bits(st.F32[i]) != math.Float32bits(float32(v)) {
+				t.Fatalf("%s[%d] changed in export", p.Name, i)
+			}
+		}
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal([]byte(meta["config"]), &cfg); err != nil || cfg["task"] != "maxnorm" {
+		t.Fatalf("metadata config %q: %v", meta["config"], err)
+	}
+	if code, _, _ := runCLI(t, "export", "--checkpoint", dir, "--format", "onnx", "--out", out); code != 2 {
+		t.Fatal("unknown format accepted")
+	}
+}
