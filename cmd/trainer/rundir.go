@@ -142,3 +142,17 @@ func truncateMetrics(dir string, step int) error {
 		return err
 	})
 }
+
+// removeStaleTemps deletes the temporary files of atomic writes that a
+// killed run left behind; they are never the only copy of anything.
+func removeStaleTemps(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") && strings.Contains(e.Name(), ".tmp-") {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}

@@ -142,6 +142,7 @@ func setupRun(f trainFlags, stderr io.Writer) (*trainer, error) {
 		if err := truncateMetrics(dir, t.step); err != nil {
 			return nil, err
 		}
+		removeStaleTemps(dir)
 	}
 	t.log, err = os.OpenFile(filepath.Join(dir, metricsFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {

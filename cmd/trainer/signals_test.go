@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"probformer/graph"
+)
+
+// buildTrainer compiles the binary for tests that must signal a real
+// process.
+func buildTrainer(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary; skipped with -short")
+	}
+	bin := filepath.Join(t.TempDir(), "trainer")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func startTrain(t *testing.T, bin string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, &out
+}
+
+// TestSIGKILLLeavesLoadableCheckpoint kills `trainer train` at random
+// moments; every time the latest checkpoint loads, and resuming from it
+// continues the run to its end.
+func TestSIGKILLLeavesLoadableCheckpoint(t *testing.T) {
+	bin := buildTrainer(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	args := append([]string{"train", "--out", dir, "--set", "training.steps=300", "--set", "training.checkpoint_every=2",
+		"--set", "training.eval_every=25", "--set", "training.keep_checkpoints=2"}, tiny...)
+	rng := rand.New(rand.NewPCG(7, 7))
+	lastStep := 0
+	kills := 0
+	for attempt := 0; kills < 5 && attempt < 40; attempt++ {
+		cmdArgs := args
+		if steps, _ := stepCheckpoints(dir); len(steps) > 0 {
+			cmdArgs = []string{"train", "--resume", dir}
+		}
+		cmd, out := startTrain(t, bin, cmdArgs...)
+		time.Sleep(time.Duration(150+rng.IntN(600)) * time.Millisecond)
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		if err == nil {
+			// The run finished before the kill: it is complete.
+			break
+		}
+		kills++
+		path, rerr := resolveCheckpoint(dir, false)
+		if rerr != nil {
+			if strings.Contains(out.String(), "step") {
+				t.Fatalf("kill %d: no checkpoint after progress:\n%s", kills, out)
+			}
+			continue // killed during start-up, before the first step
+		}
+		ck, err := graph.ReadCheckpoint(path)
+		if err != nil {
+			t.Fatalf("kill %d left an unloadable latest checkpoint: %v", kills, err)
+		}
+		if ck.Step < lastStep {
+			t.Fatalf("kill %d: latest checkpoint went back from step %d to %d", kills, lastStep, ck.Step)
+		}
+		lastStep = ck.Step
+	}
+	if kills == 0 {
+		t.Fatal("the run was never killed")
+	}
+	t.Logf("%d kills; the last one left step %d", kills, lastStep)
+	if steps, _ := stepCheckpoints(dir); len(steps) > 0 && !strings.HasSuffix(steps[len(steps)-1], stepCheckpointName(300)) {
+		cmd, out := startTrain(t, bin, "train", "--resume", dir)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("final resume: %v\n%s", err, out)
+		}
+		if !strings.Contains(out.String(), "done: 300 steps") {
+			t.Fatalf("resumed run did not finish:\n%s", out)
+		}
+	}
+	ck, err := graph.ReadCheckpoint(filepath.Join(dir, stepCheckpointName(300)))
+	if err != nil || ck.Step != 300 {
+		t.Fatalf("final checkpoint: %v", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("temporary file %s left after a clean finish", e.Name())
+		}
+	}
+}
+
+// TestSIGINTSavesAndExitsZero: Ctrl-C finishes the step, saves, says where,
+// and exits 0.
+func TestSIGINTSavesAndExitsZero(t *testing.T) {
+	bin := buildTrainer(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	cmd, out := startTrain(t, bin, append([]string{"train", "--out", dir, "--set", "training.steps=100000",
+		"--set", "training.checkpoint_every=1000", "--set", "training.eval_every=1000"}, tiny...)...)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "step 10/") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGINT: %v\n%s", err, out)
+	}
+	text := out.String()
+	if !strings.Contains(text, "interrupted at step") || !strings.Contains(text, "--resume "+dir) {
+		t.Fatalf("no interruption message:\n%s", text)
+	}
+	path, err := resolveCheckpoint(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := graph.ReadCheckpoint(path); err != nil {
+		t.Fatal(err)
+	}
+}
