@@ -18,8 +18,10 @@ type AttentionConfig struct {
 type Kernel interface {
 	// Attend returns the readout [B, H, N, dv] and the attention weights
 	// [B, H, N, M] of queries q [B, H, N, d] over keys k [B, H, M, d] and
-	// values v [B, H, M, dv]. keyMask [B, M] (1 real, 0 padding) may be
-	// nil. name prefixes any parameter the kernel owns.
+	// values v [B, H, M, dv]. keyMask, 1 where a query may attend, is a
+	// key mask [B, M] (0 on padding), a query-key mask [B, N, M] such as
+	// CausalMask, or nil (see masks.go). name prefixes any parameter the
+	// kernel owns.
 	Attend(b *graph.Builder, name string, q, k, v, keyMask *graph.Node) (out, weights *graph.Node)
 }
 
@@ -43,7 +45,7 @@ type ScaledDotProduct struct{}
 func (ScaledDotProduct) Attend(_ *graph.Builder, _ string, q, k, v, keyMask *graph.Node) (out, weights *graph.Node) {
 	d := graph.Shape(q)[3]
 	scores := graph.Scale(graph.BatchedMatMul(q, k, false, true), 1/math.Sqrt(float64(d)))
-	weights = graph.MaskedSoftmax(scores, keyMask)
+	weights = graph.Softmax(MaskScores(scores, keyMask), 3)
 	return graph.BatchedMatMul(weights, v, false, false), weights
 }
 

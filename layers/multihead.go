@@ -20,8 +20,8 @@ type MultiHeadAttention struct {
 }
 
 // Forward attends from x [B, N, dx] to y [B, M, dy] with keys masked by
-// yMask [B, M] (nil: no padding) and returns [B, N, Dim] and the weights
-// [B, H, N, M].
+// yMask [B, M] or [B, N, M] (nil: no mask; see masks.go) and returns
+// [B, N, Dim] and the weights [B, H, N, M].
 func (m MultiHeadAttention) Forward(b *graph.Builder, x, y, yMask *graph.Node) (out, weights *graph.Node) {
 	if m.Heads <= 0 || m.Dim%m.Heads != 0 {
 		panic(fmt.Errorf("%s: width %d does not split into %d heads", m.Name, m.Dim, m.Heads))

@@ -1,0 +1,315 @@
+package layers
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"probformer/datasets"
+	"probformer/graph"
+)
+
+// Autoregressive decoding of a Seq2Seq model: greedy search and beam
+// search over target ids, starting from <bos> and stopping at <eos>
+// (datasets.BOSID, datasets.EOSID) or a length limit.
+//
+// Gorgonia graphs have static shapes, so a Translator compiles one
+// evaluation program of the full size — rows × srcLen source ids and
+// rows × tgtLen target ids — and every decoding step runs it whole: the
+// prefix <bos> y1 … yt is fed padded to tgtLen and the logits are read at
+// position t, the last of the prefix. The causal mask makes that position
+// blind to the padding after it, so this is exact. It re-encodes the
+// source and recomputes the whole prefix at every step (no key/value
+// cache): simple and correct, O(tgtLen) times the cost of incremental
+// decoding, which is fine for evaluation of small models.
+
+// Scorer gives the next-token distribution of a translation model.
+type Scorer interface {
+	// LogProbs returns, for each row r, log p(· | src[r], prefix[r]) over
+	// the target vocabulary. prefix[r] starts with <bos>; src[r] holds
+	// source ids without padding.
+	LogProbs(src, prefixes [][]int) ([][]float64, error)
+}
+
+// Hypothesis is one decoded target sentence.
+type Hypothesis struct {
+	// Tokens are the generated ids, without <bos> and <eos>.
+	Tokens []int
+	// LogProb is Σ log p of the generated tokens, <eos> included.
+	LogProb float64
+	// Score is LogProb / LengthPenalty(n, α) with n the number of
+	// generated tokens, <eos> included; greedy decoding uses α = 0.
+	Score float64
+	// Finished reports that the sentence ended with <eos>; false means it
+	// was cut at the length limit.
+	Finished bool
+}
+
+// LengthPenalty is GNMT's length normalisation (Wu et al. 2016, eq. 14,
+// without the coverage penalty):
+//
+//	lp(n) = ((5 + n) / 6)^α
+//
+// Beam search ranks hypotheses by log P / lp(n); α = 0 ranks by log P and
+// α > 0 favours longer sentences. (fairseq divides by n^α instead.)
+func LengthPenalty(n int, alpha float64) float64 {
+	return math.Pow((5+float64(n))/6, alpha)
+}
+
+// Greedy decodes each source sentence by taking the most probable next
+// token (the lowest id among ties) until <eos> or maxLen generated tokens,
+// <eos> included. All sentences are decoded together, so the scorer must
+// accept len(src) rows.
+func Greedy(s Scorer, src [][]int, maxLen int) ([]Hypothesis, error) {
+	if len(src) == 0 {
+		return nil, errors.New("greedy decoding: no source sentence")
+	}
+	if maxLen <= 0 {
+		return nil, fmt.Errorf("greedy decoding: max length %d, want > 0", maxLen)
+	}
+	hyps := make([]Hypothesis, len(src))
+	prefixes := make([][]int, len(src))
+	for i := range prefixes {
+		prefixes[i] = []int{datasets.BOSID}
+	}
+	for range maxLen {
+		var active []int
+		for i, h := range hyps {
+			if !h.Finished {
+				active = append(active, i)
+			}
+		}
+		if len(active) == 0 {
+			break
+		}
+		srcs, pres := make([][]int, len(active)), make([][]int, len(active))
+		for j, i := range active {
+			srcs[j], pres[j] = src[i], prefixes[i]
+		}
+		lps, err := s.LogProbs(srcs, pres)
+		if err != nil {
+			return nil, fmt.Errorf("greedy decoding: %w", err)
+		}
+		for j, i := range active {
+			best := 0
+			for v, lp := range lps[j] {
+				if lp > lps[j][best] {
+					best = v
+				}
+			}
+			hyps[i].LogProb += lps[j][best]
+			if best == datasets.EOSID {
+				hyps[i].Finished = true
+				continue
+			}
+			prefixes[i] = append(prefixes[i], best)
+		}
+	}
+	for i := range hyps {
+		hyps[i].Tokens = slices.Clone(prefixes[i][1:])
+		hyps[i].Score = hyps[i].LogProb
+	}
+	return hyps, nil
+}
+
+// BeamOptions tunes BeamSearch.
+type BeamOptions struct {
+	// Size is the number of hypotheses kept at each step.
+	Size int
+	// MaxLen caps the generated tokens, <eos> included.
+	MaxLen int
+	// Alpha is the exponent of LengthPenalty; 0 ranks by log-probability.
+	Alpha float64
+}
+
+// BeamSearch decodes one source sentence keeping the Size most probable
+// prefixes at each step, as fairseq does: of all one-token extensions of
+// the current prefixes, ranked by log-probability, those ending in <eos>
+// among the best Size are set aside as finished, and the best Size others
+// continue. The search stops when Size hypotheses have finished or after
+// MaxLen tokens, when the unfinished prefixes join the results. It returns
+// up to Size hypotheses, best Score first. The scorer must accept Size
+// rows (the beams are run as the batch). With Size 1 it is Greedy.
+func BeamSearch(s Scorer, src []int, opt BeamOptions) ([]Hypothesis, error) {
+	if opt.Size <= 0 {
+		return nil, fmt.Errorf("beam search: beam size %d, want > 0", opt.Size)
+	}
+	if opt.MaxLen <= 0 {
+		return nil, fmt.Errorf("beam search: max length %d, want > 0", opt.MaxLen)
+	}
+	type beam struct {
+		prefix  []int // <bos> y1 … yt
+		logProb float64
+	}
+	type candidate struct {
+		beam, token int
+		logProb     float64
+	}
+	hyp := func(tokens []int, logProb float64, finished bool) Hypothesis {
+		n := len(tokens)
+		if finished {
+			n++
+		}
+		return Hypothesis{Tokens: slices.Clone(tokens), LogProb: logProb,
+			Score: logProb / LengthPenalty(n, opt.Alpha), Finished: finished}
+	}
+	beams := []beam{{prefix: []int{datasets.BOSID}}}
+	var done []Hypothesis
+	for range opt.MaxLen {
+		srcs, pres := make([][]int, len(beams)), make([][]int, len(beams))
+		for i, b := range beams {
+			srcs[i], pres[i] = src, b.prefix
+		}
+		lps, err := s.LogProbs(srcs, pres)
+		if err != nil {
+			return nil, fmt.Errorf("beam search: %w", err)
+		}
+		var cands []candidate
+		for i, b := range beams {
+			for v, lp := range lps[i] {
+				cands = append(cands, candidate{beam: i, token: v, logProb: b.logProb + lp})
+			}
+		}
+		// Stable: ties go to the earlier beam, then the lower id, as in Greedy.
+		sort.SliceStable(cands, func(a, b int) bool { return cands[a].logProb > cands[b].logProb })
+		var next []beam
+		for rank, c := range cands {
+			if rank >= opt.Size && len(next) == opt.Size {
+				break
+			}
+			prefix := beams[c.beam].prefix
+			if c.token == datasets.EOSID {
+				if rank < opt.Size {
+					done = append(done, hyp(prefix[1:], c.logProb, true))
+				}
+				continue
+			}
+			if len(next) < opt.Size {
+				next = append(next, beam{prefix: append(slices.Clone(prefix), c.token), logProb: c.logProb})
+			}
+		}
+		beams = next
+		if len(done) >= opt.Size || len(beams) == 0 {
+			beams = nil
+			break
+		}
+	}
+	for _, b := range beams {
+		done = append(done, hyp(b.prefix[1:], b.logProb, false))
+	}
+	sort.SliceStable(done, func(a, b int) bool { return done[a].Score > done[b].Score })
+	if len(done) > opt.Size {
+		done = done[:opt.Size]
+	}
+	return done, nil
+}
+
+// Translator is the Scorer of a Seq2Seq model: one compiled evaluation
+// program of rows × srcLen source ids and rows × tgtLen target ids over
+// the model's parameters (see the decoding note above). Decoding can then
+// generate up to tgtLen tokens, <eos> included.
+type Translator struct {
+	prog           *graph.Program
+	rows, srcLen   int
+	tgtLen, vocab  int
+	src, tgtIn     []int
+	srcMask, tgtMk []float64
+}
+
+// NewTranslator compiles model for decoding with the given parameters.
+func NewTranslator(params *graph.Params, model Seq2Seq, rows, srcLen, tgtLen int) (*Translator, error) {
+	if rows <= 0 || srcLen <= 0 || tgtLen <= 0 {
+		return nil, fmt.Errorf("translator: rows %d, source length %d, target length %d must be positive", rows, srcLen, tgtLen)
+	}
+	prog, err := graph.Compile(params, func(b *graph.Builder) error {
+		logits := model.Forward(b,
+			b.IndexInput("src", rows, srcLen), b.Input("src_mask", rows, srcLen),
+			b.IndexInput("tgt_in", rows, tgtLen), b.Input("tgt_mask", rows, tgtLen))
+		b.Output("logits", logits)
+		return nil
+	}, false)
+	if err != nil {
+		return nil, fmt.Errorf("translator: %w", err)
+	}
+	return &Translator{
+		prog: prog, rows: rows, srcLen: srcLen, tgtLen: tgtLen, vocab: model.Config.TgtVocab,
+		src: make([]int, rows*srcLen), srcMask: make([]float64, rows*srcLen),
+		tgtIn: make([]int, rows*tgtLen), tgtMk: make([]float64, rows*tgtLen),
+	}, nil
+}
+
+// MaxLen is the most tokens the translator can generate, <eos> included.
+func (tr *Translator) MaxLen() int { return tr.tgtLen }
+
+// LogProbs implements Scorer for up to rows sentences; unused rows repeat
+// the first one.
+func (tr *Translator) LogProbs(src, prefixes [][]int) ([][]float64, error) {
+	n := len(src)
+	if n == 0 || n != len(prefixes) || n > tr.rows {
+		return nil, fmt.Errorf("translate: %d sources and %d prefixes for %d rows", n, len(prefixes), tr.rows)
+	}
+	clear(tr.src)
+	clear(tr.srcMask)
+	clear(tr.tgtIn)
+	clear(tr.tgtMk)
+	for r := range tr.rows {
+		i := r
+		if r >= n {
+			i = 0
+		}
+		s, p := src[i], prefixes[i]
+		if len(s) > tr.srcLen {
+			return nil, fmt.Errorf("translate: source of %d tokens, room for %d", len(s), tr.srcLen)
+		}
+		if len(p) == 0 || len(p) > tr.tgtLen {
+			return nil, fmt.Errorf("translate: prefix of %d tokens, want 1 to %d", len(p), tr.tgtLen)
+		}
+		copy(tr.src[r*tr.srcLen:], s)
+		copy(tr.tgtIn[r*tr.tgtLen:], p)
+		for j := range s {
+			tr.srcMask[r*tr.srcLen+j] = 1
+		}
+		for j := range p {
+			tr.tgtMk[r*tr.tgtLen+j] = 1
+		}
+	}
+	if err := tr.prog.FeedIndices("src", tr.src); err != nil {
+		return nil, err
+	}
+	if err := tr.prog.Feed("src_mask", tr.srcMask); err != nil {
+		return nil, err
+	}
+	if err := tr.prog.FeedIndices("tgt_in", tr.tgtIn); err != nil {
+		return nil, err
+	}
+	if err := tr.prog.Feed("tgt_mask", tr.tgtMk); err != nil {
+		return nil, err
+	}
+	if err := tr.prog.Run(); err != nil {
+		return nil, fmt.Errorf("translate: %w", err)
+	}
+	logits, _ := tr.prog.Output("logits") // [rows, tgtLen, V]
+	out := make([][]float64, n)
+	for r := range n {
+		at := (r*tr.tgtLen + len(prefixes[r]) - 1) * tr.vocab
+		out[r] = logSoftmax(logits[at : at+tr.vocab])
+	}
+	return out, nil
+}
+
+// logSoftmax returns x − log Σ exp(x), computed with the max subtracted.
+func logSoftmax(x []float64) []float64 {
+	m := slices.Max(x)
+	var z float64
+	for _, v := range x {
+		z += math.Exp(v - m)
+	}
+	lz := m + math.Log(z)
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = v - lz
+	}
+	return out
+}

@@ -1,0 +1,240 @@
+package layers
+
+import (
+	"fmt"
+
+	"probformer/graph"
+)
+
+// Transformer encoder and decoder (Vaswani et al. 2017 §3.1). Every
+// sub-layer F (self-attention, cross-attention, feed-forward) is wrapped
+// in a residual connection with dropout on F's output, either post-LN as
+// in the paper or pre-LN (Xiong et al. 2020):
+//
+//	post-LN: x ← LN(x + Dropout(F(x)))
+//	pre-LN:  x ← x + Dropout(F(LN(x))),  with a final LN after the stack
+//
+// Pre-LN trains without learning-rate warm-up; post-LN is the original.
+
+// feedForward is the position-wise network of §3.3:
+//
+//	FFN(x) = ReLU(x W₁ + b₁) W₂ + b₂,  W₁ [Dim, FF], W₂ [FF, Dim]
+//
+// Parameters: name.ff1, name.ff2 (each .w and .b).
+func feedForward(b *graph.Builder, name string, x *graph.Node, ff int) *graph.Node {
+	s := graph.Shape(x)
+	return dense(b, name+".ff2", graph.ReLU(dense(b, name+".ff1", x, ff)), s[len(s)-1])
+}
+
+// sublayer wraps f in the residual connection and dropout, post-LN or
+// pre-LN, with LayerNorm parameters ln and the dropout mask called drop.
+func sublayer(b *graph.Builder, x *graph.Node, preLN bool, ln, drop string, p float64,
+	f func(h *graph.Node) *graph.Node) *graph.Node {
+	if preLN {
+		return graph.Add(x, b.Dropout(drop, f(layerNorm(b, ln, x)), p))
+	}
+	return layerNorm(b, ln, graph.Add(x, b.Dropout(drop, f(x), p)))
+}
+
+// EncoderLayer is one Transformer encoder layer: self-attention over the
+// source with padded keys masked, then the feed-forward network, each a
+// residual sub-layer.
+//
+// Parameters: name.self (q, k, v, o), name.ff1, name.ff2, name.ln1,
+// name.ln2. Dropout masks (training graphs): name.self.drop, name.ff.drop.
+type EncoderLayer struct {
+	Name    string
+	Dim     int     // model width d_model
+	Heads   int     // must divide Dim
+	FF      int     // hidden width of the feed-forward network
+	Dropout float64 // on each sub-layer's output; 0 turns it off
+	PreLN   bool    // LayerNorm before each sub-layer instead of after
+	Kernel  Kernel
+}
+
+// Forward: x [B, S, Dim], mask [B, S] (1 real, 0 padding) or nil →
+// [B, S, Dim].
+func (l EncoderLayer) Forward(b *graph.Builder, x, mask *graph.Node) *graph.Node {
+	self := MultiHeadAttention{Name: l.Name + ".self", Dim: l.Dim, Heads: l.Heads, Kernel: l.Kernel}
+	x = sublayer(b, x, l.PreLN, l.Name+".ln1", l.Name+".self.drop", l.Dropout, func(h *graph.Node) *graph.Node {
+		a, _ := self.Forward(b, h, h, mask)
+		return a
+	})
+	return sublayer(b, x, l.PreLN, l.Name+".ln2", l.Name+".ff.drop", l.Dropout, func(h *graph.Node) *graph.Node {
+		return feedForward(b, l.Name, h, l.FF)
+	})
+}
+
+// DecoderLayer is one Transformer decoder layer: masked self-attention over
+// the target prefix, attention over the encoder's memory, then the
+// feed-forward network, each a residual sub-layer.
+//
+// Parameters: name.self, name.cross (q, k, v, o), name.ff1, name.ff2,
+// name.ln1, name.ln2, name.ln3. Dropout masks: name.self.drop,
+// name.cross.drop, name.ff.drop.
+type DecoderLayer struct {
+	Name    string
+	Dim     int
+	Heads   int
+	FF      int
+	Dropout float64
+	PreLN   bool
+	Kernel  Kernel
+}
+
+// Forward: y [B, T, Dim], selfMask [B, T, T] (from CausalMask: the layer
+// adds no causality itself), memory [B, S, Dim], srcMask [B, S] or nil →
+// [B, T, Dim].
+func (l DecoderLayer) Forward(b *graph.Builder, y, selfMask, memory, srcMask *graph.Node) *graph.Node {
+	if selfMask == nil || selfMask.Dims() != 3 {
+		panic(fmt.Errorf("%s: self-attention mask must be [B, T, T] from CausalMask", l.Name))
+	}
+	self := MultiHeadAttention{Name: l.Name + ".self", Dim: l.Dim, Heads: l.Heads, Kernel: l.Kernel}
+	cross := MultiHeadAttention{Name: l.Name + ".cross", Dim: l.Dim, Heads: l.Heads, Kernel: l.Kernel}
+	y = sublayer(b, y, l.PreLN, l.Name+".ln1", l.Name+".self.drop", l.Dropout, func(h *graph.Node) *graph.Node {
+		a, _ := self.Forward(b, h, h, selfMask)
+		return a
+	})
+	y = sublayer(b, y, l.PreLN, l.Name+".ln2", l.Name+".cross.drop", l.Dropout, func(h *graph.Node) *graph.Node {
+		a, _ := cross.Forward(b, h, memory, srcMask)
+		return a
+	})
+	return sublayer(b, y, l.PreLN, l.Name+".ln3", l.Name+".ff.drop", l.Dropout, func(h *graph.Node) *graph.Node {
+		return feedForward(b, l.Name, h, l.FF)
+	})
+}
+
+// Encoder is a stack of Layers encoder layers named Name.0, Name.1, …,
+// followed with pre-LN by a final LayerNorm Name.ln.
+type Encoder struct {
+	Name   string
+	Layers int
+	Layer  EncoderLayer // every field but Name is used for each layer
+}
+
+// Forward: x [B, S, Dim], mask [B, S] or nil → [B, S, Dim].
+func (e Encoder) Forward(b *graph.Builder, x, mask *graph.Node) *graph.Node {
+	for i := range e.Layers {
+		l := e.Layer
+		l.Name = fmt.Sprintf("%s.%d", e.Name, i)
+		x = l.Forward(b, x, mask)
+	}
+	if e.Layer.PreLN {
+		x = layerNorm(b, e.Name+".ln", x)
+	}
+	return x
+}
+
+// Decoder is a stack of Layers decoder layers named Name.0, Name.1, …,
+// followed with pre-LN by a final LayerNorm Name.ln. It builds the causal
+// self-attention mask once (constant Name.causal) for all its layers.
+type Decoder struct {
+	Name   string
+	Layers int
+	Layer  DecoderLayer
+}
+
+// Forward: y [B, T, Dim], tgtMask [B, T] or nil, memory [B, S, Dim],
+// srcMask [B, S] or nil → [B, T, Dim]. Position t sees target positions
+// ≤ t only, so its output does not depend on later target tokens.
+func (d Decoder) Forward(b *graph.Builder, y, tgtMask, memory, srcMask *graph.Node) *graph.Node {
+	s := graph.Shape(y)
+	selfMask := CausalMask(b, d.Name+".causal", s[0], s[1], tgtMask)
+	for i := range d.Layers {
+		l := d.Layer
+		l.Name = fmt.Sprintf("%s.%d", d.Name, i)
+		y = l.Forward(b, y, selfMask, memory, srcMask)
+	}
+	if d.Layer.PreLN {
+		y = layerNorm(b, d.Name+".ln", y)
+	}
+	return y
+}
+
+// Seq2SeqConfig is the architecture of an encoder-decoder Transformer.
+type Seq2SeqConfig struct {
+	DModel    int     `yaml:"d_model" json:"d_model"`
+	Heads     int     `yaml:"heads" json:"heads"`
+	FF        int     `yaml:"ff" json:"ff"`
+	EncLayers int     `yaml:"enc_layers" json:"enc_layers"`
+	DecLayers int     `yaml:"dec_layers" json:"dec_layers"`
+	Dropout   float64 `yaml:"dropout" json:"dropout"`
+	// PreLN puts LayerNorm before each sub-layer; false is the paper's
+	// post-LN.
+	PreLN bool `yaml:"pre_ln" json:"pre_ln"`
+	// SrcVocab and TgtVocab count the ids, the special tokens included.
+	SrcVocab int `yaml:"src_vocab" json:"src_vocab"`
+	TgtVocab int `yaml:"tgt_vocab" json:"tgt_vocab"`
+	// MaxLen bounds the source and target lengths a graph may have.
+	MaxLen    int             `yaml:"max_len" json:"max_len"`
+	Attention AttentionConfig `yaml:"attention" json:"attention"`
+}
+
+// Validate reports the first inconsistent field.
+func (c Seq2SeqConfig) Validate() error {
+	switch {
+	case c.DModel <= 0:
+		return fmt.Errorf("d_model must be positive, is %d", c.DModel)
+	case c.Heads <= 0 || c.DModel%c.Heads != 0:
+		return fmt.Errorf("heads = %d must divide d_model = %d", c.Heads, c.DModel)
+	case c.FF <= 0:
+		return fmt.Errorf("ff must be positive, is %d", c.FF)
+	case c.EncLayers <= 0:
+		return fmt.Errorf("enc_layers must be positive, is %d", c.EncLayers)
+	case c.DecLayers <= 0:
+		return fmt.Errorf("dec_layers must be positive, is %d", c.DecLayers)
+	case c.Dropout < 0 || c.Dropout >= 1:
+		return fmt.Errorf("dropout must be in [0, 1), is %g", c.Dropout)
+	case c.SrcVocab <= 0:
+		return fmt.Errorf("src_vocab must be positive, is %d", c.SrcVocab)
+	case c.TgtVocab <= 0:
+		return fmt.Errorf("tgt_vocab must be positive, is %d", c.TgtVocab)
+	case c.MaxLen <= 0:
+		return fmt.Errorf("max_len must be positive, is %d", c.MaxLen)
+	}
+	_, err := NewKernel(c.Attention)
+	return err
+}
+
+// Seq2Seq is the encoder-decoder Transformer of Vaswani et al. (2017):
+//
+//	memory = Encoder(Dropout(√d·E_src[src] + PE))
+//	logits = Decoder(Dropout(√d·E_tgt[tgtIn] + PE), memory) W_out + b_out
+//
+// Parameters: src_emb.table, tgt_emb.table, enc.<i>.*, dec.<i>.*, with
+// pre-LN enc.ln and dec.ln, and out (w [DModel, TgtVocab], b). Dropout
+// masks: src_emb.drop, tgt_emb.drop and the layers'.
+type Seq2Seq struct {
+	Config Seq2SeqConfig
+}
+
+// Forward: src [B, S] ids, srcMask [B, S] (1 real, 0 padding), tgtIn
+// [B, T] ids (<bos> y1 … as datasets.Batch.DecIn), tgtMask [B, T] or nil →
+// logits [B, T, TgtVocab]; position t scores the token after tgtIn[:, t]
+// and depends on tgtIn[:, :t+1] only. S and T must not exceed MaxLen.
+func (m Seq2Seq) Forward(b *graph.Builder, src, srcMask, tgtIn, tgtMask *graph.Node) *graph.Node {
+	c := m.Config
+	if err := c.Validate(); err != nil {
+		panic(fmt.Errorf("seq2seq: %w", err))
+	}
+	kernel, _ := NewKernel(c.Attention)
+	ss, ts := graph.Shape(src), graph.Shape(tgtIn)
+	if len(ss) != 2 || len(ts) != 2 || ss[0] != ts[0] {
+		panic(fmt.Errorf("seq2seq: source %v and target %v must be [B, S] and [B, T]", ss, ts))
+	}
+	if ss[1] > c.MaxLen || ts[1] > c.MaxLen {
+		panic(fmt.Errorf("seq2seq: source length %d or target length %d exceeds max_len %d", ss[1], ts[1], c.MaxLen))
+	}
+	embed := func(name string, vocab int, ids *graph.Node) *graph.Node {
+		x := TokenEmbedding{Name: name, Vocab: vocab, Dim: c.DModel}.Forward(b, ids)
+		x = PositionalEncoding{Name: name + ".pos"}.Forward(b, x)
+		return b.Dropout(name+".drop", x, c.Dropout)
+	}
+	enc := Encoder{Name: "enc", Layers: c.EncLayers, Layer: EncoderLayer{
+		Dim: c.DModel, Heads: c.Heads, FF: c.FF, Dropout: c.Dropout, PreLN: c.PreLN, Kernel: kernel}}
+	dec := Decoder{Name: "dec", Layers: c.DecLayers, Layer: DecoderLayer{
+		Dim: c.DModel, Heads: c.Heads, FF: c.FF, Dropout: c.Dropout, PreLN: c.PreLN, Kernel: kernel}}
+	memory := enc.Forward(b, embed("src_emb", c.SrcVocab, src), srcMask)
+	h := dec.Forward(b, embed("tgt_emb", c.TgtVocab, tgtIn), tgtMask, memory, srcMask)
+	return dense(b, "out", h, c.TgtVocab)
+}
