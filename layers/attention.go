@@ -2,7 +2,6 @@ package layers
 
 import (
 	"fmt"
-	"math"
 
 	"probformer/graph"
 )
@@ -14,15 +13,30 @@ type AttentionConfig struct {
 	Kind string `yaml:"kind" json:"kind"`
 }
 
-// Kernel turns split heads into a readout.
+// Mask says which keys each query may see.
+type Mask struct {
+	// Keys [B, M]: 1 for a real key, 0 for padding; nil if none is padded.
+	Keys *graph.Node
+	// Causal lets query i see keys j ≤ i only (self-attention of a
+	// decoder; N = M).
+	Causal bool
+}
+
+// Kernel computes the readout of multi-head attention from projected
+// queries, keys and values whose heads are not split yet, so that each
+// kernel lays out heads as suits it best.
 type Kernel interface {
-	// Attend returns the readout [B, H, N, dv] and the attention weights
-	// [B, H, N, M] of queries q [B, H, N, d] over keys k [B, H, M, d] and
-	// values v [B, H, M, dv]. keyMask, 1 where a query may attend, is a
-	// key mask [B, M] (0 on padding), a query-key mask [B, N, M] such as
-	// CausalMask, or nil (see masks.go). name prefixes any parameter the
-	// kernel owns.
-	Attend(b *graph.Builder, name string, q, k, v, keyMask *graph.Node) (out, weights *graph.Node)
+	// Attend: q [B, N, H·d], k [B, M, H·d], v [B, M, H·dv] → [B, N, H·dv].
+	// name prefixes any parameter the kernel owns.
+	Attend(b *graph.Builder, name string, q, k, v *graph.Node, heads int, mask Mask) *graph.Node
+}
+
+// WeightsKernel is a kernel whose attention weights can be read, for
+// plots and inspection.
+type WeightsKernel interface {
+	Kernel
+	// Weights: q [B, N, H·d], k [B, M, H·d] → [B, H, N, M].
+	Weights(b *graph.Builder, name string, q, k *graph.Node, heads int, mask Mask) *graph.Node
 }
 
 // NewKernel returns the kernel that cfg names.
@@ -34,19 +48,23 @@ func NewKernel(cfg AttentionConfig) (Kernel, error) {
 	return nil, fmt.Errorf("unknown attention kind %q (want softmax)", cfg.Kind)
 }
 
-// ScaledDotProduct is softmax attention (Vaswani et al. 2017):
+// ScaledDotProduct is softmax attention (Vaswani et al. 2017 §3.2.1), per
+// head h:
 //
-//	out = softmax(q kᵀ / √d + mask) v
+//	out_h = softmax(q_h k_hᵀ / √d + mask) v_h
 //
-// with padded keys given weight 0.
+// with masked keys given weight exactly 0. It runs as graph.Attention, one
+// fused op with an analytic backward pass.
 type ScaledDotProduct struct{}
 
 // Attend implements Kernel.
-func (ScaledDotProduct) Attend(_ *graph.Builder, _ string, q, k, v, keyMask *graph.Node) (out, weights *graph.Node) {
-	d := graph.Shape(q)[3]
-	scores := graph.Scale(graph.BatchedMatMul(q, k, false, true), 1/math.Sqrt(float64(d)))
-	weights = graph.Softmax(MaskScores(scores, keyMask), 3)
-	return graph.BatchedMatMul(weights, v, false, false), weights
+func (ScaledDotProduct) Attend(_ *graph.Builder, _ string, q, k, v *graph.Node, heads int, mask Mask) *graph.Node {
+	return graph.Attention(q, k, v, mask.Keys, heads, mask.Causal)
+}
+
+// Weights implements WeightsKernel.
+func (ScaledDotProduct) Weights(_ *graph.Builder, _ string, q, k *graph.Node, heads int, mask Mask) *graph.Node {
+	return graph.AttentionWeights(q, k, mask.Keys, heads, mask.Causal)
 }
 
 // splitHeads: x [B, N, H·d] → [B, H, N, d].

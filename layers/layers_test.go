@@ -22,18 +22,16 @@ func TestLayerGradients(t *testing.T) {
 		fn   func(b *graph.Builder) *graph.Node
 	}{
 		{"scaled-dot-product", func(b *graph.Builder) *graph.Node {
-			q := b.Param("q", []int{2, 2, 3, 4}, graph.Normal(1))
-			k := b.Param("k", []int{2, 2, 3, 4}, graph.Normal(1))
-			v := b.Param("v", []int{2, 2, 3, 5}, graph.Normal(1))
-			out, _ := ScaledDotProduct{}.Attend(b, "att", q, k, v, b.Constant("mask", []int{2, 3}, maskBN))
-			return out
+			q := b.Param("q", []int{2, 3, 8}, graph.Normal(1))
+			k := b.Param("k", []int{2, 3, 8}, graph.Normal(1))
+			v := b.Param("v", []int{2, 3, 10}, graph.Normal(1))
+			return ScaledDotProduct{}.Attend(b, "att", q, k, v, 2, Mask{Keys: b.Constant("mask", []int{2, 3}, maskBN)})
 		}},
 		{"multihead", func(b *graph.Builder) *graph.Node {
 			x := b.Param("x", []int{2, 2, 3}, graph.Normal(1))
 			y := b.Param("y", []int{2, 3, 5}, graph.Normal(1))
-			out, _ := MultiHeadAttention{Name: "mha", Dim: 4, Heads: 2, Kernel: ScaledDotProduct{}}.
-				Forward(b, x, y, b.Constant("mask", []int{2, 3}, maskBN))
-			return out
+			return MultiHeadAttention{Name: "mha", Dim: 4, Heads: 2, Kernel: ScaledDotProduct{}}.
+				Forward(b, x, y, Mask{Keys: b.Constant("mask", []int{2, 3}, maskBN)})
 		}},
 		{"mab", func(b *graph.Builder) *graph.Node {
 			x := b.Param("x", []int{2, 2, 3}, graph.Normal(1))
@@ -83,9 +81,9 @@ func TestScaledDotProductMatchesReference(t *testing.T) {
 	q, k, v := randn(rng, n*d), randn(rng, m*d), randn(rng, m*2)
 	mask := []float64{1, 0, 1, 1}
 	prog, err := graph.Compile(graph.NewParams(graph.Float64, 1), func(b *graph.Builder) error {
-		out, _ := ScaledDotProduct{}.Attend(b, "a",
-			b.Constant("q", []int{1, 1, n, d}, q), b.Constant("k", []int{1, 1, m, d}, k),
-			b.Constant("v", []int{1, 1, m, 2}, v), b.Constant("mask", []int{1, m}, mask))
+		out := ScaledDotProduct{}.Attend(b, "a",
+			b.Constant("q", []int{1, n, d}, q), b.Constant("k", []int{1, m, d}, k),
+			b.Constant("v", []int{1, m, 2}, v), 1, Mask{Keys: b.Constant("mask", []int{1, m}, mask)})
 		b.Output("out", out)
 		return nil
 	}, false)

@@ -19,16 +19,30 @@ type MultiHeadAttention struct {
 	Kernel Kernel
 }
 
-// Forward attends from x [B, N, dx] to y [B, M, dy] with keys masked by
-// yMask [B, M] or [B, N, M] (nil: no mask; see masks.go) and returns
-// [B, N, Dim] and the weights [B, H, N, M].
-func (m MultiHeadAttention) Forward(b *graph.Builder, x, y, yMask *graph.Node) (out, weights *graph.Node) {
+// Forward attends from x [B, N, dx] to y [B, M, dy] under mask and
+// returns [B, N, Dim].
+func (m MultiHeadAttention) Forward(b *graph.Builder, x, y *graph.Node, mask Mask) *graph.Node {
+	m.check()
+	q := dense(b, m.Name+".q", x, m.Dim)
+	k := dense(b, m.Name+".k", y, m.Dim)
+	v := dense(b, m.Name+".v", y, m.Dim)
+	return dense(b, m.Name+".o", m.Kernel.Attend(b, m.Name, q, k, v, m.Heads, mask), m.Dim)
+}
+
+// Weights returns the attention weights [B, H, N, M] of Forward with the
+// same arguments, if the kernel exposes them (nil otherwise). The
+// projections are the same nodes as Forward's.
+func (m MultiHeadAttention) Weights(b *graph.Builder, x, y *graph.Node, mask Mask) *graph.Node {
+	m.check()
+	wk, ok := m.Kernel.(WeightsKernel)
+	if !ok {
+		return nil
+	}
+	return wk.Weights(b, m.Name, dense(b, m.Name+".q", x, m.Dim), dense(b, m.Name+".k", y, m.Dim), m.Heads, mask)
+}
+
+func (m MultiHeadAttention) check() {
 	if m.Heads <= 0 || m.Dim%m.Heads != 0 {
 		panic(fmt.Errorf("%s: width %d does not split into %d heads", m.Name, m.Dim, m.Heads))
 	}
-	q := splitHeads(dense(b, m.Name+".q", x, m.Dim), m.Heads)
-	k := splitHeads(dense(b, m.Name+".k", y, m.Dim), m.Heads)
-	v := splitHeads(dense(b, m.Name+".v", y, m.Dim), m.Heads)
-	o, w := m.Kernel.Attend(b, m.Name, q, k, v, yMask)
-	return dense(b, m.Name+".o", mergeHeads(o), m.Dim), w
 }

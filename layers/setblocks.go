@@ -30,10 +30,9 @@ func (m MAB) Forward(b *graph.Builder, x, y, yMask *graph.Node) *graph.Node {
 		panic(fmt.Errorf("%s: width %d does not split into %d heads", m.Name, m.Dim, m.Heads))
 	}
 	qp := dense(b, m.Name+".q", x, m.Dim)
-	k := splitHeads(dense(b, m.Name+".k", y, m.Dim), m.Heads)
-	v := splitHeads(dense(b, m.Name+".v", y, m.Dim), m.Heads)
-	o, _ := m.Kernel.Attend(b, m.Name, splitHeads(qp, m.Heads), k, v, yMask)
-	h := graph.Add(qp, mergeHeads(o))
+	k := dense(b, m.Name+".k", y, m.Dim)
+	v := dense(b, m.Name+".v", y, m.Dim)
+	h := graph.Add(qp, m.Kernel.Attend(b, m.Name, qp, k, v, m.Heads, Mask{Keys: yMask}))
 	if m.LayerNorm {
 		h = layerNorm(b, m.Name+".ln0", h)
 	}

@@ -57,8 +57,7 @@ type EncoderLayer struct {
 func (l EncoderLayer) Forward(b *graph.Builder, x, mask *graph.Node) *graph.Node {
 	self := MultiHeadAttention{Name: l.Name + ".self", Dim: l.Dim, Heads: l.Heads, Kernel: l.Kernel}
 	x = sublayer(b, x, l.PreLN, l.Name+".ln1", l.Name+".self.drop", l.Dropout, func(h *graph.Node) *graph.Node {
-		a, _ := self.Forward(b, h, h, mask)
-		return a
+		return self.Forward(b, h, h, Mask{Keys: mask})
 	})
 	return sublayer(b, x, l.PreLN, l.Name+".ln2", l.Name+".ff.drop", l.Dropout, func(h *graph.Node) *graph.Node {
 		return feedForward(b, l.Name, h, l.FF)
@@ -82,22 +81,17 @@ type DecoderLayer struct {
 	Kernel  Kernel
 }
 
-// Forward: y [B, T, Dim], selfMask [B, T, T] (from CausalMask: the layer
-// adds no causality itself), memory [B, S, Dim], srcMask [B, S] or nil →
-// [B, T, Dim].
-func (l DecoderLayer) Forward(b *graph.Builder, y, selfMask, memory, srcMask *graph.Node) *graph.Node {
-	if selfMask == nil || selfMask.Dims() != 3 {
-		panic(fmt.Errorf("%s: self-attention mask must be [B, T, T] from CausalMask", l.Name))
-	}
+// Forward: y [B, T, Dim], tgtMask [B, T] or nil, memory [B, S, Dim],
+// srcMask [B, S] or nil → [B, T, Dim]. Self-attention is causal: position
+// t sees target positions ≤ t only.
+func (l DecoderLayer) Forward(b *graph.Builder, y, tgtMask, memory, srcMask *graph.Node) *graph.Node {
 	self := MultiHeadAttention{Name: l.Name + ".self", Dim: l.Dim, Heads: l.Heads, Kernel: l.Kernel}
 	cross := MultiHeadAttention{Name: l.Name + ".cross", Dim: l.Dim, Heads: l.Heads, Kernel: l.Kernel}
 	y = sublayer(b, y, l.PreLN, l.Name+".ln1", l.Name+".self.drop", l.Dropout, func(h *graph.Node) *graph.Node {
-		a, _ := self.Forward(b, h, h, selfMask)
-		return a
+		return self.Forward(b, h, h, Mask{Keys: tgtMask, Causal: true})
 	})
 	y = sublayer(b, y, l.PreLN, l.Name+".ln2", l.Name+".cross.drop", l.Dropout, func(h *graph.Node) *graph.Node {
-		a, _ := cross.Forward(b, h, memory, srcMask)
-		return a
+		return cross.Forward(b, h, memory, Mask{Keys: srcMask})
 	})
 	return sublayer(b, y, l.PreLN, l.Name+".ln3", l.Name+".ff.drop", l.Dropout, func(h *graph.Node) *graph.Node {
 		return feedForward(b, l.Name, h, l.FF)
@@ -126,8 +120,7 @@ func (e Encoder) Forward(b *graph.Builder, x, mask *graph.Node) *graph.Node {
 }
 
 // Decoder is a stack of Layers decoder layers named Name.0, Name.1, …,
-// followed with pre-LN by a final LayerNorm Name.ln. It builds the causal
-// self-attention mask once (constant Name.causal) for all its layers.
+// followed with pre-LN by a final LayerNorm Name.ln.
 type Decoder struct {
 	Name   string
 	Layers int
@@ -138,12 +131,10 @@ type Decoder struct {
 // srcMask [B, S] or nil → [B, T, Dim]. Position t sees target positions
 // ≤ t only, so its output does not depend on later target tokens.
 func (d Decoder) Forward(b *graph.Builder, y, tgtMask, memory, srcMask *graph.Node) *graph.Node {
-	s := graph.Shape(y)
-	selfMask := CausalMask(b, d.Name+".causal", s[0], s[1], tgtMask)
 	for i := range d.Layers {
 		l := d.Layer
 		l.Name = fmt.Sprintf("%s.%d", d.Name, i)
-		y = l.Forward(b, y, selfMask, memory, srcMask)
+		y = l.Forward(b, y, tgtMask, memory, srcMask)
 	}
 	if d.Layer.PreLN {
 		y = layerNorm(b, d.Name+".ln", y)

@@ -1,0 +1,55 @@
+package layers
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"probformer/graph"
+)
+
+// BenchmarkSetTransformerStep times one training step (forward, backward,
+// Adam) of the fixed model: batch 64 sets of 32 elements of dim 8;
+// ISAB(8→64, 4 heads, 16 inducing points) → ISAB(64→64) → PMA(1 seed) →
+// Linear(64→8); MSE; float32. PyTorch 1.13 on 2 cores: 17.4 ms.
+func BenchmarkSetTransformerStep(b *testing.B) {
+	const batch, n, dim = 64, 32, 8
+	cfg := SetTransformerConfig{DimIn: dim, Dim: 64, Heads: 4, DimOut: dim, Encoder: "isab", Blocks: 2,
+		Inducing: 16, Seeds: 1, LayerNorm: false}
+	benchmarkSetStep(b, cfg, batch, n)
+}
+
+func benchmarkSetStep(b *testing.B, cfg SetTransformerConfig, batch, n int) {
+	ps := graph.NewParams(graph.Float32, 1)
+	prog, err := graph.Compile(ps, func(bd *graph.Builder) error {
+		x := bd.Input("x", batch, n, cfg.DimIn)
+		y := bd.Input("y", batch, cfg.DimOut)
+		pred := graph.Mean(SetTransformer{Config: cfg}.Forward(bd, x, nil), 1)
+		bd.SetLoss(graph.Mean(graph.Square(graph.Sub(pred, y))))
+		return nil
+	}, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	xs := make([]float64, batch*n*cfg.DimIn)
+	for i := range xs {
+		xs[i] = rng.NormFloat64()
+	}
+	ys := make([]float64, batch*cfg.DimOut)
+	if err := prog.Feed("x", xs); err != nil {
+		b.Fatal(err)
+	}
+	if err := prog.Feed("y", ys); err != nil {
+		b.Fatal(err)
+	}
+	opt := graph.NewAdam(1e-3)
+	b.ResetTimer()
+	for range b.N {
+		if err := prog.Run(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := opt.Step(prog); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
