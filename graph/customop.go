@@ -85,6 +85,42 @@ func (op customOp) Do(in ...G.Value) (G.Value, error) {
 	return out, nil
 }
 
+// UsePreallocDo writes into the buffer the tape machine kept from the
+// previous run, saving an allocation and its zeroing per op per step. A
+// buffer of another shape or dtype (registers are shared between nodes),
+// or one that overlaps an input, is not used.
+func (op customOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value, error) {
+	out, ok := prealloc.(*tensor.Dense)
+	if !ok || len(in) == 0 {
+		return op.Do(in...)
+	}
+	ds := make([]*tensor.Dense, len(in))
+	shapes := make([]tensor.Shape, len(in))
+	for i, v := range in {
+		d, ok := v.(*tensor.Dense)
+		if !ok || overlaps(d, out) {
+			return op.Do(in...)
+		}
+		ds[i], shapes[i] = d, d.Shape()
+	}
+	s, err := op.k.outShape(shapes)
+	if err != nil {
+		return nil, err
+	}
+	if out.Dtype() != ds[0].Dtype() || !out.Shape().Eq(s) || !out.IsNativelyAccessible() {
+		return op.Do(in...)
+	}
+	if err := op.k.do(ds, out); err != nil {
+		return nil, fmt.Errorf("%s: %w", op.k.name(), err)
+	}
+	return out, nil
+}
+
+func overlaps(a, b *tensor.Dense) bool {
+	a0, b0 := a.Uintptr(), b.Uintptr()
+	return a0 < b0+b.MemSize() && b0 < a0+a.MemSize()
+}
+
 func (op customOp) ReturnsPtr() bool      { return false }
 func (op customOp) CallsExtern() bool     { return false }
 func (op customOp) OverwritesInput() int  { return -1 }
@@ -163,7 +199,10 @@ type zerosKernel struct{}
 
 func (zerosKernel) name() string                                     { return "zeros" }
 func (zerosKernel) outShape(in []tensor.Shape) (tensor.Shape, error) { return in[0].Clone(), nil }
-func (zerosKernel) do(_ []*tensor.Dense, _ *tensor.Dense) error      { return nil }
+func (zerosKernel) do(_ []*tensor.Dense, out *tensor.Dense) error {
+	out.Zero()
+	return nil
+}
 
 // unpackKernel copies a contiguous range of a packed gradient into a
 // tensor of its own shape: backward kernels compute several gradients in

@@ -124,7 +124,7 @@ func weights[T float](a attentionKernel, q, k, mask []T, bi, h, n, m, d int, p [
 				row[j] = 0
 				continue
 			}
-			row[j] = T(math.Exp(float64(row[j] - mx)))
+			row[j] = expNonPositive(row[j] - mx)
 			z += row[j]
 		}
 		for j := range row {

@@ -92,6 +92,8 @@ func (g layerNormGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 func layerNormBackward[T float](eps float64, x, gamma, gOut, packed []T) {
 	d := len(gamma)
 	dx, dgamma, dbeta := packed[:len(x)], packed[len(x):len(x)+d], packed[len(x)+d:]
+	clear(dgamma)
+	clear(dbeta)
 	xhat := make([]float64, d)
 	gh := make([]float64, d)
 	for r := 0; r < len(x); r += d {

@@ -532,7 +532,9 @@ func TestSafetensorsHeaderIsPlainJSON(t *testing.T) {
 	if len(entries) != 4 {
 		t.Fatalf("%d tensors in the header, want 4", len(entries))
 	}
-	slices.SortFunc(entries, func(a, b entry) int { return cmp.Compare(a.DataOffsets[0], b.DataOffsets[0]) })
+	slices.SortFunc(entries, func(a, b entry) int {
+		return cmp.Or(cmp.Compare(a.DataOffsets[0], b.DataOffsets[0]), cmp.Compare(a.DataOffsets[1], b.DataOffsets[1]))
+	})
 	if entries[0].DataOffsets[0] != 0 {
 		t.Errorf("offsets start at %d, want 0", entries[0].DataOffsets[0])
 	}

@@ -1,0 +1,28 @@
+package graph
+
+import (
+	"math"
+	"testing"
+)
+
+func TestExpNonPositive(t *testing.T) {
+	worst := 0.0
+	for i := 0; i <= 200000; i++ {
+		x := float64(float32(-90 * float64(i) / 200000))
+		got := float64(expNonPositive(float32(x)))
+		want := float64(float32(math.Exp(x)))
+		if want < 1e-36 { // near float32's smallest normal: absolute error
+			if math.Abs(got-want) > 1e-37 {
+				t.Fatalf("exp(%v) = %v, want %v", x, got, want)
+			}
+			continue
+		}
+		worst = math.Max(worst, math.Abs(got-want)/want)
+	}
+	if worst > 3e-7 {
+		t.Fatalf("worst relative error %v", worst)
+	}
+	if expNonPositive(float32(0)) != 1 || expNonPositive(-0.5) != math.Exp(-0.5) {
+		t.Fatal("exp(0) ≠ 1, or float64 is not math.Exp")
+	}
+}
