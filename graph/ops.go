@@ -54,24 +54,38 @@ func Scale(x *Node, c float64) *Node { return must(G.Mul(x, scalarLike(x, c))) }
 func AddScalar(x *Node, c float64) *Node { return must(G.Add(x, scalarLike(x, c))) }
 
 // BroadcastAdd returns a + b where b is repeated along axes of a that b
-// omits: b [4] onto a [B, T, 4] takes axes {0, 1}.
+// omits: b [4] onto a [B, T, 4] takes axes {0, 1}. An axis 2 ≤ a ≤ rank−2
+// is refused: Gorgonia's backward pass reduces over it with the wrong-axis
+// bug that Sum works around.
 func BroadcastAdd(a, b *Node, axes ...byte) *Node {
+	checkBroadcast(a, axes)
 	return must(G.BroadcastAdd(a, b, nil, axes))
 }
 
 // BroadcastSub returns a − b with b repeated along axes.
 func BroadcastSub(a, b *Node, axes ...byte) *Node {
+	checkBroadcast(a, axes)
 	return must(G.BroadcastSub(a, b, nil, axes))
 }
 
 // BroadcastMul returns a ⊙ b with b repeated along axes.
 func BroadcastMul(a, b *Node, axes ...byte) *Node {
+	checkBroadcast(a, axes)
 	return must(G.BroadcastHadamardProd(a, b, nil, axes))
 }
 
 // BroadcastDiv returns a ⊘ b with b repeated along axes.
 func BroadcastDiv(a, b *Node, axes ...byte) *Node {
+	checkBroadcast(a, axes)
 	return must(G.BroadcastHadamardDiv(a, b, nil, axes))
+}
+
+func checkBroadcast(a *Node, axes []byte) {
+	for _, ax := range axes {
+		if int(ax) >= 2 && int(ax) <= a.Dims()-2 {
+			fail("broadcast over axis %d of a rank-%d tensor: Gorgonia's gradient is wrong there; fold the axes with Reshape first", ax, a.Dims())
+		}
+	}
 }
 
 // MatMul returns the matrix product of two 2-D nodes.
@@ -133,13 +147,60 @@ func ReLU(x *Node) *Node { return must(G.Rectify(x)) }
 func Maximum(a, b *Node) *Node { return must(G.MaxBetween(a, b)) }
 
 // Sum adds x over the given axes (all axes if none), dropping them.
-func Sum(x *Node, axes ...int) *Node { return must(G.Sum(x, axes...)) }
+func Sum(x *Node, axes ...int) *Node {
+	x, axes = reducible(x, axes)
+	return must(G.Sum(x, axes...))
+}
 
 // Mean averages x over the given axes (all axes if none), dropping them.
-func Mean(x *Node, axes ...int) *Node { return must(G.Mean(x, axes...)) }
+func Mean(x *Node, axes ...int) *Node {
+	x, axes = reducible(x, axes)
+	return must(G.Mean(x, axes...))
+}
 
 // Max takes the maximum of x over one axis, dropping it.
-func Max(x *Node, axis int) *Node { return must(G.Max(x, axis)) }
+func Max(x *Node, axis int) *Node {
+	x, axes := reducible(x, []int{axis})
+	return must(G.Max(x, axes[0]))
+}
+
+// reducible returns x and axes rearranged so that Gorgonia reduces them
+// correctly. Its reductions over an axis a with 2 ≤ a ≤ rank−2 silently
+// return wrong values (tensor's ReduceDefault folds the axes before a
+// into one of the wrong stride); axes 0, 1 and the last are right. Such
+// axes are moved to the end and folded into one last axis.
+func reducible(x *Node, axes []int) (*Node, []int) {
+	rank := x.Dims()
+	middle := false
+	for _, a := range axes {
+		if a >= 2 && a <= rank-2 {
+			middle = true
+		}
+	}
+	if !middle {
+		return x, axes
+	}
+	reduced := map[int]bool{}
+	for _, a := range axes {
+		reduced[a] = true
+	}
+	var perm, kept []int
+	for a := range rank {
+		if !reduced[a] {
+			perm = append(perm, a)
+			kept = append(kept, x.Shape()[a])
+		}
+	}
+	n := 1
+	for a := range rank {
+		if reduced[a] {
+			perm = append(perm, a)
+			n *= x.Shape()[a]
+		}
+	}
+	t := Transpose(x, perm...)
+	return Reshape(t, append(kept, n)...), []int{len(kept)}
+}
 
 // Concat joins nodes along axis. A single node is copied, since Gorgonia's
 // one-input Concat aliases like Reshape.

@@ -287,3 +287,96 @@ func TestDropout(t *testing.T) {
 		t.Fatal("dropout active in an evaluation graph")
 	}
 }
+
+// TestReductionsOverMiddleAxes: Gorgonia's own Sum, Mean and Max are wrong
+// over axes 2 … rank−2; these wrappers are not.
+func TestReductionsOverMiddleAxes(t *testing.T) {
+	x := make([]float64, 2*2*3*2*2)
+	for i := range x {
+		x[i] = float64((i * 7) % 11)
+	}
+	shape := []int{2, 2, 3, 2, 2}
+	ref := func(axes map[int]bool, op string) []float64 {
+		var out []float64
+		idx := make([]int, 5)
+		acc := map[string][]float64{}
+		var order []string
+		for i := range x {
+			r := i
+			for a := 4; a >= 0; a-- {
+				idx[a] = r % shape[a]
+				r /= shape[a]
+			}
+			key := ""
+			for a := range 5 {
+				if !axes[a] {
+					key += string(rune('0' + idx[a]))
+				}
+			}
+			if _, ok := acc[key]; !ok {
+				order = append(order, key)
+			}
+			acc[key] = append(acc[key], x[i])
+		}
+		for _, k := range order {
+			v := acc[k]
+			switch op {
+			case "sum", "mean":
+				var s float64
+				for _, e := range v {
+					s += e
+				}
+				if op == "mean" {
+					s /= float64(len(v))
+				}
+				out = append(out, s)
+			case "max":
+				m := v[0]
+				for _, e := range v {
+					m = math.Max(m, e)
+				}
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	for _, axes := range [][]int{{2}, {3}, {1}, {2, 3}, {1, 3}, {0, 2}} {
+		set := map[int]bool{}
+		for _, a := range axes {
+			set[a] = true
+		}
+		for _, op := range []string{"sum", "mean", "max"} {
+			if op == "max" && len(axes) > 1 {
+				continue
+			}
+			got, _ := runForward(t, Float64, func(b *Builder) *Node {
+				c := b.Constant("x", shape, x)
+				switch op {
+				case "sum":
+					return Sum(c, axes...)
+				case "mean":
+					return Mean(c, axes...)
+				}
+				return Max(c, axes[0])
+			})
+			want := ref(set, op)
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("%s over %v: got %v, want %v", op, axes, got, want)
+				}
+			}
+		}
+	}
+	if _, err := CheckGradients(NewParams(Float64, 3), func(b *Builder) *Node {
+		return Square(Sum(b.Param("x", []int{2, 2, 3, 2}, Normal(1)), 2))
+	}, GradCheckOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Compile(NewParams(Float64, 1), func(b *Builder) error {
+		BroadcastAdd(b.Input("a", 2, 3, 4, 5), b.Input("c", 2, 3, 5), 2)
+		return nil
+	}, false)
+	if err == nil {
+		t.Fatal("a broadcast over a middle axis was accepted")
+	}
+}

@@ -38,11 +38,10 @@ func MaskedSoftmax(scores, keyMask *Node) *Node {
 	if keyMask == nil {
 		return Softmax(scores, last)
 	}
-	// (mask − 1)·1e9 is 0 for real keys and −1e9 for padding.
+	// (mask − 1)·1e9 is 0 for real keys and −1e9 for padding. The middle
+	// axes are folded into one, so the broadcast is over axis 1 only.
 	additive := Scale(AddScalar(keyMask, -1), -MaskNegInf)
-	axes := make([]byte, 0, scores.Dims()-2)
-	for a := 1; a < last; a++ {
-		axes = append(axes, byte(a))
-	}
-	return Softmax(BroadcastAdd(scores, additive, axes...), last)
+	s := Shape(scores)
+	folded := Reshape(scores, s[0], shapeSize(s[1:last]), s[last])
+	return Reshape(Softmax(BroadcastAdd(folded, additive, 1), 2), s...)
 }
