@@ -49,8 +49,20 @@ type Model struct {
 
 // Attention selects the attention kernel of every layer.
 type Attention struct {
-	// Kind: softmax.
+	// Kind: softmax or em (probabilistic attention, em-math.md).
 	Kind string `yaml:"kind"`
+	// KeyIters, ValueIters and PropagateIters are em's unrolled
+	// iterations T_k (§4), T_v (§3) and T_p (§5).
+	KeyIters       int `yaml:"key_iters"`
+	ValueIters     int `yaml:"value_iters"`
+	PropagateIters int `yaml:"propagate_iters"`
+	// AdaptAlpha, AdaptBeta, AdaptPi add em's optional precision and prior
+	// updates.
+	AdaptAlpha bool `yaml:"adapt_alpha"`
+	AdaptBeta  bool `yaml:"adapt_beta"`
+	AdaptPi    bool `yaml:"adapt_pi"`
+	// Prior is em's initial mixing prior: linked or free.
+	Prior string `yaml:"prior"`
 }
 
 // Optimizer is Adam with decoupled weight decay and a learning-rate

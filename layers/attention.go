@@ -6,11 +6,18 @@ import (
 	"probformer/graph"
 )
 
-// AttentionConfig selects the attention kernel of a layer. Kind "softmax"
-// is scaled dot-product attention; later kinds plug in without changing the
-// blocks that call them.
+// AttentionConfig selects the attention kernel of a layer: "softmax" is
+// scaled dot-product attention, "em" the unrolled EM inference of em/
+// (em-math.md), whose iteration counts and options follow Kind.
 type AttentionConfig struct {
-	Kind string `yaml:"kind" json:"kind"`
+	Kind           string `yaml:"kind" json:"kind"`
+	KeyIters       int    `yaml:"key_iters" json:"key_iters"`             // T_k, em-math.md §4
+	ValueIters     int    `yaml:"value_iters" json:"value_iters"`         // T_v, §3
+	PropagateIters int    `yaml:"propagate_iters" json:"propagate_iters"` // T_p, §5
+	AdaptAlpha     bool   `yaml:"adapt_alpha" json:"adapt_alpha"`
+	AdaptBeta      bool   `yaml:"adapt_beta" json:"adapt_beta"`
+	AdaptPi        bool   `yaml:"adapt_pi" json:"adapt_pi"`
+	Prior          string `yaml:"prior" json:"prior"` // linked (default) or free
 }
 
 // Mask says which keys each query may see.
@@ -35,8 +42,9 @@ type Kernel interface {
 // plots and inspection.
 type WeightsKernel interface {
 	Kernel
-	// Weights: q [B, N, H·d], k [B, M, H·d] → [B, H, N, M].
-	Weights(b *graph.Builder, name string, q, k *graph.Node, heads int, mask Mask) *graph.Node
+	// Weights: q [B, N, H·d], k [B, M, H·d], v [B, M, H·dv] → [B, H, N, M]
+	// (v matters to kernels whose weights depend on the values).
+	Weights(b *graph.Builder, name string, q, k, v *graph.Node, heads int, mask Mask) *graph.Node
 }
 
 // NewKernel returns the kernel that cfg names.
@@ -44,8 +52,10 @@ func NewKernel(cfg AttentionConfig) (Kernel, error) {
 	switch cfg.Kind {
 	case "", "softmax":
 		return ScaledDotProduct{}, nil
+	case "em":
+		return newEMKernel(cfg)
 	}
-	return nil, fmt.Errorf("unknown attention kind %q (want softmax)", cfg.Kind)
+	return nil, fmt.Errorf("unknown attention kind %q (want softmax or em)", cfg.Kind)
 }
 
 // ScaledDotProduct is softmax attention (Vaswani et al. 2017 §3.2.1), per
@@ -63,7 +73,7 @@ func (ScaledDotProduct) Attend(_ *graph.Builder, _ string, q, k, v *graph.Node, 
 }
 
 // Weights implements WeightsKernel.
-func (ScaledDotProduct) Weights(_ *graph.Builder, _ string, q, k *graph.Node, heads int, mask Mask) *graph.Node {
+func (ScaledDotProduct) Weights(_ *graph.Builder, _ string, q, k, _ *graph.Node, heads int, mask Mask) *graph.Node {
 	return graph.AttentionWeights(q, k, mask.Keys, heads, mask.Causal)
 }
 

@@ -3,6 +3,7 @@ package layers
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"probformer/graph"
@@ -229,6 +230,82 @@ func TestPadding(t *testing.T) {
 				t.Errorf("%s: output %d is %v padded, %v alone", name, i, both[i], alone[i])
 				break
 			}
+		}
+	}
+}
+
+// TestEMKernelInBlocks: the em kind plugs into MAB, ISAB and PMA and the
+// Seq2Seq model, and its gradients (priors included) check out.
+func TestEMKernelInBlocks(t *testing.T) {
+	kernel, err := NewKernel(AttentionConfig{Kind: "em", KeyIters: 2, ValueIters: 1, AdaptAlpha: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := graph.CheckGradients(graph.NewParams(graph.Float64, 3), func(b *graph.Builder) *graph.Node {
+		x := b.Param("x", []int{2, 3, 3}, graph.Normal(1))
+		m := MAB{Name: "mab", Dim: 4, Heads: 2, LayerNorm: true, Kernel: kernel}
+		return PMA{Name: "pma", Seeds: 1, MAB: m}.Forward(b, x, b.Constant("mask", []int{2, 3}, maskBN))
+	}, graph.GradCheckOptions{MaxPerParam: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	priors := 0
+	for _, r := range res {
+		if strings.Contains(r.Param, ".em.") {
+			priors++
+		}
+	}
+	if priors == 0 {
+		t.Fatal("no prior hyperparameter was checked")
+	}
+	cfg := tinyConfig(false)
+	cfg.Attention = AttentionConfig{Kind: "em", KeyIters: 1}
+	cfg.Dropout = 0
+	prog, err := graph.Compile(graph.NewParams(graph.Float32, 1), seq2seqBuild(cfg, 2, 4, 3), false)
+	if err != nil {
+		t.Fatalf("seq2seq with em attention: %v", err)
+	}
+	logits := runSeq2Seq(t, prog, []int{4, 5, 6, 4, 5, 4, 0, 0}, []float64{1, 1, 1, 1, 1, 1, 0, 0},
+		[]int{2, 4, 0, 2, 5, 4}, []float64{1, 1, 0, 1, 1, 1})
+	for _, v := range logits {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			t.Fatal("seq2seq with em attention gives non-finite logits")
+		}
+	}
+	if _, err := NewKernel(AttentionConfig{Kind: "em", Prior: "flat"}); err == nil {
+		t.Fatal("unknown prior accepted")
+	}
+}
+
+// TestEMEqualsSoftmaxInMAB is em-math.md §2 inside a block: with no
+// iterations, the linked prior and β⁰ → 0, an EM MAB equals a softmax MAB.
+func TestEMEqualsSoftmaxInMAB(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	x := randn(rng, 2*3*3)
+	run := func(kernel Kernel, ps *graph.Params) []float64 {
+		out := setForward(t, ps, []int{2, 3, 3}, x, maskBN, func(b *graph.Builder, x, mask *graph.Node) *graph.Node {
+			return MAB{Name: "mab", Dim: 4, Heads: 2, LayerNorm: true, Kernel: kernel}.Forward(b, x, x, mask)
+		})
+		return out
+	}
+	ps := graph.NewParams(graph.Float64, 9)
+	want := run(ScaledDotProduct{}, ps)
+	emKernel, _ := NewKernel(AttentionConfig{Kind: "em"})
+	got := run(emKernel, ps)
+	// β⁰ starts at 0.01: set its raw parameter so that β⁰ ≈ 1e-8.
+	for _, p := range ps.List() {
+		if strings.HasSuffix(p.Name, ".em.beta0") {
+			v := p.Values()
+			for i := range v {
+				v[i] = -40
+			}
+			p.SetValues(v)
+		}
+	}
+	got = run(emKernel, ps)
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-6 {
+			t.Fatalf("output %d: em %v, softmax %v", i, got[i], want[i])
 		}
 	}
 }

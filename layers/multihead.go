@@ -38,7 +38,8 @@ func (m MultiHeadAttention) Weights(b *graph.Builder, x, y *graph.Node, mask Mas
 	if !ok {
 		return nil
 	}
-	return wk.Weights(b, m.Name, dense(b, m.Name+".q", x, m.Dim), dense(b, m.Name+".k", y, m.Dim), m.Heads, mask)
+	q, k, v := dense(b, m.Name+".q", x, m.Dim), dense(b, m.Name+".k", y, m.Dim), dense(b, m.Name+".v", y, m.Dim)
+	return wk.Weights(b, m.Name, q, k, v, m.Heads, mask)
 }
 
 func (m MultiHeadAttention) check() {

@@ -78,14 +78,21 @@ type DecoderLayer struct {
 	FF      int
 	Dropout float64
 	PreLN   bool
-	Kernel  Kernel
+	Kernel  Kernel // cross-attention
+	// SelfKernel is the causal self-attention's kernel; nil means Kernel.
+	// A kernel without a causal form (EMKernel) needs softmax here.
+	SelfKernel Kernel
 }
 
 // Forward: y [B, T, Dim], tgtMask [B, T] or nil, memory [B, S, Dim],
 // srcMask [B, S] or nil → [B, T, Dim]. Self-attention is causal: position
 // t sees target positions ≤ t only.
 func (l DecoderLayer) Forward(b *graph.Builder, y, tgtMask, memory, srcMask *graph.Node) *graph.Node {
-	self := MultiHeadAttention{Name: l.Name + ".self", Dim: l.Dim, Heads: l.Heads, Kernel: l.Kernel}
+	selfKernel := l.SelfKernel
+	if selfKernel == nil {
+		selfKernel = l.Kernel
+	}
+	self := MultiHeadAttention{Name: l.Name + ".self", Dim: l.Dim, Heads: l.Heads, Kernel: selfKernel}
 	cross := MultiHeadAttention{Name: l.Name + ".cross", Dim: l.Dim, Heads: l.Heads, Kernel: l.Kernel}
 	y = sublayer(b, y, l.PreLN, l.Name+".ln1", l.Name+".self.drop", l.Dropout, func(h *graph.Node) *graph.Node {
 		return self.Forward(b, h, h, Mask{Keys: tgtMask, Causal: true})
@@ -223,8 +230,12 @@ func (m Seq2Seq) Forward(b *graph.Builder, src, srcMask, tgtIn, tgtMask *graph.N
 	}
 	enc := Encoder{Name: "enc", Layers: c.EncLayers, Layer: EncoderLayer{
 		Dim: c.DModel, Heads: c.Heads, FF: c.FF, Dropout: c.Dropout, PreLN: c.PreLN, Kernel: kernel}}
+	var selfKernel Kernel
+	if _, ok := kernel.(EMKernel); ok {
+		selfKernel = ScaledDotProduct{}
+	}
 	dec := Decoder{Name: "dec", Layers: c.DecLayers, Layer: DecoderLayer{
-		Dim: c.DModel, Heads: c.Heads, FF: c.FF, Dropout: c.Dropout, PreLN: c.PreLN, Kernel: kernel}}
+		Dim: c.DModel, Heads: c.Heads, FF: c.FF, Dropout: c.Dropout, PreLN: c.PreLN, Kernel: kernel, SelfKernel: selfKernel}}
 	memory := enc.Forward(b, embed("src_emb", c.SrcVocab, src), srcMask)
 	h := dec.Forward(b, embed("tgt_emb", c.TgtVocab, tgtIn), tgtMask, memory, srcMask)
 	return dense(b, "out", h, c.TgtVocab)

@@ -361,7 +361,7 @@ func TestCausalAttention(t *testing.T) {
 		mask := Mask{Keys: b.Constant("key_mask", []int{B, T}, keyMask), Causal: true}
 		qn, kn := b.Constant("q", []int{B, T, d}, q), b.Constant("k", []int{B, T, d}, k)
 		b.Output("out", ScaledDotProduct{}.Attend(b, "att", qn, kn, b.Constant("v", []int{B, T, d}, v), 1, mask))
-		b.Output("w", ScaledDotProduct{}.Weights(b, "att", qn, kn, 1, mask))
+		b.Output("w", ScaledDotProduct{}.Weights(b, "att", qn, kn, nil, 1, mask))
 		return nil
 	}, false)
 	if err != nil {

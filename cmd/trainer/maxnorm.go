@@ -35,7 +35,7 @@ func newMaxNormTask(cfg *configs.Config) (*maxNormTask, error) {
 	st := layers.SetTransformerConfig{
 		DimIn: d.Dim, Dim: m.Dim, Heads: m.Heads, DimOut: d.Dim, Encoder: m.Encoder, Blocks: m.Blocks,
 		Inducing: m.Inducing, Seeds: m.Seeds, DecoderSAB: m.DecoderSAB, LayerNorm: m.LayerNorm,
-		Attention: layers.AttentionConfig{Kind: m.Attention.Kind},
+		Attention: attentionConfig(m.Attention),
 	}
 	if err := st.Validate(); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
@@ -159,4 +159,10 @@ func (t *maxNormTask) report(w io.Writer, prog *graph.Program) error {
 		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%.4f\t\n", r.name, m["test_mse"], m["test_mae"], m["test_euclidean"])
 	}
 	return tw.Flush()
+}
+
+// attentionConfig maps the config's attention section to the layers'.
+func attentionConfig(a configs.Attention) layers.AttentionConfig {
+	return layers.AttentionConfig{Kind: a.Kind, KeyIters: a.KeyIters, ValueIters: a.ValueIters,
+		PropagateIters: a.PropagateIters, AdaptAlpha: a.AdaptAlpha, AdaptBeta: a.AdaptBeta, AdaptPi: a.AdaptPi, Prior: a.Prior}
 }
