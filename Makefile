@@ -26,7 +26,7 @@ train: build
 
 # One training step of the reference models, timed by go test -bench.
 bench:
-	$(GO) test ./layers -run '^$$' -bench . -benchtime 50x
+	$(GO) test ./layers ./cmd/trainer -run '^$$' -bench . -benchtime 50x
 
 # The long runs behind the README's results table.
 reproduce: build

@@ -12,7 +12,11 @@ func TestPresetsLoadAndValidate(t *testing.T) {
 		t.Fatalf("presets %v", Presets())
 	}
 	for _, name := range Presets() {
-		cfg, err := Load(name, nil)
+		var sets []string
+		if name == "seq2seq-tsv" { // its files are the user's
+			sets = []string{"data.train_file=a.tsv", "data.valid_file=b.tsv", "data.test_file=c.tsv"}
+		}
+		cfg, err := Load(name, sets)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -125,6 +129,11 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("task: [x\n"))
 	f.Add([]byte("training: {steps: -1}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("panic: %v", r)
+			}
+		}()
 		cfg, err := Parse(data)
 		if err != nil {
 			return

@@ -25,13 +25,34 @@ type Data struct {
 	// ValidSets and TestSets are the sizes of the fixed evaluation sets.
 	ValidSets int `yaml:"valid_sets"`
 	TestSets  int `yaml:"test_sets"`
+
+	// Seq2seq data. Source is toy (the built-in language, TrainPairs,
+	// ValidPairs and TestPairs sentences) or tsv (TrainFile, ValidFile,
+	// TestFile: source<TAB>target lines).
+	Source     string `yaml:"source"`
+	TrainPairs int    `yaml:"train_pairs"`
+	ValidPairs int    `yaml:"valid_pairs"`
+	TestPairs  int    `yaml:"test_pairs"`
+	TrainFile  string `yaml:"train_file"`
+	ValidFile  string `yaml:"valid_file"`
+	TestFile   string `yaml:"test_file"`
+	// Lowercase TSV text; SkipMalformed lines (counted) instead of failing.
+	Lowercase     bool `yaml:"lowercase"`
+	SkipMalformed bool `yaml:"skip_malformed"`
+	// MaxLen is the most tokens of a sentence; longer training pairs are
+	// left out (and counted), and it fixes the graphs' padded lengths.
+	MaxLen int `yaml:"max_len"`
+	// MinCount drops rarer training words from the vocabulary (<unk>).
+	MinCount int `yaml:"min_count"`
 }
 
 // Model is the network's architecture.
 type Model struct {
-	// Kind of network: set-transformer.
+	// Kind of network: set-transformer (task maxnorm) or transformer
+	// (task seq2seq).
 	Kind string `yaml:"kind"`
-	Dim  int    `yaml:"dim"`
+	// Dim is the model width (d_model).
+	Dim int `yaml:"dim"`
 	// Heads of every attention layer; must divide Dim.
 	Heads int `yaml:"heads"`
 	// Encoder blocks: sab or isab.
@@ -45,6 +66,15 @@ type Model struct {
 	DecoderSAB bool      `yaml:"decoder_sab"`
 	LayerNorm  bool      `yaml:"layer_norm"`
 	Attention  Attention `yaml:"attention"`
+
+	// Transformer: FF is the feed-forward width; EncLayers and DecLayers
+	// the stack depths; Dropout on every sub-layer and embedding; PreLN
+	// puts LayerNorm before each sub-layer.
+	FF        int     `yaml:"ff"`
+	EncLayers int     `yaml:"enc_layers"`
+	DecLayers int     `yaml:"dec_layers"`
+	Dropout   float64 `yaml:"dropout"`
+	PreLN     bool    `yaml:"pre_ln"`
 }
 
 // Attention selects the attention kernel of every layer.
@@ -76,7 +106,8 @@ type Optimizer struct {
 	WeightDecay float64 `yaml:"weight_decay"`
 	// ClipNorm clips the global gradient norm; 0 turns it off.
 	ClipNorm float64 `yaml:"clip_norm"`
-	// Schedule: constant or cosine (to MinLR at the last step), after
+	// Schedule: constant, cosine (to MinLR at the last step) or
+	// inverse_sqrt (lr·√(warmup/step), as in Vaswani et al.), after
 	// WarmupSteps of linear warm-up.
 	Schedule    string  `yaml:"schedule"`
 	WarmupSteps int     `yaml:"warmup_steps"`
@@ -87,8 +118,14 @@ type Optimizer struct {
 type Training struct {
 	Steps int `yaml:"steps"`
 	Batch int `yaml:"batch"`
-	// Loss: mse, mae or euclidean.
+	// Loss: mse, mae or euclidean (maxnorm); cross_entropy (seq2seq).
 	Loss string `yaml:"loss"`
+	// LabelSmoothing of the cross-entropy (seq2seq).
+	LabelSmoothing float64 `yaml:"label_smoothing"`
+	// Beam and LengthPenalty of beam-search decoding in evaluation
+	// (seq2seq); validation uses greedy decoding.
+	Beam          int     `yaml:"beam"`
+	LengthPenalty float64 `yaml:"length_penalty"`
 	// LogEvery steps a progress line is printed (when not on a terminal)
 	// and a metrics line appended.
 	LogEvery int `yaml:"log_every"`

@@ -6,34 +6,34 @@ import (
 	"strings"
 )
 
+// check is one rule: ok, or field should be want.
+type check struct {
+	ok    bool
+	field string
+	want  string
+}
+
 // Validate checks every value and names the first bad field.
 func (c *Config) Validate() error {
-	checks := []struct {
-		ok    bool
-		field string
-		want  string
-	}{
-		{c.Task == "maxnorm", "task", "maxnorm"},
+	checks := []check{
+		{oneOf(c.Task, "maxnorm", "seq2seq"), "task", "maxnorm or seq2seq"},
 		{c.DType == "float32" || c.DType == "float64", "dtype", "float32 or float64"},
-		{oneOf(c.Data.Kind, "gaussian-offset", "max-regression"), "data.kind", "gaussian-offset or max-regression"},
-		{c.Data.Dim > 0, "data.dim", "a positive integer"},
-		{c.Data.Kind != "max-regression" || c.Data.Dim == 1, "data.dim", "1 for max-regression (its sets are scalars)"},
-		{c.Data.MinSet > 0, "data.min_set", "a positive integer"},
-		{c.Data.MaxSet >= c.Data.MinSet, "data.max_set", "at least data.min_set"},
-		{c.Data.ValidSets > 0, "data.valid_sets", "a positive integer"},
-		{c.Data.TestSets > 0, "data.test_sets", "a positive integer"},
-		{c.Model.Kind == "set-transformer", "model.kind", "set-transformer"},
+	}
+	switch c.Task {
+	case "maxnorm":
+		checks = append(checks, c.maxNormChecks()...)
+	case "seq2seq":
+		checks = append(checks, c.seq2seqChecks()...)
+	}
+	a := c.Model.Attention
+	checks = append(checks, []check{
 		{c.Model.Dim > 0, "model.dim", "a positive integer"},
 		{c.Model.Heads > 0 && c.Model.Dim%max(c.Model.Heads, 1) == 0, "model.heads", "a positive divisor of model.dim"},
-		{oneOf(c.Model.Encoder, "sab", "isab"), "model.encoder", "sab or isab"},
-		{c.Model.Blocks >= 0, "model.blocks", "an integer ≥ 0"},
-		{c.Model.Encoder != "isab" || c.Model.Inducing > 0, "model.inducing", "a positive integer for an isab encoder"},
-		{c.Model.Seeds > 0, "model.seeds", "a positive integer"},
-		{oneOf(c.Model.Attention.Kind, "softmax", "em"), "model.attention.kind", "softmax or em"},
-		{c.Model.Attention.KeyIters >= 0, "model.attention.key_iters", "≥ 0"},
-		{c.Model.Attention.ValueIters >= 0, "model.attention.value_iters", "≥ 0"},
-		{c.Model.Attention.PropagateIters >= 0, "model.attention.propagate_iters", "≥ 0"},
-		{oneOf(c.Model.Attention.Prior, "", "linked", "free"), "model.attention.prior", "linked or free"},
+		{oneOf(a.Kind, "softmax", "em"), "model.attention.kind", "softmax or em"},
+		{a.KeyIters >= 0, "model.attention.key_iters", "≥ 0"},
+		{a.ValueIters >= 0, "model.attention.value_iters", "≥ 0"},
+		{a.PropagateIters >= 0, "model.attention.propagate_iters", "≥ 0"},
+		{oneOf(a.Prior, "", "linked", "free"), "model.attention.prior", "linked or free"},
 		{c.Optimizer.Name == "adam", "optimizer.name", "adam"},
 		{c.Optimizer.LR > 0, "optimizer.lr", "a positive number"},
 		{c.Optimizer.Beta1 >= 0 && c.Optimizer.Beta1 < 1, "optimizer.beta1", "in [0, 1)"},
@@ -41,17 +41,17 @@ func (c *Config) Validate() error {
 		{c.Optimizer.Eps > 0, "optimizer.eps", "a positive number"},
 		{c.Optimizer.WeightDecay >= 0, "optimizer.weight_decay", "≥ 0"},
 		{c.Optimizer.ClipNorm >= 0, "optimizer.clip_norm", "≥ 0"},
-		{oneOf(c.Optimizer.Schedule, "constant", "cosine"), "optimizer.schedule", "constant or cosine"},
+		{oneOf(c.Optimizer.Schedule, "constant", "cosine", "inverse_sqrt"), "optimizer.schedule", "constant, cosine or inverse_sqrt"},
 		{c.Optimizer.WarmupSteps >= 0, "optimizer.warmup_steps", "≥ 0"},
+		{c.Optimizer.Schedule != "inverse_sqrt" || c.Optimizer.WarmupSteps > 0, "optimizer.warmup_steps", "positive for inverse_sqrt"},
 		{c.Optimizer.MinLR >= 0 && c.Optimizer.MinLR <= c.Optimizer.LR, "optimizer.min_lr", "in [0, optimizer.lr]"},
 		{c.Training.Steps > 0, "training.steps", "a positive integer"},
 		{c.Training.Batch > 0, "training.batch", "a positive integer"},
-		{oneOf(c.Training.Loss, "mse", "mae", "euclidean"), "training.loss", "mse, mae or euclidean"},
 		{c.Training.LogEvery > 0, "training.log_every", "a positive integer"},
 		{c.Training.EvalEvery >= 0, "training.eval_every", "≥ 0 (0: only at the end)"},
 		{c.Training.CheckpointEvery >= 0, "training.checkpoint_every", "≥ 0 (0: only at the end)"},
 		{c.Training.KeepCheckpoints > 0, "training.keep_checkpoints", "a positive integer"},
-	}
+	}...)
 	for _, ch := range checks {
 		if !ch.ok {
 			v, _ := c.Get(ch.field)
@@ -59,6 +59,50 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+func (c *Config) maxNormChecks() []check {
+	d, m := c.Data, c.Model
+	return []check{
+		{oneOf(d.Kind, "gaussian-offset", "max-regression"), "data.kind", "gaussian-offset or max-regression"},
+		{d.Dim > 0, "data.dim", "a positive integer"},
+		{d.Kind != "max-regression" || d.Dim == 1, "data.dim", "1 for max-regression (its sets are scalars)"},
+		{d.MinSet > 0, "data.min_set", "a positive integer"},
+		{d.MaxSet >= d.MinSet, "data.max_set", "at least data.min_set"},
+		{d.ValidSets > 0, "data.valid_sets", "a positive integer"},
+		{d.TestSets > 0, "data.test_sets", "a positive integer"},
+		{m.Kind == "set-transformer", "model.kind", "set-transformer for task maxnorm"},
+		{oneOf(m.Encoder, "sab", "isab"), "model.encoder", "sab or isab"},
+		{m.Blocks >= 0, "model.blocks", "an integer ≥ 0"},
+		{m.Encoder != "isab" || m.Inducing > 0, "model.inducing", "a positive integer for an isab encoder"},
+		{m.Seeds > 0, "model.seeds", "a positive integer"},
+		{oneOf(c.Training.Loss, "mse", "mae", "euclidean"), "training.loss", "mse, mae or euclidean"},
+	}
+}
+
+func (c *Config) seq2seqChecks() []check {
+	d, m, t := c.Data, c.Model, c.Training
+	toy := d.Source == "toy"
+	return []check{
+		{oneOf(d.Source, "toy", "tsv"), "data.source", "toy or tsv"},
+		{!toy || d.TrainPairs > 0, "data.train_pairs", "a positive integer"},
+		{!toy || d.ValidPairs > 0, "data.valid_pairs", "a positive integer"},
+		{!toy || d.TestPairs > 0, "data.test_pairs", "a positive integer"},
+		{toy || d.TrainFile != "", "data.train_file", "a TSV file (set it with --set data.train_file=PATH)"},
+		{toy || d.ValidFile != "", "data.valid_file", "a TSV file (set it with --set data.valid_file=PATH)"},
+		{toy || d.TestFile != "", "data.test_file", "a TSV file (set it with --set data.test_file=PATH)"},
+		{d.MaxLen > 0, "data.max_len", "a positive integer"},
+		{d.MinCount >= 0, "data.min_count", "≥ 0"},
+		{m.Kind == "transformer", "model.kind", "transformer for task seq2seq"},
+		{m.FF > 0, "model.ff", "a positive integer"},
+		{m.EncLayers > 0, "model.enc_layers", "a positive integer"},
+		{m.DecLayers > 0, "model.dec_layers", "a positive integer"},
+		{m.Dropout >= 0 && m.Dropout < 1, "model.dropout", "in [0, 1)"},
+		{t.Loss == "cross_entropy", "training.loss", "cross_entropy for task seq2seq"},
+		{t.LabelSmoothing >= 0 && t.LabelSmoothing < 1, "training.label_smoothing", "in [0, 1)"},
+		{t.Beam > 0, "training.beam", "a positive integer"},
+		{t.LengthPenalty >= 0, "training.length_penalty", "≥ 0"},
+	}
 }
 
 func oneOf(s string, options ...string) bool { return slices.Contains(options, s) }

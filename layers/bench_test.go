@@ -53,3 +53,4 @@ func benchmarkSetStep(b *testing.B, cfg SetTransformerConfig, batch, n int) {
 		}
 	}
 }
+

@@ -23,7 +23,7 @@ file or a run directory (whose best checkpoint is used).`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "checkpoint %s (step %d, config %s)\n", file, t.step, t.cfg.Name)
-			return t.task.report(cmd.OutOrStdout(), t.eval)
+			return t.task.report(cmd.OutOrStdout(), t.params, t.eval)
 		},
 	}
 	cmd.Flags().StringVar(&path, "checkpoint", "", "checkpoint file or run directory (required)")
@@ -50,7 +50,7 @@ func loadForEval(path string) (*trainer, string, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, "", badInput(fmt.Errorf("checkpoint %s: config: %w", file, err))
 	}
-	t, err := newTrainer(cfg, "")
+	t, err := newTrainer(cfg, "", ck.Extra)
 	if err != nil {
 		return nil, "", err
 	}

@@ -86,7 +86,9 @@ func (t *maxNormTask) feedTrain(rng *rand.Rand, prog *graph.Program) error {
 
 func (t *maxNormTask) evalBatch() int { return maxNormEvalBatch }
 
-func (t *maxNormTask) selectionMetric() string { return "valid_" + t.cfg.Training.Loss }
+func (t *maxNormTask) selection() (string, bool) { return "valid_" + t.cfg.Training.Loss, false }
+
+func (t *maxNormTask) state() (map[string][]byte, error) { return nil, nil }
 
 // predictions runs prog over a fixed set and returns predictions and
 // targets, concatenated.
@@ -112,7 +114,7 @@ func (t *maxNormTask) split(name string) []datasets.SetBatch {
 	return t.valid
 }
 
-func (t *maxNormTask) evaluate(prog *graph.Program, split string) (map[string]float64, error) {
+func (t *maxNormTask) evaluate(_ *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
 	pred, target, err := t.predictions(prog, t.split(split))
 	if err != nil {
 		return nil, err
@@ -134,7 +136,7 @@ func regressionMetrics(prefix string, pred, target []float64, dim int) (map[stri
 
 // report prints the test metrics of the model next to two baselines:
 // predicting zero and predicting the set's mean.
-func (t *maxNormTask) report(w io.Writer, prog *graph.Program) error {
+func (t *maxNormTask) report(w io.Writer, _ *graph.Params, prog *graph.Program) error {
 	pred, target, err := t.predictions(prog, t.test)
 	if err != nil {
 		return err

@@ -19,19 +19,25 @@ type task interface {
 	// evalBatch is the batch size of evaluation programs.
 	evalBatch() int
 	// evaluate scores an evaluation program on the "valid" or "test" set.
-	evaluate(prog *graph.Program, split string) (map[string]float64, error)
-	// selectionMetric is the validation metric that picks the best
-	// checkpoint (lower is better).
-	selectionMetric() string
+	evaluate(params *graph.Params, prog *graph.Program, split string) (map[string]float64, error)
+	// selection is the validation metric that picks the best checkpoint,
+	// and whether higher is better.
+	selection() (metric string, maximize bool)
 	// report prints a human summary of a checkpoint's test metrics.
-	report(w io.Writer, prog *graph.Program) error
+	report(w io.Writer, params *graph.Params, prog *graph.Program) error
+	// state is what a checkpoint must carry to rebuild the task (a
+	// vocabulary, say), by name.
+	state() (map[string][]byte, error)
 }
 
-// newTask wires a validated config to its task.
-func newTask(cfg *configs.Config) (task, error) {
+// newTask wires a validated config to its task; state, from a checkpoint,
+// is nil for a new run.
+func newTask(cfg *configs.Config, state map[string][]byte) (task, error) {
 	switch cfg.Task {
 	case "maxnorm":
 		return newMaxNormTask(cfg)
+	case "seq2seq":
+		return newSeq2SeqTask(cfg, state)
 	}
 	return nil, fmt.Errorf("unknown task %q", cfg.Task)
 }

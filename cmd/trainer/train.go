@@ -131,7 +131,11 @@ func setupRun(f trainFlags, stderr io.Writer) (*trainer, error) {
 			return nil, err
 		}
 	}
-	t, err := newTrainer(cfg, dir)
+	var state map[string][]byte
+	if ck != nil {
+		state = ck.Extra
+	}
+	t, err := newTrainer(cfg, dir, state)
 	if err != nil {
 		return nil, err
 	}
@@ -204,9 +208,10 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// newTrainer builds the task's programs on fresh parameters.
-func newTrainer(cfg *configs.Config, dir string) (*trainer, error) {
-	tk, err := newTask(cfg)
+// newTrainer builds the task's programs on fresh parameters. state is the
+// task state of a checkpoint, or nil.
+func newTrainer(cfg *configs.Config, dir string, state map[string][]byte) (*trainer, error) {
+	tk, err := newTask(cfg, state)
 	if err != nil {
 		return nil, badInput(err)
 	}
@@ -270,6 +275,13 @@ func (t *trainer) checkpoint() (*graph.Checkpoint, error) {
 		return nil, err
 	}
 	ck.Extra["config_name"] = []byte(t.cfg.Name)
+	st, err := t.task.state()
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range st {
+		ck.Extra[k] = v
+	}
 	return ck, nil
 }
 
@@ -300,7 +312,7 @@ func (t *trainer) record(fields map[string]any) error {
 // evaluate scores the validation set, records it, and saves best.ckpt on
 // improvement.
 func (t *trainer) evaluate() (map[string]float64, error) {
-	m, err := t.task.evaluate(t.eval, "valid")
+	m, err := t.task.evaluate(t.params, t.eval, "valid")
 	if err != nil {
 		return nil, fmt.Errorf("step %d: evaluate: %w", t.step, err)
 	}
@@ -312,8 +324,9 @@ func (t *trainer) evaluate() (map[string]float64, error) {
 	if err := t.record(fields); err != nil {
 		return nil, err
 	}
-	sel := m[t.task.selectionMetric()]
-	if t.loop.BestStep == 0 || sel < t.loop.Best {
+	name, maximize := t.task.selection()
+	sel := m[name]
+	if t.loop.BestStep == 0 || (maximize && sel > t.loop.Best) || (!maximize && sel < t.loop.Best) {
 		t.loop.Best, t.loop.BestStep = sel, t.step
 		ck, err := t.checkpoint()
 		if err != nil {
@@ -395,8 +408,9 @@ func (t *trainer) run(ctx context.Context, p progress) error {
 		}
 	}
 	p.finish()
+	name, _ := t.task.selection()
 	fmt.Fprintf(t.out, "done: %d steps in %s; best %s = %.6g at step %d\ncheckpoints: %s\n",
-		t.step, time.Since(start).Round(time.Second), t.task.selectionMetric(), t.loop.Best, t.loop.BestStep, t.dir)
+		t.step, time.Since(start).Round(time.Second), name, t.loop.Best, t.loop.BestStep, t.dir)
 	return nil
 }
 

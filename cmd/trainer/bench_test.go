@@ -1,0 +1,59 @@
+package main
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"probformer/graph"
+	"probformer/layers"
+	"probformer/losses"
+)
+
+// BenchmarkSeq2SeqStep times one training step (forward, backward, Adam)
+// of the Transformer: batch 64, source and target length 16,
+// vocabularies of 64, d_model 64, 4 heads, feed-forward 256, 2 encoder and
+// 2 decoder layers, dropout 0.1, label-smoothed cross-entropy; float32.
+// PyTorch 1.13 on 2 cores: 27.4 ms.
+func BenchmarkSeq2SeqStep(b *testing.B) {
+	const batch, n, vocab = 64, 16, 64
+	cfg := layers.Seq2SeqConfig{DModel: 64, Heads: 4, FF: 256, EncLayers: 2, DecLayers: 2, Dropout: 0.1,
+		SrcVocab: vocab, TgtVocab: vocab, MaxLen: n}
+	prog, err := graph.Compile(graph.NewParams(graph.Float32, 1), func(bd *graph.Builder) error {
+		logits := layers.Seq2Seq{Config: cfg}.Forward(bd, bd.IndexInput("src", batch, n), bd.Input("src_mask", batch, n),
+			bd.IndexInput("tgt_in", batch, n), bd.Input("tgt_mask", batch, n))
+		loss, err := losses.TokenCrossEntropy(bd, "loss", logits, bd.IndexInput("tgt_out", batch, n), bd.Input("loss_mask", batch, n), 0.1)
+		bd.SetLoss(loss)
+		return err
+	}, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	ids := make([]int, batch*n)
+	ones := make([]float64, batch*n)
+	for i := range ids {
+		ids[i] = 4 + rng.IntN(vocab-4)
+		ones[i] = 1
+	}
+	for _, in := range []string{"src", "tgt_in", "tgt_out"} {
+		if err := prog.FeedIndices(in, ids); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, in := range []string{"src_mask", "tgt_mask", "loss_mask"} {
+		if err := prog.Feed(in, ones); err != nil {
+			b.Fatal(err)
+		}
+	}
+	opt := graph.NewAdam(1e-3)
+	b.ResetTimer()
+	for range b.N {
+		prog.DrawDropout(rng)
+		if err := prog.Run(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := opt.Step(prog); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+
+	"probformer/configs"
+	"probformer/datasets"
+	"probformer/graph"
+	"probformer/layers"
+	"probformer/losses"
+)
+
+// seq2seqTask translates sentences with a Transformer, scored by BLEU.
+type seq2seqTask struct {
+	cfg        *configs.Config
+	corpus     datasets.ParallelCorpus
+	train      []datasets.Pair // training pairs within max_len
+	src, tgt   *datasets.Vocab
+	model      layers.Seq2Seq
+	srcLen     int // padded source length
+	tgtLen     int // padded decoder length: max_len words + <eos>
+	translator *layers.Translator
+	rows       int // the translator's batch rows
+}
+
+const seq2seqEvalBatch = 128
+
+func newSeq2SeqTask(cfg *configs.Config, state map[string][]byte) (*seq2seqTask, error) {
+	d := cfg.Data
+	t := &seq2seqTask{cfg: cfg, srcLen: d.MaxLen, tgtLen: d.MaxLen + 1}
+	var err error
+	if d.Source == "toy" {
+		t.corpus, err = datasets.ToyLanguage(datasets.ToyLangConfig{Seed: cfg.Seed, Train: d.TrainPairs, Valid: d.ValidPairs, Test: d.TestPairs})
+	} else {
+		t.corpus, err = loadTSVCorpus(d)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range t.corpus.Train {
+		if len(p.Src) <= d.MaxLen && len(p.Tgt) <= d.MaxLen {
+			t.train = append(t.train, p)
+		}
+	}
+	if len(t.train) == 0 {
+		return nil, fmt.Errorf("data: no training pair has at most data.max_len = %d tokens a side", d.MaxLen)
+	}
+	if err := t.vocabularies(state); err != nil {
+		return nil, err
+	}
+	m := cfg.Model
+	sc := layers.Seq2SeqConfig{DModel: m.Dim, Heads: m.Heads, FF: m.FF, EncLayers: m.EncLayers, DecLayers: m.DecLayers,
+		Dropout: m.Dropout, PreLN: m.PreLN, SrcVocab: t.src.Size(), TgtVocab: t.tgt.Size(), MaxLen: t.tgtLen,
+		Attention: attentionConfig(m.Attention)}
+	if err := sc.Validate(); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	t.model = layers.Seq2Seq{Config: sc}
+	return t, nil
+}
+
+func loadTSVCorpus(d configs.Data) (datasets.ParallelCorpus, error) {
+	opt := datasets.TSVOptions{Lowercase: d.Lowercase, SkipMalformed: d.SkipMalformed}
+	var c datasets.ParallelCorpus
+	for _, f := range []struct {
+		path string
+		dst  *[]datasets.Pair
+	}{{d.TrainFile, &c.Train}, {d.ValidFile, &c.Valid}, {d.TestFile, &c.Test}} {
+		pairs, _, err := datasets.LoadParallelTSV(f.path, opt)
+		if err != nil {
+			return c, fmt.Errorf("data: %w", err)
+		}
+		if len(pairs) == 0 {
+			return c, fmt.Errorf("data: %s holds no sentence pair", f.path)
+		}
+		*f.dst = pairs
+	}
+	return c, nil
+}
+
+// vocabularies come from the checkpoint when resuming or evaluating, so the
+// model's ids never change; a new run builds them from the training split.
+func (t *seq2seqTask) vocabularies(state map[string][]byte) error {
+	if state["src_vocab"] != nil {
+		t.src, t.tgt = new(datasets.Vocab), new(datasets.Vocab)
+		if err := json.Unmarshal(state["src_vocab"], t.src); err != nil {
+			return fmt.Errorf("checkpoint source vocabulary: %w", err)
+		}
+		if err := json.Unmarshal(state["tgt_vocab"], t.tgt); err != nil {
+			return fmt.Errorf("checkpoint target vocabulary: %w", err)
+		}
+		return nil
+	}
+	var srcs, tgts [][]string
+	for _, p := range t.corpus.Train {
+		srcs, tgts = append(srcs, p.Src), append(tgts, p.Tgt)
+	}
+	opt := datasets.VocabOptions{MinCount: t.cfg.Data.MinCount}
+	var err error
+	if t.src, err = datasets.BuildVocab(srcs, opt); err != nil {
+		return fmt.Errorf("source vocabulary: %w", err)
+	}
+	if t.tgt, err = datasets.BuildVocab(tgts, opt); err != nil {
+		return fmt.Errorf("target vocabulary: %w", err)
+	}
+	return nil
+}
+
+func (t *seq2seqTask) state() (map[string][]byte, error) {
+	src, err := json.Marshal(t.src)
+	if err != nil {
+		return nil, err
+	}
+	tgt, err := json.Marshal(t.tgt)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{"src_vocab": src, "tgt_vocab": tgt}, nil
+}
+
+func (t *seq2seqTask) build(batch int) graph.BuildFunc {
+	return func(b *graph.Builder) error {
+		logits := t.model.Forward(b,
+			b.IndexInput("src", batch, t.srcLen), b.Input("src_mask", batch, t.srcLen),
+			b.IndexInput("tgt_in", batch, t.tgtLen), b.Input("tgt_mask", batch, t.tgtLen))
+		loss, err := losses.TokenCrossEntropy(b, "loss", logits, b.IndexInput("tgt_out", batch, t.tgtLen),
+			b.Input("loss_mask", batch, t.tgtLen), t.cfg.Training.LabelSmoothing)
+		if err != nil {
+			return err
+		}
+		b.SetLoss(loss)
+		return nil
+	}
+}
+
+func feedPairs(prog *graph.Program, batch datasets.Batch) error {
+	for _, f := range []struct {
+		name string
+		ids  []int
+	}{{"src", batch.Src}, {"tgt_in", batch.DecIn}, {"tgt_out", batch.DecOut}} {
+		if err := prog.FeedIndices(f.name, f.ids); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    []float64
+	}{{"src_mask", batch.SrcMask}, {"tgt_mask", batch.TgtMask}, {"loss_mask", batch.TgtMask}} {
+		if err := prog.Feed(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *seq2seqTask) feedTrain(rng *rand.Rand, prog *graph.Program) error {
+	pairs := make([]datasets.Pair, t.cfg.Training.Batch)
+	for i := range pairs {
+		pairs[i] = t.train[rng.IntN(len(t.train))]
+	}
+	batch, err := datasets.EncodeBatch(pairs, t.src, t.tgt, t.srcLen, t.tgtLen)
+	if err != nil {
+		return err
+	}
+	return feedPairs(prog, batch)
+}
+
+func (t *seq2seqTask) evalBatch() int { return seq2seqEvalBatch }
+
+func (t *seq2seqTask) selection() (string, bool) { return "valid_bleu", true }
+
+func (t *seq2seqTask) split(name string) []datasets.Pair {
+	if name == "test" {
+		return t.corpus.Test
+	}
+	return t.corpus.Valid
+}
+
+// evaluate reports the teacher-forced loss and the greedy BLEU of a split.
+func (t *seq2seqTask) evaluate(params *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
+	pairs := t.split(split)
+	var lossSum, weight float64
+	for start := 0; start < len(pairs); start += seq2seqEvalBatch {
+		chunk := pairs[start:min(start+seq2seqEvalBatch, len(pairs))]
+		padded := append(append([]datasets.Pair{}, chunk...), make([]datasets.Pair, seq2seqEvalBatch-len(chunk))...)
+		for i := len(chunk); i < len(padded); i++ {
+			padded[i] = chunk[0]
+		}
+		batch, err := datasets.EncodeBatch(padded, t.src, t.tgt, t.srcLen, t.tgtLen)
+		if err != nil {
+			return nil, err
+		}
+		// Rows that only pad the last batch do not count.
+		for i := len(chunk) * t.tgtLen; i < len(batch.TgtMask); i++ {
+			batch.TgtMask[i] = 0
+		}
+		if err := feedPairs(prog, batch); err != nil {
+			return nil, err
+		}
+		if err := prog.Run(); err != nil {
+			return nil, err
+		}
+		var w float64
+		for _, m := range batch.TgtMask {
+			w += m
+		}
+		lossSum += prog.Loss() * w
+		weight += w
+	}
+	bleu, _, err := t.bleu(params, pairs, 1)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]float64{split + "_loss": lossSum / weight, split + "_bleu": bleu.Score}, nil
+}
+
+// decoder returns the translator, compiled once over the run's parameters.
+func (t *seq2seqTask) decoder(params *graph.Params, rows int) (*layers.Translator, error) {
+	if t.translator == nil || t.rows != rows {
+		tr, err := layers.NewTranslator(params, t.model, rows, t.srcLen, t.tgtLen)
+		if err != nil {
+			return nil, err
+		}
+		t.translator, t.rows = tr, rows
+	}
+	return t.translator, nil
+}
+
+// translate decodes sources with greedy search (beam 1) or beam search.
+func (t *seq2seqTask) translate(params *graph.Params, srcs [][]string, beam int) ([][]string, error) {
+	out := make([][]string, len(srcs))
+	ids := make([][]int, len(srcs))
+	for i, s := range srcs {
+		if len(s) > t.srcLen {
+			s = s[:t.srcLen]
+		}
+		ids[i] = t.src.Encode(s)
+	}
+	if beam <= 1 {
+		tr, err := t.decoder(params, seq2seqEvalBatch)
+		if err != nil {
+			return nil, err
+		}
+		for start := 0; start < len(ids); start += seq2seqEvalBatch {
+			hyps, err := layers.Greedy(tr, ids[start:min(start+seq2seqEvalBatch, len(ids))], t.tgtLen)
+			if err != nil {
+				return nil, err
+			}
+			for i, h := range hyps {
+				out[start+i] = t.tgt.Decode(h.Tokens)
+			}
+		}
+		return out, nil
+	}
+	tr, err := t.decoder(params, beam)
+	if err != nil {
+		return nil, err
+	}
+	for i, src := range ids {
+		hyps, err := layers.BeamSearch(tr, src, layers.BeamOptions{Size: beam, MaxLen: t.tgtLen, Alpha: t.cfg.Training.LengthPenalty})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = t.tgt.Decode(hyps[0].Tokens)
+	}
+	return out, nil
+}
+
+// bleu decodes pairs and scores them against their targets, on text that
+// is already tokenized.
+func (t *seq2seqTask) bleu(params *graph.Params, pairs []datasets.Pair, beam int) (losses.BLEUScore, [][]string, error) {
+	srcs := make([][]string, len(pairs))
+	refs := make([]string, len(pairs))
+	for i, p := range pairs {
+		srcs[i], refs[i] = p.Src, strings.Join(p.Tgt, " ")
+	}
+	hyps, err := t.translate(params, srcs, beam)
+	if err != nil {
+		return losses.BLEUScore{}, nil, err
+	}
+	text := make([]string, len(hyps))
+	for i, h := range hyps {
+		text[i] = strings.Join(h, " ")
+	}
+	score, err := losses.CorpusBLEU(text, [][]string{refs}, losses.BLEUOptions{Tokenize: losses.TokenizerNone})
+	return score, hyps, err
+}
+
+func (t *seq2seqTask) report(w io.Writer, params *graph.Params, _ *graph.Program) error {
+	fmt.Fprintf(w, "test set: %d sentence pairs; vocabularies %d source, %d target words\n",
+		len(t.corpus.Test), t.src.Size(), t.tgt.Size())
+	greedy, hyps, err := t.bleu(params, t.corpus.Test, 1)
+	if err != nil {
+		return err
+	}
+	beam, _, err := t.bleu(params, t.corpus.Test, t.cfg.Training.Beam)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "greedy:          %s\n", greedy)
+	fmt.Fprintf(w, "beam %d (lp %.1f): %s\n", t.cfg.Training.Beam, t.cfg.Training.LengthPenalty, beam)
+	fmt.Fprintf(w, "signature: %s\n\nsamples (greedy):\n", greedy.Signature)
+	for i := range min(5, len(hyps)) {
+		p := t.corpus.Test[i]
+		fmt.Fprintf(w, "  src: %s\n  ref: %s\n  hyp: %s\n\n", strings.Join(p.Src, " "), strings.Join(p.Tgt, " "), strings.Join(hyps[i], " "))
+	}
+	return nil
+}
