@@ -3,31 +3,36 @@ package graph
 import (
 	"runtime"
 	"sync"
-
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/gonum"
 )
 
 // float is the element type of a graph's values.
 type float interface{ float32 | float64 }
 
-func trans(t bool) blas.Transpose {
-	if t {
-		return blas.Trans
-	}
-	return blas.NoTrans
-}
-
 // gemm computes c ← α·op(a)·op(b) + β·c on row-major matrices with leading
 // dimensions lda, ldb, ldc, so heads can be strided views of [B, N, H·d].
+// op(a) is [m×k] and op(b) [k×n]. Large products are split by rows over
+// two goroutines.
 func gemm[T float](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
-	var impl gonum.Implementation
-	switch a := any(a).(type) {
-	case []float32:
-		impl.Sgemm(trans(tA), trans(tB), m, n, k, float32(alpha), a, lda, any(b).([]float32), ldb, float32(beta), any(c).([]float32), ldc)
-	case []float64:
-		impl.Dgemm(trans(tA), trans(tB), m, n, k, float64(alpha), a, lda, any(b).([]float64), ldb, float64(beta), any(c).([]float64), ldc)
+	if m == 0 || n == 0 {
+		return
 	}
+	if m >= 16 && m*n*k >= 1<<18 && runtime.GOMAXPROCS(0) > 1 {
+		half := m / 2
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gemmKernel(tA, tB, half, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		}()
+		aOff := half * lda
+		if tA {
+			aOff = half
+		}
+		gemmKernel(tA, tB, m-half, n, k, alpha, a[aOff:], lda, b, ldb, beta, c[half*ldc:], ldc)
+		wg.Wait()
+		return
+	}
+	gemmKernel(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // parallelFor runs f(i) for i in [0, n) on up to GOMAXPROCS goroutines,
@@ -52,4 +57,14 @@ func parallelFor(n int, f func(worker, i int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// scaleRows sets c ← β·c on an m×n block, the whole of gemm when k = 0.
+func scaleRows[T float](m, n int, beta T, c []T, ldc int) {
+	for i := range m {
+		row := c[i*ldc : i*ldc+n]
+		for j := range row {
+			row[j] *= beta
+		}
+	}
 }
