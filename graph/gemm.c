@@ -13,13 +13,14 @@ int pf_has_avx2(void) {
 }
 
 // The portable kernels: C += alpha·A·B, with A [m×k], B [k×n].
+// A is read as a(i, p) = A[i·rsa + p·csa], so a transposed A needs no copy.
 #define PORTABLE(NAME, T)                                                      \
-	static void NAME(int m, int n, int k, T alpha, const T *A, int lda,        \
+	static void NAME(int m, int n, int k, T alpha, const T *A, int rsa, int csa, \
 	                 const T *B, int ldb, T *C, int ldc) {                     \
 		for (int i = 0; i < m; i++) {                                          \
 			T *c = C + (size_t)i * ldc;                                        \
 			for (int p = 0; p < k; p++) {                                      \
-				T a = alpha * A[(size_t)i * lda + p];                          \
+				T a = alpha * A[(size_t)i * rsa + (size_t)p * csa];            \
 				const T *b = B + (size_t)p * ldb;                              \
 				for (int j = 0; j < n; j++) c[j] += a * b[j];                  \
 			}                                                                  \
@@ -31,12 +32,12 @@ PORTABLE(dgemm_portable, double)
 // sgemm_avx2 keeps a 4×16 block of C in eight registers while it runs over
 // k: per step two loads of B, four broadcasts of A and eight FMAs.
 __attribute__((target("avx2,fma")))
-static void sgemm_avx2(int m, int n, int k, float alpha, const float *A, int lda,
+static void sgemm_avx2(int m, int n, int k, float alpha, const float *A, int rsa, int csa,
                        const float *B, int ldb, float *C, int ldc) {
 	__m256 va = _mm256_set1_ps(alpha);
 	int i = 0;
 	for (; i + 4 <= m; i += 4) {
-		const float *a0 = A + (size_t)i * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+		const float *a0 = A + (size_t)i * rsa, *a1 = a0 + rsa, *a2 = a1 + rsa, *a3 = a2 + rsa;
 		int j = 0;
 		for (; j + 16 <= n; j += 16) {
 			__m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00;
@@ -44,13 +45,13 @@ static void sgemm_avx2(int m, int n, int k, float alpha, const float *A, int lda
 			for (int p = 0; p < k; p++) {
 				const float *b = B + (size_t)p * ldb + j;
 				__m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-				__m256 x = _mm256_broadcast_ss(a0 + p);
+				__m256 x = _mm256_broadcast_ss(a0 + (size_t)p * csa);
 				c00 = _mm256_fmadd_ps(x, b0, c00); c01 = _mm256_fmadd_ps(x, b1, c01);
-				x = _mm256_broadcast_ss(a1 + p);
+				x = _mm256_broadcast_ss(a1 + (size_t)p * csa);
 				c10 = _mm256_fmadd_ps(x, b0, c10); c11 = _mm256_fmadd_ps(x, b1, c11);
-				x = _mm256_broadcast_ss(a2 + p);
+				x = _mm256_broadcast_ss(a2 + (size_t)p * csa);
 				c20 = _mm256_fmadd_ps(x, b0, c20); c21 = _mm256_fmadd_ps(x, b1, c21);
-				x = _mm256_broadcast_ss(a3 + p);
+				x = _mm256_broadcast_ss(a3 + (size_t)p * csa);
 				c30 = _mm256_fmadd_ps(x, b0, c30); c31 = _mm256_fmadd_ps(x, b1, c31);
 			}
 			float *c = C + (size_t)i * ldc + j;
@@ -64,10 +65,10 @@ static void sgemm_avx2(int m, int n, int k, float alpha, const float *A, int lda
 			__m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
 			for (int p = 0; p < k; p++) {
 				__m256 b0 = _mm256_loadu_ps(B + (size_t)p * ldb + j);
-				c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a0 + p), b0, c0);
-				c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a1 + p), b0, c1);
-				c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a2 + p), b0, c2);
-				c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a3 + p), b0, c3);
+				c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a0 + (size_t)p * csa), b0, c0);
+				c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a1 + (size_t)p * csa), b0, c1);
+				c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a2 + (size_t)p * csa), b0, c2);
+				c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a3 + (size_t)p * csa), b0, c3);
 			}
 			float *c = C + (size_t)i * ldc + j;
 			_mm256_storeu_ps(c, _mm256_fmadd_ps(va, c0, _mm256_loadu_ps(c)));
@@ -76,34 +77,34 @@ static void sgemm_avx2(int m, int n, int k, float alpha, const float *A, int lda
 			_mm256_storeu_ps(c + 3 * (size_t)ldc, _mm256_fmadd_ps(va, c3, _mm256_loadu_ps(c + 3 * (size_t)ldc)));
 		}
 		if (j < n) {
-			sgemm_portable(4, n - j, k, alpha, a0, lda, B + j, ldb, C + (size_t)i * ldc + j, ldc);
+			sgemm_portable(4, n - j, k, alpha, a0, rsa, csa, B + j, ldb, C + (size_t)i * ldc + j, ldc);
 		}
 	}
 	for (; i < m; i++) {
-		const float *a = A + (size_t)i * lda;
+		const float *a = A + (size_t)i * rsa;
 		int j = 0;
 		for (; j + 8 <= n; j += 8) {
 			__m256 c0 = _mm256_setzero_ps();
 			for (int p = 0; p < k; p++) {
-				c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + p), _mm256_loadu_ps(B + (size_t)p * ldb + j), c0);
+				c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + (size_t)p * csa), _mm256_loadu_ps(B + (size_t)p * ldb + j), c0);
 			}
 			float *c = C + (size_t)i * ldc + j;
 			_mm256_storeu_ps(c, _mm256_fmadd_ps(va, c0, _mm256_loadu_ps(c)));
 		}
 		if (j < n) {
-			sgemm_portable(1, n - j, k, alpha, a, lda, B + j, ldb, C + (size_t)i * ldc + j, ldc);
+			sgemm_portable(1, n - j, k, alpha, a, rsa, csa, B + j, ldb, C + (size_t)i * ldc + j, ldc);
 		}
 	}
 }
 
 // dgemm_avx2 is sgemm_avx2 for doubles: a 4×8 block in eight registers.
 __attribute__((target("avx2,fma")))
-static void dgemm_avx2(int m, int n, int k, double alpha, const double *A, int lda,
+static void dgemm_avx2(int m, int n, int k, double alpha, const double *A, int rsa, int csa,
                        const double *B, int ldb, double *C, int ldc) {
 	__m256d va = _mm256_set1_pd(alpha);
 	int i = 0;
 	for (; i + 4 <= m; i += 4) {
-		const double *a0 = A + (size_t)i * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+		const double *a0 = A + (size_t)i * rsa, *a1 = a0 + rsa, *a2 = a1 + rsa, *a3 = a2 + rsa;
 		int j = 0;
 		for (; j + 8 <= n; j += 8) {
 			__m256d c00 = _mm256_setzero_pd(), c01 = c00, c10 = c00, c11 = c00;
@@ -111,13 +112,13 @@ static void dgemm_avx2(int m, int n, int k, double alpha, const double *A, int l
 			for (int p = 0; p < k; p++) {
 				const double *b = B + (size_t)p * ldb + j;
 				__m256d b0 = _mm256_loadu_pd(b), b1 = _mm256_loadu_pd(b + 4);
-				__m256d x = _mm256_broadcast_sd(a0 + p);
+				__m256d x = _mm256_broadcast_sd(a0 + (size_t)p * csa);
 				c00 = _mm256_fmadd_pd(x, b0, c00); c01 = _mm256_fmadd_pd(x, b1, c01);
-				x = _mm256_broadcast_sd(a1 + p);
+				x = _mm256_broadcast_sd(a1 + (size_t)p * csa);
 				c10 = _mm256_fmadd_pd(x, b0, c10); c11 = _mm256_fmadd_pd(x, b1, c11);
-				x = _mm256_broadcast_sd(a2 + p);
+				x = _mm256_broadcast_sd(a2 + (size_t)p * csa);
 				c20 = _mm256_fmadd_pd(x, b0, c20); c21 = _mm256_fmadd_pd(x, b1, c21);
-				x = _mm256_broadcast_sd(a3 + p);
+				x = _mm256_broadcast_sd(a3 + (size_t)p * csa);
 				c30 = _mm256_fmadd_pd(x, b0, c30); c31 = _mm256_fmadd_pd(x, b1, c31);
 			}
 			double *c = C + (size_t)i * ldc + j;
@@ -128,17 +129,17 @@ static void dgemm_avx2(int m, int n, int k, double alpha, const double *A, int l
 #undef ST
 		}
 		if (j < n) {
-			dgemm_portable(4, n - j, k, alpha, a0, lda, B + j, ldb, C + (size_t)i * ldc + j, ldc);
+			dgemm_portable(4, n - j, k, alpha, a0, rsa, csa, B + j, ldb, C + (size_t)i * ldc + j, ldc);
 		}
 	}
 	if (i < m) {
-		dgemm_portable(m - i, n, k, alpha, A + (size_t)i * lda, lda, B, ldb, C + (size_t)i * ldc, ldc);
+		dgemm_portable(m - i, n, k, alpha, A + (size_t)i * rsa, rsa, csa, B, ldb, C + (size_t)i * ldc, ldc);
 	}
 }
 
 // The public entry points follow BLAS: C ← α·op(A)·op(B) + β·C. A
-// transposed operand is copied to its plain layout first, so one kernel
-// serves every case.
+// transposed A is read through its strides; a transposed B is copied to
+// its plain layout first, since the kernel loads rows of B as vectors.
 #define GEMM(NAME, T, AVX, PORT)                                                       \
 	void NAME(int avx2, int transA, int transB, int m, int n, int k, T alpha,            \
 	          const T *A, int lda, const T *B, int ldb, T beta, T *C, int ldc) {        \
@@ -148,22 +149,21 @@ static void dgemm_avx2(int m, int n, int k, double alpha, const double *A, int l
 			else if (beta != 1) for (int j = 0; j < n; j++) c[j] *= beta;              \
 		}                                                                              \
 		if (m == 0 || n == 0 || k == 0) return;                                        \
-		T *at = NULL, *bt = NULL;                                                      \
-		if (transA) { /* A is [k×m]: make it [m×k] */                                  \
-			at = malloc(sizeof(T) * (size_t)m * k);                                    \
-			for (int p = 0; p < k; p++)                                                \
-				for (int i = 0; i < m; i++) at[(size_t)i * k + p] = A[(size_t)p * lda + i]; \
-			A = at; lda = k;                                                           \
-		}                                                                              \
+		T *bt = NULL;                                                                  \
+		int rsa = transA ? 1 : lda, csa = transA ? lda : 1;                            \
 		if (transB) { /* B is [n×k]: make it [k×n] */                                  \
 			bt = malloc(sizeof(T) * (size_t)k * n);                                    \
 			for (int j = 0; j < n; j++)                                                \
 				for (int p = 0; p < k; p++) bt[(size_t)p * n + j] = B[(size_t)j * ldb + p]; \
 			B = bt; ldb = n;                                                           \
 		}                                                                              \
-		if (avx2) AVX(m, n, k, alpha, A, lda, B, ldb, C, ldc);                         \
-		else PORT(m, n, k, alpha, A, lda, B, ldb, C, ldc);                             \
-		free(at);                                                                      \
+		/* k in chunks of 128, so the rows of B in use stay in cache */                \
+		for (int p0 = 0; p0 < k; p0 += 128) {                                          \
+			int kc = k - p0 < 128 ? k - p0 : 128;                                      \
+			const T *a = A + (size_t)p0 * csa, *b = B + (size_t)p0 * ldb;              \
+			if (avx2) AVX(m, n, kc, alpha, a, rsa, csa, b, ldb, C, ldc);               \
+			else PORT(m, n, kc, alpha, a, rsa, csa, b, ldb, C, ldc);                   \
+		}                                                                              \
 		free(bt);                                                                      \
 	}
 GEMM(pf_sgemm, float, sgemm_avx2, sgemm_portable)

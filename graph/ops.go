@@ -141,7 +141,7 @@ func Sigmoid(x *Node) *Node { return must(G.Sigmoid(x)) }
 func Softplus(x *Node) *Node { return must(G.Softplus(x)) }
 
 // ReLU is max(x, 0).
-func ReLU(x *Node) *Node { return must(G.Rectify(x)) }
+func ReLU(x *Node) *Node { return apply(reluKernel{}, x) }
 
 // Maximum is the element-wise max(a, b).
 func Maximum(a, b *Node) *Node { return must(G.MaxBetween(a, b)) }
