@@ -88,21 +88,32 @@ type DecoderLayer struct {
 // srcMask [B, S] or nil → [B, T, Dim]. Self-attention is causal: position
 // t sees target positions ≤ t only.
 func (l DecoderLayer) Forward(b *graph.Builder, y, tgtMask, memory, srcMask *graph.Node) *graph.Node {
+	y = l.selfSublayer(b, y, tgtMask)
+	y = sublayer(b, y, l.PreLN, l.Name+".ln2", l.Name+".cross.drop", l.Dropout, func(h *graph.Node) *graph.Node {
+		return l.cross().Forward(b, h, memory, Mask{Keys: srcMask})
+	})
+	return sublayer(b, y, l.PreLN, l.Name+".ln3", l.Name+".ff.drop", l.Dropout, func(h *graph.Node) *graph.Node {
+		return feedForward(b, l.Name, h, l.FF)
+	})
+}
+
+// selfSublayer is Forward's first sub-layer, causal self-attention:
+// y [B, T, Dim], tgtMask [B, T] or nil → [B, T, Dim], the input of the
+// cross-attention sub-layer.
+func (l DecoderLayer) selfSublayer(b *graph.Builder, y, tgtMask *graph.Node) *graph.Node {
 	selfKernel := l.SelfKernel
 	if selfKernel == nil {
 		selfKernel = l.Kernel
 	}
 	self := MultiHeadAttention{Name: l.Name + ".self", Dim: l.Dim, Heads: l.Heads, Kernel: selfKernel}
-	cross := MultiHeadAttention{Name: l.Name + ".cross", Dim: l.Dim, Heads: l.Heads, Kernel: l.Kernel}
-	y = sublayer(b, y, l.PreLN, l.Name+".ln1", l.Name+".self.drop", l.Dropout, func(h *graph.Node) *graph.Node {
+	return sublayer(b, y, l.PreLN, l.Name+".ln1", l.Name+".self.drop", l.Dropout, func(h *graph.Node) *graph.Node {
 		return self.Forward(b, h, h, Mask{Keys: tgtMask, Causal: true})
 	})
-	y = sublayer(b, y, l.PreLN, l.Name+".ln2", l.Name+".cross.drop", l.Dropout, func(h *graph.Node) *graph.Node {
-		return cross.Forward(b, h, memory, Mask{Keys: srcMask})
-	})
-	return sublayer(b, y, l.PreLN, l.Name+".ln3", l.Name+".ff.drop", l.Dropout, func(h *graph.Node) *graph.Node {
-		return feedForward(b, l.Name, h, l.FF)
-	})
+}
+
+// cross is the attention over the encoder's memory.
+func (l DecoderLayer) cross() MultiHeadAttention {
+	return MultiHeadAttention{Name: l.Name + ".cross", Dim: l.Dim, Heads: l.Heads, Kernel: l.Kernel}
 }
 
 // Encoder is a stack of Layers encoder layers named Name.0, Name.1, …,
@@ -139,14 +150,19 @@ type Decoder struct {
 // ≤ t only, so its output does not depend on later target tokens.
 func (d Decoder) Forward(b *graph.Builder, y, tgtMask, memory, srcMask *graph.Node) *graph.Node {
 	for i := range d.Layers {
-		l := d.Layer
-		l.Name = fmt.Sprintf("%s.%d", d.Name, i)
-		y = l.Forward(b, y, tgtMask, memory, srcMask)
+		y = d.layer(i).Forward(b, y, tgtMask, memory, srcMask)
 	}
 	if d.Layer.PreLN {
 		y = layerNorm(b, d.Name+".ln", y)
 	}
 	return y
+}
+
+// layer is the i-th layer of the stack, 0-based.
+func (d Decoder) layer(i int) DecoderLayer {
+	l := d.Layer
+	l.Name = fmt.Sprintf("%s.%d", d.Name, i)
+	return l
 }
 
 // Seq2SeqConfig is the architecture of an encoder-decoder Transformer.
@@ -211,6 +227,16 @@ type Seq2Seq struct {
 // logits [B, T, TgtVocab]; position t scores the token after tgtIn[:, t]
 // and depends on tgtIn[:, :t+1] only. S and T must not exceed MaxLen.
 func (m Seq2Seq) Forward(b *graph.Builder, src, srcMask, tgtIn, tgtMask *graph.Node) *graph.Node {
+	memory, y, dec := m.encode(b, src, srcMask, tgtIn)
+	return dense(b, "out", dec.Forward(b, y, tgtMask, memory, srcMask), m.Config.TgtVocab)
+}
+
+// encode checks Forward's arguments and builds what its decoder reads: the
+// encoder's memory [B, S, DModel], the embedded decoder input y
+// [B, T, DModel] and the decoder stack. Parameters are created in the
+// order Forward has always created them (src_emb, enc, tgt_emb), since
+// that order decides their initial values.
+func (m Seq2Seq) encode(b *graph.Builder, src, srcMask, tgtIn *graph.Node) (memory, y *graph.Node, dec Decoder) {
 	c := m.Config
 	if err := c.Validate(); err != nil {
 		panic(fmt.Errorf("seq2seq: %w", err))
@@ -234,9 +260,8 @@ func (m Seq2Seq) Forward(b *graph.Builder, src, srcMask, tgtIn, tgtMask *graph.N
 	if _, ok := kernel.(EMKernel); ok {
 		selfKernel = ScaledDotProduct{}
 	}
-	dec := Decoder{Name: "dec", Layers: c.DecLayers, Layer: DecoderLayer{
+	dec = Decoder{Name: "dec", Layers: c.DecLayers, Layer: DecoderLayer{
 		Dim: c.DModel, Heads: c.Heads, FF: c.FF, Dropout: c.Dropout, PreLN: c.PreLN, Kernel: kernel, SelfKernel: selfKernel}}
-	memory := enc.Forward(b, embed("src_emb", c.SrcVocab, src), srcMask)
-	h := dec.Forward(b, embed("tgt_emb", c.TgtVocab, tgtIn), tgtMask, memory, srcMask)
-	return dense(b, "out", h, c.TgtVocab)
+	memory = enc.Forward(b, embed("src_emb", c.SrcVocab, src), srcMask)
+	return memory, embed("tgt_emb", c.TgtVocab, tgtIn), dec
 }

@@ -74,7 +74,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput(err) })
-	root.AddCommand(newTrainCommand(), newEvalCommand(), newInspectCommand(), newExportCommand(), newPresetsCommand())
+	root.AddCommand(newTrainCommand(), newEvalCommand(), newInspectCommand(), newExportCommand(), newPresetsCommand(), newBLEUCommand(), newTranslateCommand(), newAttentionCommand())
 	return root
 }
 

@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/palette"
 	"gonum.org/v1/plot/palette/moreland"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -143,7 +144,11 @@ func renderHeatmap(weights [][]float64, rowLabels, colLabels []string, title str
 	cmap.SetMin(lo)
 	cmap.SetMax(hi)
 
-	hm := plotter.NewHeatMap(attentionGrid(weights), cmap.Palette(256))
+	colors, err := paletteOf(cmap, lo, hi, 256)
+	if err != nil {
+		return nil, err
+	}
+	hm := plotter.NewHeatMap(attentionGrid(weights), colors)
 	hm.Min, hm.Max = lo, hi
 
 	p := plot.New()
@@ -468,3 +473,23 @@ var (
 	_ plotter.GridXYZ = attentionGrid(nil)
 	_ plot.Ticker     = integerTicks{}
 )
+
+// paletteOf samples cmap at n points of [lo, hi]. moreland's own Palette
+// computes lo + (hi−lo)/(n−1)·(n−1), which can round past hi, and then
+// panics.
+func paletteOf(cmap palette.ColorMap, lo, hi float64, n int) (palette.Palette, error) {
+	colors := make([]color.Color, n)
+	for i := range colors {
+		c, err := cmap.At(math.Min(lo+(hi-lo)*float64(i)/float64(n-1), hi))
+		if err != nil {
+			return nil, fmt.Errorf("palette: %w", err)
+		}
+		colors[i] = c
+	}
+	return fixedPalette(colors), nil
+}
+
+// fixedPalette is a palette.Palette of given colours.
+type fixedPalette []color.Color
+
+func (p fixedPalette) Colors() []color.Color { return p }

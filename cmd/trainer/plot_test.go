@@ -543,3 +543,14 @@ func TestPlotSamples(t *testing.T) {
 		}
 	}
 }
+
+// TestHeatmapPaletteRounding: a maximum whose palette steps round past it
+// once made gonum's Palette panic.
+func TestHeatmapPaletteRounding(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.png")
+	for _, hi := range []float64{0.997, 0.8123456789, 0.3, 1 - 1e-12} {
+		if err := writeHeatmap(path, [][]float64{{hi, 1 - hi}}, []string{"a"}, []string{"b", "c"}, ""); err != nil {
+			t.Fatalf("max %v: %v", hi, err)
+		}
+	}
+}
