@@ -143,3 +143,21 @@ func TestCustomOpShapeErrors(t *testing.T) {
 		t.Fatal("causal attention with N ≠ M accepted")
 	}
 }
+
+func TestBatchedMatMulGradients(t *testing.T) {
+	for i, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+		_, err := CheckGradients(NewParams(Float64, uint64(i+20)), func(b *Builder) *Node {
+			as, bs := []int{2, 3, 4, 5}, []int{2, 3, 5, 6}
+			if tr[0] {
+				as = []int{2, 3, 5, 4}
+			}
+			if tr[1] {
+				bs = []int{2, 3, 6, 5}
+			}
+			return Tanh(BatchedMatMul(randParam(b, "a", as...), randParam(b, "c", bs...), tr[0], tr[1]))
+		}, GradCheckOptions{Seed: uint64(i)})
+		if err != nil {
+			t.Fatalf("transposes %v: %v", tr, err)
+		}
+	}
+}

@@ -95,7 +95,7 @@ func MatMul(a, b *Node) *Node { return must(G.Mul(a, b)) }
 // over the leading ones, with optional transposes:
 // a [.., n, k] × b [.., k, m] → [.., n, m].
 func BatchedMatMul(a, b *Node, transA, transB bool) *Node {
-	return must(G.BatchedMatMul(a, b, transA, transB))
+	return apply(bmmKernel{transA, transB}, a, b)
 }
 
 // Transpose permutes the axes of x.

@@ -54,3 +54,15 @@ func benchmarkSetStep(b *testing.B, cfg SetTransformerConfig, batch, n int) {
 	}
 }
 
+
+// BenchmarkSetTransformerStepEM is BenchmarkSetTransformerStep with EM
+// attention (em-math.md) in every block: 2 key-adaptation iterations with
+// α, and 1 value iteration, so the cost of the unrolled EM shows beside
+// softmax attention.
+func BenchmarkSetTransformerStepEM(b *testing.B) {
+	const batch, n, dim = 64, 32, 8
+	cfg := SetTransformerConfig{DimIn: dim, Dim: 64, Heads: 4, DimOut: dim, Encoder: "isab", Blocks: 2,
+		Inducing: 16, Seeds: 1, LayerNorm: false,
+		Attention: AttentionConfig{Kind: "em", KeyIters: 2, ValueIters: 1, AdaptAlpha: true}}
+	benchmarkSetStep(b, cfg, batch, n)
+}
