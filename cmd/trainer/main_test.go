@@ -260,3 +260,28 @@ func TestInspectAndExport(t *testing.T) {
 		t.Fatal("unknown format accepted")
 	}
 }
+
+// TestDivergenceStopsTraining: an absurd learning rate overflows the loss;
+// training stops with an error naming the step and the last good
+// checkpoint, and every checkpoint left behind is finite.
+func TestDivergenceStopsTraining(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	code, _, stderr := runCLI(t, append([]string{"train", "--out", dir, "--set", "training.steps=50",
+		"--set", "training.checkpoint_every=1", "--set", "optimizer.lr=1e30", "--set", "optimizer.warmup_steps=0",
+		"--set", "optimizer.clip_norm=0"}, tiny...)...)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "step ") || !(strings.Contains(stderr, "not finite") || strings.Contains(stderr, "loss is")) {
+		t.Fatalf("error does not name the step and the cause: %q", stderr)
+	}
+	steps, _ := stepCheckpoints(dir)
+	if len(steps) > 0 && !strings.Contains(stderr, steps[len(steps)-1]) {
+		t.Errorf("error %q does not name the last good checkpoint %s", stderr, steps[len(steps)-1])
+	}
+	for _, s := range steps {
+		if _, err := graph.ReadCheckpoint(s); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+}
