@@ -20,19 +20,26 @@ type kernel interface {
 }
 
 // differentiable kernels also build their backward graph: one gradient
-// node per input (nil for inputs that need none, such as masks).
+// node per input, nil for the inputs that constInputs names.
 type differentiable interface {
 	kernel
 	grads(inputs []*Node, output, grad *Node) []*Node
 }
 
+// constInputs is implemented by kernels some of whose inputs (masks,
+// token ids) take no gradient.
+type constInputs interface {
+	constInput(i int) bool
+}
+
 // customOp adapts a kernel to Gorgonia's Op and SDOp interfaces. It
 // records the ranks of its inputs and output, which its type needs.
 type customOp struct {
-	k       kernel
-	arity   int
-	inDims  [8]int
-	outDims int
+	k         kernel
+	arity     int
+	inDims    [8]int
+	intInputs uint8 // bit i: input i holds integers (token ids)
+	outDims   int
 }
 
 func (op customOp) Arity() int { return op.arity }
@@ -43,6 +50,10 @@ func (op customOp) Type() hm.Type {
 	elem := hm.TypeVariable('a')
 	types := make([]hm.Type, op.arity+1)
 	for i := range op.arity {
+		if op.intInputs&(1<<i) != 0 {
+			types[i] = G.TensorType{Dims: op.inDims[i], Of: tensor.Int}
+			continue
+		}
 		types[i] = G.TensorType{Dims: op.inDims[i], Of: elem}
 	}
 	types[op.arity] = G.TensorType{Dims: op.outDims, Of: elem}
@@ -78,7 +89,7 @@ func (op customOp) Do(in ...G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := tensor.New(tensor.Of(ds[0].Dtype()), tensor.WithShape(s...))
+	out := tensor.New(tensor.Of(floatDtype(ds)), tensor.WithShape(s...))
 	if err := op.k.do(ds, out); err != nil {
 		return nil, fmt.Errorf("%s: %w", op.k.name(), err)
 	}
@@ -107,7 +118,7 @@ func (op customOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value, erro
 	if err != nil {
 		return nil, err
 	}
-	if out.Dtype() != ds[0].Dtype() || !out.Shape().Eq(s) || !out.IsNativelyAccessible() {
+	if out.Dtype() != floatDtype(ds) || !out.Shape().Eq(s) || !out.IsNativelyAccessible() {
 		return op.Do(in...)
 	}
 	if err := op.k.do(ds, out); err != nil {
@@ -134,9 +145,10 @@ func (op customOp) String() string { return op.k.name() }
 
 func (op customOp) DiffWRT(n int) []bool {
 	_, ok := op.k.(differentiable)
+	c, partial := op.k.(constInputs)
 	out := make([]bool, n)
 	for i := range out {
-		out[i] = ok
+		out[i] = ok && !(partial && c.constInput(i)) && op.intInputs&(1<<i) == 0
 	}
 	return out
 }
@@ -151,11 +163,11 @@ func (op customOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error
 	if err != nil {
 		return nil, err
 	}
-	// Gorgonia wants a node for every input; a mask's gradient is zeros
-	// that nothing reads.
+	// Gorgonia skips the gradients of inputs that DiffWRT marks false.
+	diffs := op.DiffWRT(len(inputs))
 	for i, g := range gs {
-		if g == nil {
-			gs[i] = apply(zerosKernel{}, inputs[i])
+		if g == nil && diffs[i] {
+			return nil, fmt.Errorf("%s: no gradient for input %d", op.k.name(), i)
 		}
 	}
 	return G.Nodes(gs), nil
@@ -169,6 +181,9 @@ func apply(k kernel, inputs ...*Node) *Node {
 	for i, in := range inputs {
 		shapes[i] = in.Shape()
 		op.inDims[i] = in.Dims()
+		if in.Dtype() == tensor.Int {
+			op.intInputs |= 1 << i
+		}
 	}
 	out, err := k.outShape(shapes)
 	if err != nil {
@@ -190,17 +205,6 @@ func catch(f func()) (err error) {
 		}
 	}()
 	f()
-	return nil
-}
-
-// zerosKernel returns zeros shaped like its input: the "gradient" of a
-// non-differentiable input such as a mask.
-type zerosKernel struct{}
-
-func (zerosKernel) name() string                                     { return "zeros" }
-func (zerosKernel) outShape(in []tensor.Shape) (tensor.Shape, error) { return in[0].Clone(), nil }
-func (zerosKernel) do(_ []*tensor.Dense, out *tensor.Dense) error {
-	out.Zero()
 	return nil
 }
 
@@ -254,3 +258,14 @@ func fix(s tensor.Shape) fixedShape {
 }
 
 func (f fixedShape) get() tensor.Shape { return tensor.Shape(append([]int(nil), f.d[:f.n]...)) }
+
+// floatDtype is the dtype of a kernel's output: that of its first
+// non-integer input.
+func floatDtype(ds []*tensor.Dense) tensor.Dtype {
+	for _, d := range ds {
+		if d.Dtype() != tensor.Int {
+			return d.Dtype()
+		}
+	}
+	return ds[0].Dtype()
+}

@@ -163,6 +163,9 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 	})
 }
 
+// constInput: the key mask takes no gradient.
+func (a attentionKernel) constInput(i int) bool { return i == 3 }
+
 // grads packs dq, dk, dv from one backward pass and unpacks them.
 func (a attentionKernel) grads(in []*Node, _, g *Node) []*Node {
 	packed := apply(attentionGradKernel{a}, append(append([]*Node{}, in...), g)...)

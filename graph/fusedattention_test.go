@@ -161,3 +161,37 @@ func TestBatchedMatMulGradients(t *testing.T) {
 		}
 	}
 }
+
+func TestSoftmaxCrossEntropy(t *testing.T) {
+	logits := []float64{1, 2, 3, 0, 800, -800, 0.5, 0.25, 0.125}
+	targets := []int{2, 0, 1}
+	for _, eps := range []float64{0, 0.1} {
+		got, _ := runForward(t, Float64, func(b *Builder) *Node {
+			return SoftmaxCrossEntropy(b.Constant("l", []int{3, 3}, logits), b.IndexConstant("y", []int{3}, targets), eps)
+		})
+		for r := range 3 {
+			x := logits[r*3 : r*3+3]
+			m := math.Max(x[0], math.Max(x[1], x[2]))
+			lse := m + math.Log(math.Exp(x[0]-m)+math.Exp(x[1]-m)+math.Exp(x[2]-m))
+			want := -(1-eps)*(x[targets[r]]-lse) - eps*((x[0]+x[1]+x[2])/3-lse)
+			if math.Abs(got[r]-want) > 1e-12*math.Max(1, math.Abs(want)) {
+				t.Fatalf("ε=%v row %d: %v, want %v", eps, r, got[r], want)
+			}
+		}
+		if _, err := CheckGradients(NewParams(Float64, 5), func(b *Builder) *Node {
+			return SoftmaxCrossEntropy(randParam(b, "l", 2, 3, 5), b.IndexConstant("y", []int{2, 3}, []int{0, 4, 2, 2, 1, 3}), eps)
+		}, GradCheckOptions{}); err != nil {
+			t.Fatalf("ε=%v: %v", eps, err)
+		}
+	}
+	prog, err := Compile(NewParams(Float64, 1), func(b *Builder) error {
+		b.Output("l", SoftmaxCrossEntropy(b.Constant("l", []int{1, 3}, []float64{1, 2, 3}), b.IndexConstant("y", []int{1}, []int{3}), 0))
+		return nil
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.Run(); err == nil {
+		t.Fatal("a target outside the vocabulary ran")
+	}
+}

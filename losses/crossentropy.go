@@ -20,11 +20,11 @@ import (
 //
 // logits: [B, T, V]; targets: [B, T] target ids, an index node
 // (Builder.IndexInput fed with datasets.Batch.DecOut through
-// Program.FeedIndices) — no one-hot tensor is built: −log p[y] is gathered
-// by id, with a scatter-add gradient; mask: [B, T] (1 real, 0 padding;
+// Program.FeedIndices) — no one-hot tensor is built: the per-token loss is
+// graph.SoftmaxCrossEntropy, one fused op; mask: [B, T] (1 real, 0 padding;
 // datasets.Batch.TgtMask) or nil (every token counts). A target id
-// outside [0, V), even at a masked position, fails the run. name prefixes
-// the loss's constant nodes.
+// outside [0, V), even at a masked position, fails the run. name is kept
+// for callers that name the loss's nodes.
 func TokenCrossEntropy(b *graph.Builder, name string, logits, targets, mask *graph.Node, smoothing float64) (*graph.Node, error) {
 	ls, ts := graph.Shape(logits), graph.Shape(targets)
 	if len(ls) != 3 || len(ts) != 2 || ls[0] != ts[0] || ls[1] != ts[1] {
@@ -38,20 +38,8 @@ func TokenCrossEntropy(b *graph.Builder, name string, logits, targets, mask *gra
 	if smoothing < 0 || smoothing >= 1 {
 		return nil, fmt.Errorf("cross-entropy: label smoothing %g, want in [0, 1)", smoothing)
 	}
-	bt, v := ts[0]*ts[1], ls[2]
-	logp := graph.LogSoftmax(logits, 2) // [B, T, V]
-	// Row i·V + y_i of the flattened log-probabilities is log p_i[y_i].
-	offsets := make([]int, bt)
-	for i := range offsets {
-		offsets[i] = i * v
-	}
-	rows := graph.Add(graph.CheckIndices(targets, v), b.IndexConstant(name+".offsets", ts, offsets))
-	picked := graph.Embedding(graph.Reshape(logp, bt*v, 1), rows) // [B, T, 1]
-	perToken := graph.Neg(graph.Reshape(picked, ts...))           // [B, T]
-	if smoothing > 0 {
-		uniform := graph.Neg(graph.Mean(logp, 2))
-		perToken = graph.Add(graph.Scale(perToken, 1-smoothing), graph.Scale(uniform, smoothing))
-	}
+	// One fused op: the [B, T, V] log-probabilities are never built.
+	perToken := graph.SoftmaxCrossEntropy(logits, targets, smoothing) // [B, T]
 	if mask == nil {
 		return graph.Mean(perToken), nil
 	}

@@ -1,0 +1,107 @@
+package graph
+
+import (
+	"fmt"
+	"math"
+
+	"gorgonia.org/tensor"
+)
+
+// SoftmaxCrossEntropy returns the per-token cross-entropy [...] of logits
+// [..., V] against integer targets [...], with label smoothing ε as PyTorch
+// defines it:
+//
+//	loss = −(1−ε)·log p_y − ε·mean_c log p_c,   p = softmax(logits)
+//
+// One fused op: the log-softmax is never materialised, and the backward
+// pass is g·(p − (1−ε)·onehot(y) − ε/V). A target outside [0, V) fails the
+// run with an error.
+func SoftmaxCrossEntropy(logits, targets *Node, smoothing float64) *Node {
+	return apply(crossEntropyKernel{smoothing: smoothing}, logits, targets)
+}
+
+type crossEntropyKernel struct{ smoothing float64 }
+
+func (k crossEntropyKernel) name() string { return fmt.Sprintf("softmax-xent(%g)", k.smoothing) }
+
+func (k crossEntropyKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	l, t := in[0], in[1]
+	if len(l) != len(t)+1 || !l[:len(t)].Eq(t) {
+		return nil, fmt.Errorf("cross-entropy: logits %v and targets %v, want [..., V] and [...]", l, t)
+	}
+	return t.Clone(), nil
+}
+
+func (k crossEntropyKernel) constInput(i int) bool { return i == 1 }
+
+func (k crossEntropyKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	switch o := out.Data().(type) {
+	case []float32:
+		return crossEntropy(k.smoothing, in[0].Data().([]float32), in[1].Data().([]int), nil, o)
+	case []float64:
+		return crossEntropy(k.smoothing, in[0].Data().([]float64), in[1].Data().([]int), nil, o)
+	}
+	return nil
+}
+
+func (k crossEntropyKernel) grads(in []*Node, _, g *Node) []*Node {
+	return []*Node{apply(crossEntropyGradKernel{k}, in[0], in[1], g), nil}
+}
+
+type crossEntropyGradKernel struct{ k crossEntropyKernel }
+
+func (g crossEntropyGradKernel) name() string { return "grad-" + g.k.name() }
+func (g crossEntropyGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	return in[0].Clone(), nil
+}
+func (g crossEntropyGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	switch o := out.Data().(type) {
+	case []float32:
+		return crossEntropy(g.k.smoothing, in[0].Data().([]float32), in[1].Data().([]int), in[2].Data().([]float32), o)
+	case []float64:
+		return crossEntropy(g.k.smoothing, in[0].Data().([]float64), in[1].Data().([]int), in[2].Data().([]float64), o)
+	}
+	return nil
+}
+
+// crossEntropy writes the per-token losses to out, or, given the loss
+// gradient g, the logits' gradient. Rows are independent, so they are
+// shared among the cores.
+func crossEntropy[T float](eps float64, logits []T, targets []int, g, out []T) error {
+	rows := len(targets)
+	v := len(logits) / rows
+	for _, y := range targets {
+		if y < 0 || y >= v {
+			return fmt.Errorf("target %d outside [0, %d)", y, v)
+		}
+	}
+	const chunk = 64
+	parallelFor((rows+chunk-1)/chunk, func(_, c int) {
+		for r := c * chunk; r < min((c+1)*chunk, rows); r++ {
+			x := logits[r*v : (r+1)*v]
+			m := float64(x[0])
+			for _, e := range x {
+				m = math.Max(m, float64(e))
+			}
+			var z, sum float64
+			for _, e := range x {
+				z += math.Exp(float64(e) - m)
+				sum += float64(e)
+			}
+			lse := m + math.Log(z)
+			y := targets[r]
+			if g == nil {
+				meanLogP := sum/float64(v) - lse
+				out[r] = T(-(1-eps)*(float64(x[y])-lse) - eps*meanLogP)
+				continue
+			}
+			d := out[r*v : (r+1)*v]
+			gr := float64(g[r])
+			for c, e := range x {
+				d[c] = T(gr * (math.Exp(float64(e)-lse) - eps/float64(v)))
+			}
+			d[y] -= T(gr * (1 - eps))
+		}
+	})
+	return nil
+}
