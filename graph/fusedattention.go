@@ -118,16 +118,16 @@ func weights[T float](a attentionKernel, q, k, mask []T, bi, h, n, m, d int, p [
 			clear(row)
 			continue
 		}
-		var z T
-		for j := range row {
-			if j >= visible || (mask != nil && mask[bi*m+j] == 0) {
-				row[j] = 0
-				continue
+		if mask != nil {
+			for j := range visible {
+				if mask[bi*m+j] == 0 {
+					row[j] = mx + MaskNegInf // e^(−1e9) is exactly 0
+				}
 			}
-			row[j] = expNonPositive(row[j] - mx)
-			z += row[j]
 		}
-		for j := range row {
+		z := T(expRow(row[:visible], row[:visible], mx))
+		clear(row[visible:])
+		for j := range visible {
 			row[j] /= z
 		}
 	}

@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"math"
+	"runtime"
 
 	"gorgonia.org/tensor"
 )
@@ -76,31 +77,37 @@ func crossEntropy[T float](eps float64, logits []T, targets []int, g, out []T) e
 		}
 	}
 	const chunk = 64
-	parallelFor((rows+chunk-1)/chunk, func(_, c int) {
+	scratchRows := make([][]T, runtime.GOMAXPROCS(0))
+	scratch := func(w, n int) []T {
+		if scratchRows[w] == nil {
+			scratchRows[w] = make([]T, n)
+		}
+		return scratchRows[w]
+	}
+	parallelFor((rows+chunk-1)/chunk, func(w, c int) {
 		for r := c * chunk; r < min((c+1)*chunk, rows); r++ {
 			x := logits[r*v : (r+1)*v]
-			m := float64(x[0])
+			m := x[0]
+			var sum float64
 			for _, e := range x {
-				m = math.Max(m, float64(e))
-			}
-			var z, sum float64
-			for _, e := range x {
-				z += math.Exp(float64(e) - m)
+				m = max(m, e)
 				sum += float64(e)
 			}
-			lse := m + math.Log(z)
 			y := targets[r]
 			if g == nil {
+				lse := float64(m) + math.Log(expRow(scratch(w, v), x, m))
 				meanLogP := sum/float64(v) - lse
 				out[r] = T(-(1-eps)*(float64(x[y])-lse) - eps*meanLogP)
 				continue
 			}
+			// d = g·(softmax(x) − ε/V − (1−ε)·onehot(y))
 			d := out[r*v : (r+1)*v]
-			gr := float64(g[r])
-			for c, e := range x {
-				d[c] = T(gr * (math.Exp(float64(e)-lse) - eps/float64(v)))
+			z := expRow(d, x, m)
+			scale, off := T(float64(g[r])/z), T(float64(g[r])*eps/float64(v))
+			for c := range d {
+				d[c] = d[c]*scale - off
 			}
-			d[y] -= T(gr * (1 - eps))
+			d[y] -= T(float64(g[r]) * (1 - eps))
 		}
 	})
 	return nil
