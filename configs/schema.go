@@ -44,12 +44,29 @@ type Data struct {
 	MaxLen int `yaml:"max_len"`
 	// MinCount drops rarer training words from the vocabulary (<unk>).
 	MinCount int `yaml:"min_count"`
+
+	// Segmentation images (task segment, datasets.Segmentation):
+	// ImageSize×ImageSize pixels cut into MinRegions to MaxRegions regions,
+	// each of a distinct class of Classes; colour Noise (a standard
+	// deviation) and the probability Confusable that a region copies the
+	// colour of another. ValidSets and TestSets count images.
+	ImageSize  int     `yaml:"image_size"`
+	MinRegions int     `yaml:"min_regions"`
+	MaxRegions int     `yaml:"max_regions"`
+	Classes    int     `yaml:"classes"`
+	Noise      float64 `yaml:"noise"`
+	Confusable float64 `yaml:"confusable"`
+	// MaxClicks bounds the clicks of a training image (0 to MaxClicks,
+	// uniformly); ValidClicks is the number of clicks at which validation
+	// scores the model.
+	MaxClicks   int `yaml:"max_clicks"`
+	ValidClicks int `yaml:"valid_clicks"`
 }
 
 // Model is the network's architecture.
 type Model struct {
-	// Kind of network: set-transformer (task maxnorm) or transformer
-	// (task seq2seq).
+	// Kind of network: set-transformer (task maxnorm), transformer
+	// (task seq2seq) or segmenter (task segment).
 	Kind string `yaml:"kind"`
 	// Dim is the model width (d_model).
 	Dim int `yaml:"dim"`
@@ -57,7 +74,8 @@ type Model struct {
 	Heads int `yaml:"heads"`
 	// Encoder blocks: sab or isab.
 	Encoder string `yaml:"encoder"`
-	Blocks  int    `yaml:"blocks"`
+	// Blocks of the set encoder; for a segmenter, its EM attention layers.
+	Blocks int `yaml:"blocks"`
 	// Inducing points of each ISAB block.
 	Inducing int `yaml:"inducing"`
 	// Seeds of the PMA pooling.
@@ -69,7 +87,8 @@ type Model struct {
 
 	// Transformer: FF is the feed-forward width; EncLayers and DecLayers
 	// the stack depths; Dropout on every sub-layer and embedding; PreLN
-	// puts LayerNorm before each sub-layer.
+	// puts LayerNorm before each sub-layer. Segmenter: EncLayers is the
+	// depth of the per-pixel MLP.
 	FF        int     `yaml:"ff"`
 	EncLayers int     `yaml:"enc_layers"`
 	DecLayers int     `yaml:"dec_layers"`
@@ -118,7 +137,8 @@ type Optimizer struct {
 type Training struct {
 	Steps int `yaml:"steps"`
 	Batch int `yaml:"batch"`
-	// Loss: mse, mae or euclidean (maxnorm); cross_entropy (seq2seq).
+	// Loss: mse, mae or euclidean (maxnorm); cross_entropy (seq2seq,
+	// segment).
 	Loss string `yaml:"loss"`
 	// LabelSmoothing of the cross-entropy (seq2seq).
 	LabelSmoothing float64 `yaml:"label_smoothing"`

@@ -16,7 +16,7 @@ type check struct {
 // Validate checks every value and names the first bad field.
 func (c *Config) Validate() error {
 	checks := []check{
-		{oneOf(c.Task, "maxnorm", "seq2seq"), "task", "maxnorm or seq2seq"},
+		{oneOf(c.Task, "maxnorm", "seq2seq", "segment"), "task", "maxnorm, seq2seq or segment"},
 		{c.DType == "float32" || c.DType == "float64", "dtype", "float32 or float64"},
 	}
 	switch c.Task {
@@ -24,6 +24,8 @@ func (c *Config) Validate() error {
 		checks = append(checks, c.maxNormChecks()...)
 	case "seq2seq":
 		checks = append(checks, c.seq2seqChecks()...)
+	case "segment":
+		checks = append(checks, c.segmentChecks()...)
 	}
 	a := c.Model.Attention
 	checks = append(checks, []check{
@@ -102,6 +104,29 @@ func (c *Config) seq2seqChecks() []check {
 		{t.LabelSmoothing >= 0 && t.LabelSmoothing < 1, "training.label_smoothing", "in [0, 1)"},
 		{t.Beam > 0, "training.beam", "a positive integer"},
 		{t.LengthPenalty >= 0, "training.length_penalty", "≥ 0"},
+	}
+}
+
+func (c *Config) segmentChecks() []check {
+	d, m, t := c.Data, c.Model, c.Training
+	return []check{
+		{d.ImageSize >= 2, "data.image_size", "an integer ≥ 2"},
+		{d.MinRegions >= 1, "data.min_regions", "a positive integer"},
+		{d.MaxRegions >= d.MinRegions, "data.max_regions", "at least data.min_regions"},
+		{d.MaxRegions <= d.ImageSize*d.ImageSize, "data.max_regions", "at most data.image_size² (one pixel per region)"},
+		{d.Classes >= d.MaxRegions && d.Classes >= 2, "data.classes", "at least data.max_regions and 2 (each region has its own class)"},
+		{d.Noise >= 0, "data.noise", "≥ 0"},
+		{d.Confusable >= 0 && d.Confusable <= 1, "data.confusable", "a probability in [0, 1]"},
+		{d.ValidSets > 0, "data.valid_sets", "a positive integer (images)"},
+		{d.TestSets > 0, "data.test_sets", "a positive integer (images)"},
+		{d.MaxClicks >= 0, "data.max_clicks", "≥ 0"},
+		{d.ValidClicks >= 0, "data.valid_clicks", "≥ 0"},
+		{m.Kind == "segmenter", "model.kind", "segmenter for task segment"},
+		{m.EncLayers > 0, "model.enc_layers", "a positive integer (layers of the pixel MLP)"},
+		{m.Blocks > 0, "model.blocks", "a positive integer (EM attention layers)"},
+		{m.Attention.Kind == "em", "model.attention.kind", "em for task segment (clicks are em's annotated units)"},
+		{t.Loss == "cross_entropy", "training.loss", "cross_entropy for task segment"},
+		{t.LabelSmoothing >= 0 && t.LabelSmoothing < 1, "training.label_smoothing", "in [0, 1)"},
 	}
 }
 

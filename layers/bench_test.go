@@ -54,7 +54,6 @@ func benchmarkSetStep(b *testing.B, cfg SetTransformerConfig, batch, n int) {
 	}
 }
 
-
 // BenchmarkSetTransformerStepEM is BenchmarkSetTransformerStep with EM
 // attention (em-math.md) in every block: 2 key-adaptation iterations with
 // α, and 1 value iteration, so the cost of the unrolled EM shows beside

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -10,23 +11,32 @@ import (
 )
 
 func newEvalCommand() *cobra.Command {
-	var path string
+	var path, plots string
 	cmd := &cobra.Command{
 		Use:   "eval",
 		Short: "Score a checkpoint on the test set, next to simple baselines",
 		Long: `Score a checkpoint on its task's test set. --checkpoint takes a checkpoint
-file or a run directory (whose best checkpoint is used).`,
+file or a run directory (whose best checkpoint is used). Tasks that draw
+figures (segment: clicks.png) write them to --plots, by default the
+checkpoint's directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, file, err := loadForEval(path)
 			if err != nil {
 				return err
 			}
+			if ft, ok := t.task.(figureTask); ok {
+				if plots == "" {
+					plots = filepath.Dir(file)
+				}
+				ft.setPlotDir(plots)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "checkpoint %s (step %d, config %s)\n", file, t.step, t.cfg.Name)
 			return t.task.report(cmd.OutOrStdout(), t.params, t.eval)
 		},
 	}
 	cmd.Flags().StringVar(&path, "checkpoint", "", "checkpoint file or run directory (required)")
+	cmd.Flags().StringVar(&plots, "plots", "", "directory for the task's figures (default: the checkpoint's)")
 	cmd.MarkFlagRequired("checkpoint")
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 
 	"probformer/configs"
 	"probformer/datasets"
+	"probformer/em"
 	"probformer/graph"
 	"probformer/layers"
 	"probformer/losses"
@@ -135,8 +136,9 @@ func regressionMetrics(prefix string, pred, target []float64, dim int) (map[stri
 }
 
 // report prints the test metrics of the model next to two baselines:
-// predicting zero and predicting the set's mean.
-func (t *maxNormTask) report(w io.Writer, _ *graph.Params, prog *graph.Program) error {
+// predicting zero and predicting the set's mean, then the learned priors
+// of any EM attention layer.
+func (t *maxNormTask) report(w io.Writer, params *graph.Params, prog *graph.Program) error {
 	pred, target, err := t.predictions(prog, t.test)
 	if err != nil {
 		return err
@@ -160,7 +162,10 @@ func (t *maxNormTask) report(w io.Writer, _ *graph.Params, prog *graph.Program) 
 		}
 		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%.4f\t\n", r.name, m["test_mse"], m["test_mae"], m["test_euclidean"])
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printPriors(w, params, em.DefaultRawParams(t.cfg.Model.Dim/t.cfg.Model.Heads))
 }
 
 // attentionConfig maps the config's attention section to the layers'.

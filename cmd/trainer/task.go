@@ -38,6 +38,14 @@ func newTask(cfg *configs.Config, state map[string][]byte) (task, error) {
 		return newMaxNormTask(cfg)
 	case "seq2seq":
 		return newSeq2SeqTask(cfg, state)
+	case "segment":
+		return newSegmentTask(cfg)
 	}
 	return nil, fmt.Errorf("unknown task %q", cfg.Task)
+}
+
+// figureTask is a task whose report also draws figures, into a directory
+// that `trainer eval` chooses.
+type figureTask interface {
+	setPlotDir(dir string)
 }
