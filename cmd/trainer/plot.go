@@ -306,7 +306,8 @@ type curve struct {
 // non-empty name and one finite y per x, and xs must be finite. Series are
 // told apart by colour, marker shape and dash pattern, so the plot survives
 // greyscale printing. The legend goes in the top or bottom right corner,
-// whichever the curves leave emptier. The file is replaced atomically: on
+// whichever the curves leave emptier, in a band the y axis leaves free for
+// it. The file is replaced atomically: on
 // any error the previous file at path, if any, is left untouched.
 func writeCurves(path, title, xLabel, yLabel string, xs []float64, series []curve) error {
 	if err := checkCurves(xs, series); err != nil {
@@ -381,10 +382,17 @@ func renderCurves(title, xLabel, yLabel string, xs []float64, series []curve) ([
 	}
 	p.Legend.Top = !crowdedTopRight(xs, series, p.Y.Min, p.Y.Max)
 	p.Legend.XOffs = -vg.Points(6)
+	// The legend gets a band of its own above (or below) the data, so it
+	// never hides a curve: about 14 pt per entry of a data area about
+	// 220 pt high.
+	frac := math.Min(0.6, float64(14*len(series)+12)/220)
+	room := (p.Y.Max - p.Y.Min) * frac / (1 - frac)
 	if p.Legend.Top {
 		p.Legend.YOffs = -vg.Points(6)
+		p.Y.Max += room
 	} else {
 		p.Legend.YOffs = vg.Points(6)
+		p.Y.Min -= room
 	}
 	return renderPNG(curvesWidth, curvesHeight, p.Draw)
 }
