@@ -112,6 +112,12 @@ type Attention struct {
 	AdaptPi    bool `yaml:"adapt_pi"`
 	// Prior is em's initial mixing prior: linked or free.
 	Prior string `yaml:"prior"`
+	// Score is softmax attention's score function: dot, scaled_dot (the
+	// default, also empty), bilinear or additive.
+	Score string `yaml:"score"`
+	// RelativePositions is the clip distance δ of relative position
+	// representations in encoder and decoder self-attention; 0 is off.
+	RelativePositions int `yaml:"relative_positions"`
 }
 
 // Optimizer is Adam with decoupled weight decay and a learning-rate

@@ -36,6 +36,8 @@ func (c *Config) Validate() error {
 		{a.ValueIters >= 0, "model.attention.value_iters", "≥ 0"},
 		{a.PropagateIters >= 0, "model.attention.propagate_iters", "≥ 0"},
 		{oneOf(a.Prior, "", "linked", "free"), "model.attention.prior", "linked or free"},
+		{oneOf(a.Score, "", "dot", "scaled_dot", "bilinear", "additive"), "model.attention.score", "dot, scaled_dot, bilinear or additive"},
+		{a.RelativePositions >= 0, "model.attention.relative_positions", "≥ 0 (0: off)"},
 		{c.Optimizer.Name == "adam", "optimizer.name", "adam"},
 		{c.Optimizer.LR > 0, "optimizer.lr", "a positive number"},
 		{c.Optimizer.Beta1 >= 0 && c.Optimizer.Beta1 < 1, "optimizer.beta1", "in [0, 1)"},

@@ -18,6 +18,14 @@ type AttentionConfig struct {
 	AdaptBeta      bool   `yaml:"adapt_beta" json:"adapt_beta"`
 	AdaptPi        bool   `yaml:"adapt_pi" json:"adapt_pi"`
 	Prior          string `yaml:"prior" json:"prior"` // linked (default) or free
+	// Score is softmax attention's score function a(q, k): dot,
+	// scaled_dot (the default, ""), bilinear or additive (see
+	// ScoredAttention).
+	Score string `yaml:"score" json:"score"`
+	// RelativePositions is the clip distance δ of the relative position
+	// representations (Shaw et al. 2018) of encoder and decoder
+	// self-attention; 0 turns them off. See SelfKernel.
+	RelativePositions int `yaml:"relative_positions" json:"relative_positions"`
 }
 
 // Mask says which keys each query may see.
@@ -47,12 +55,32 @@ type WeightsKernel interface {
 	Weights(b *graph.Builder, name string, q, k, v *graph.Node, heads int, mask Mask) *graph.Node
 }
 
-// NewKernel returns the kernel that cfg names.
+// NewKernel returns the kernel that cfg names. Plain scaled_dot softmax
+// attention is the fused ScaledDotProduct; the other scores are
+// ScoredAttention. Relative positions are not part of it (see SelfKernel).
 func NewKernel(cfg AttentionConfig) (Kernel, error) {
+	if cfg.RelativePositions < 0 {
+		return nil, fmt.Errorf("relative_positions must be ≥ 0, is %d", cfg.RelativePositions)
+	}
 	switch cfg.Kind {
 	case "", "softmax":
-		return ScaledDotProduct{}, nil
+		switch cfg.Score {
+		case "", ScoreScaledDot:
+			return ScaledDotProduct{}, nil
+		case ScoreDot, ScoreBilinear, ScoreAdditive:
+			if cfg.Score == ScoreAdditive && cfg.RelativePositions > 0 {
+				return nil, fmt.Errorf("relative positions are implemented for the dot, scaled_dot and bilinear scores, not additive")
+			}
+			return ScoredAttention{Score: cfg.Score}, nil
+		}
+		return nil, fmt.Errorf("unknown attention score %q (want dot, scaled_dot, bilinear or additive)", cfg.Score)
 	case "em":
+		if cfg.Score != "" && cfg.Score != ScoreScaledDot {
+			return nil, fmt.Errorf("attention score %q needs kind softmax, not em", cfg.Score)
+		}
+		if cfg.RelativePositions > 0 {
+			return nil, fmt.Errorf("relative positions need kind softmax, not em")
+		}
 		return newEMKernel(cfg)
 	}
 	return nil, fmt.Errorf("unknown attention kind %q (want softmax or em)", cfg.Kind)

@@ -254,9 +254,9 @@ func (m Seq2Seq) encode(b *graph.Builder, src, srcMask, tgtIn *graph.Node) (memo
 		x = PositionalEncoding{Name: name + ".pos"}.Forward(b, x)
 		return b.Dropout(name+".drop", x, c.Dropout)
 	}
+	selfKernel, _ := SelfAttentionKernel(c.Attention)
 	enc := Encoder{Name: "enc", Layers: c.EncLayers, Layer: EncoderLayer{
-		Dim: c.DModel, Heads: c.Heads, FF: c.FF, Dropout: c.Dropout, PreLN: c.PreLN, Kernel: kernel}}
-	var selfKernel Kernel
+		Dim: c.DModel, Heads: c.Heads, FF: c.FF, Dropout: c.Dropout, PreLN: c.PreLN, Kernel: selfKernel}}
 	if _, ok := kernel.(EMKernel); ok {
 		selfKernel = ScaledDotProduct{}
 	}

@@ -171,5 +171,6 @@ func (t *maxNormTask) report(w io.Writer, params *graph.Params, prog *graph.Prog
 // attentionConfig maps the config's attention section to the layers'.
 func attentionConfig(a configs.Attention) layers.AttentionConfig {
 	return layers.AttentionConfig{Kind: a.Kind, KeyIters: a.KeyIters, ValueIters: a.ValueIters,
-		PropagateIters: a.PropagateIters, AdaptAlpha: a.AdaptAlpha, AdaptBeta: a.AdaptBeta, AdaptPi: a.AdaptPi, Prior: a.Prior}
+		PropagateIters: a.PropagateIters, AdaptAlpha: a.AdaptAlpha, AdaptBeta: a.AdaptBeta, AdaptPi: a.AdaptPi, Prior: a.Prior,
+		Score: a.Score, RelativePositions: a.RelativePositions}
 }
