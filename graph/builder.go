@@ -10,16 +10,18 @@ import (
 // Builder adds nodes to one graph. It binds parameters from a shared Params
 // and records the graph's inputs, outputs and loss for Compile.
 type Builder struct {
-	g        *G.ExprGraph
-	params   *Params
-	train    bool
-	nodes    map[string]*Node // every named node: params, inputs, constants
-	used     []*Param         // params bound in this graph, in first-use order
-	usedN    []*Node
-	inputs   map[string]*input
-	outputs  []output
-	loss     *Node
-	dropouts []dropoutMask
+	g         *G.ExprGraph
+	params    *Params
+	train     bool
+	nodes     map[string]*Node // every named node: params, inputs, constants
+	used      []*Param         // params bound in this graph, in first-use order
+	usedN     []*Node
+	inputs    map[string]*input
+	outputs   []output
+	loss      *Node
+	dropouts  []dropoutMask
+	noise     []noiseInput
+	penalties []penalty
 }
 
 type input struct {

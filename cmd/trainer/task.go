@@ -49,3 +49,9 @@ func newTask(cfg *configs.Config, state map[string][]byte) (task, error) {
 type figureTask interface {
 	setPlotDir(dir string)
 }
+
+// stepAware tasks feed inputs that depend on the step before each
+// training run, such as an annealed KL weight.
+type stepAware interface {
+	atStep(prog *graph.Program, step, steps int) error
+}

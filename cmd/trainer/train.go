@@ -63,6 +63,9 @@ var resumableKeys = []string{"training.steps", "training.log_every", "training.e
 type loopState struct {
 	LossSum   float64 `json:"loss_sum"`
 	LossCount int     `json:"loss_count"`
+	// PenaltySums are the sums over the log interval of the model's
+	// penalty terms (graph.Builder.AddPenalty), such as a KL divergence.
+	PenaltySums map[string]float64 `json:"penalty_sums,omitempty"`
 	Best      float64 `json:"best"`      // best validation score so far
 	BestStep  int     `json:"best_step"` // 0 before the first evaluation
 }
@@ -365,6 +368,12 @@ func (t *trainer) run(ctx context.Context, p progress) error {
 			return fmt.Errorf("step %d: %w", next, err)
 		}
 		t.train.DrawDropout(t.drop)
+		t.train.DrawNoise(t.drop)
+		if st, ok := t.task.(stepAware); ok {
+			if err := st.atStep(t.train, next, tr.Steps); err != nil {
+				return fmt.Errorf("step %d: %w", next, err)
+			}
+		}
 		if err := t.train.Run(); err != nil {
 			return fmt.Errorf("step %d: %w", next, err)
 		}
@@ -379,6 +388,12 @@ func (t *trainer) run(ctx context.Context, p progress) error {
 		t.step = next
 		t.loop.LossSum += loss
 		t.loop.LossCount++
+		for name, v := range t.train.PenaltyValues() {
+			if t.loop.PenaltySums == nil {
+				t.loop.PenaltySums = map[string]float64{}
+			}
+			t.loop.PenaltySums[name] += v
+		}
 		p.update(t.step, loss)
 
 		last := t.step == tr.Steps
@@ -386,11 +401,16 @@ func (t *trainer) run(ctx context.Context, p progress) error {
 			mean := t.loop.LossSum / float64(t.loop.LossCount)
 			rate := float64(t.step-startStep) / time.Since(start).Seconds()
 			t.metrics["train_loss"] = mean
-			if err := t.record(map[string]any{"train_loss": mean, "lr": t.opt.LR, "grad_norm": norm, "steps_per_sec": rate}); err != nil {
+			fields := map[string]any{"train_loss": mean, "lr": t.opt.LR, "grad_norm": norm, "steps_per_sec": rate}
+			for name, sum := range t.loop.PenaltySums {
+				fields["train_"+name] = sum / float64(t.loop.LossCount)
+				t.metrics["train_"+name] = sum / float64(t.loop.LossCount)
+			}
+			if err := t.record(fields); err != nil {
 				return err
 			}
 			p.log(t.step, mean, t.opt.LR, rate)
-			t.loop.LossSum, t.loop.LossCount = 0, 0
+			t.loop.LossSum, t.loop.LossCount, t.loop.PenaltySums = 0, 0, nil
 		}
 		if (tr.EvalEvery > 0 && t.step%tr.EvalEvery == 0) || last {
 			m, err := t.evaluate()

@@ -1,0 +1,96 @@
+package graph
+
+import "math/rand/v2"
+
+// Noise is the distribution of a noise input.
+type Noise int
+
+const (
+	// UniformNoise draws from the open interval (0, 1), so log u and
+	// log(1 − u) are finite.
+	UniformNoise Noise = iota
+	// NormalNoise draws from N(0, 1).
+	NormalNoise
+)
+
+type noiseInput struct {
+	name string
+	dist Noise
+}
+
+// Noise declares an input that Program.DrawNoise fills with fresh draws
+// before each run: the reparameterised randomness of a layer, such as the
+// u of a Weibull sample. Gorgonia's random nodes merge when their shapes
+// match and seed themselves from the clock; this noise comes from the
+// run's own generator, so runs repeat and resume exactly.
+func (b *Builder) Noise(name string, dist Noise, shape ...int) *Node {
+	n := b.Input(name, shape...)
+	b.noise = append(b.noise, noiseInput{name: name, dist: dist})
+	return n
+}
+
+// DrawNoise fills every noise input of the program from rng.
+func (p *Program) DrawNoise(rng *rand.Rand) {
+	for _, ni := range p.noise {
+		switch data := p.inputs[ni.name].value.Data().(type) {
+		case []float32:
+			for i := range data {
+				data[i] = float32(draw(rng, ni.dist))
+			}
+		case []float64:
+			for i := range data {
+				data[i] = draw(rng, ni.dist)
+			}
+		}
+	}
+}
+
+func draw(rng *rand.Rand, dist Noise) float64 {
+	if dist == NormalNoise {
+		return rng.NormFloat64()
+	}
+	// (k + 0.5)/2^24 lies in (0, 1) and survives a float32 round trip.
+	return (float64(rng.Uint32()>>8) + 0.5) / (1 << 24)
+}
+
+// HasNoise reports whether the program has noise inputs to draw.
+func (p *Program) HasNoise() bool { return len(p.noise) > 0 }
+
+// penalty is a named scalar term a layer asks the objective to include.
+type penalty struct {
+	name string
+	node *Node
+}
+
+// AddPenalty records a scalar term that the model's layers want in the
+// objective, such as the KL divergence of Bayesian attention. The task
+// reads them with Penalties and decides their weight; each is also read
+// after every run as an output of the same name, for logging.
+func (b *Builder) AddPenalty(name string, x *Node) {
+	if x.Shape().TotalSize() != 1 {
+		fail("penalty %s must be a scalar, has shape %v", name, x.Shape())
+	}
+	b.penalties = append(b.penalties, penalty{name: name, node: x})
+	b.Output(name, x)
+}
+
+// Penalties returns the nodes recorded with AddPenalty, in order.
+func (b *Builder) Penalties() []*Node {
+	out := make([]*Node, len(b.penalties))
+	for i, p := range b.penalties {
+		out[i] = p.node
+	}
+	return out
+}
+
+// PenaltyValues returns the value of every penalty in the last run, by
+// name.
+func (p *Program) PenaltyValues() map[string]float64 {
+	out := map[string]float64{}
+	for _, name := range p.penaltyNames {
+		if v, _ := p.Output(name); len(v) == 1 {
+			out[name] = v[0]
+		}
+	}
+	return out
+}

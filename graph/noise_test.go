@@ -1,0 +1,70 @@
+package graph
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+func TestNoiseInputs(t *testing.T) {
+	build := func(b *Builder) error {
+		u := b.Noise("u", UniformNoise, 200, 50)
+		e := b.Noise("e", NormalNoise, 200, 50)
+		b.Output("u", u)
+		b.Output("e", e)
+		b.AddPenalty("kl", Mean(Square(e)))
+		return nil
+	}
+	draw := func(seed uint64) ([]float64, []float64, map[string]float64) {
+		prog, err := Compile(NewParams(Float32, 1), build, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !prog.HasNoise() {
+			t.Fatal("no noise inputs")
+		}
+		prog.DrawNoise(rand.New(rand.NewPCG(seed, 1)))
+		if err := prog.Run(); err != nil {
+			t.Fatal(err)
+		}
+		u, _ := prog.Output("u")
+		e, _ := prog.Output("e")
+		return u, e, prog.PenaltyValues()
+	}
+	u, e, pen := draw(1)
+	u2, e2, _ := draw(1)
+	u3, _, _ := draw(2)
+	if !slices.Equal(u, u2) || !slices.Equal(e, e2) {
+		t.Fatal("the same seed drew different noise")
+	}
+	if slices.Equal(u, u3) {
+		t.Fatal("different seeds drew the same noise")
+	}
+	var mu, me, ve float64
+	for i := range u {
+		if u[i] <= 0 || u[i] >= 1 {
+			t.Fatalf("uniform draw %v outside (0, 1)", u[i])
+		}
+		mu += u[i]
+		me += e[i]
+		ve += e[i] * e[i]
+	}
+	n := float64(len(u))
+	if math.Abs(mu/n-0.5) > 0.01 || math.Abs(me/n) > 0.03 || math.Abs(ve/n-1) > 0.03 {
+		t.Fatalf("moments: uniform mean %v, normal mean %v, variance %v", mu/n, me/n, ve/n)
+	}
+	if math.Abs(pen["kl"]-ve/n) > 1e-5 {
+		t.Fatalf("penalty %v, want %v", pen["kl"], ve/n)
+	}
+}
+
+func TestPenaltyMustBeScalar(t *testing.T) {
+	_, err := Compile(NewParams(Float32, 1), func(b *Builder) error {
+		b.AddPenalty("kl", b.Input("x", 3))
+		return nil
+	}, false)
+	if err == nil {
+		t.Fatal("a vector penalty was accepted")
+	}
+}
