@@ -15,7 +15,8 @@ import (
 // periodic lines in a log file or CI.
 type progress interface {
 	update(step int, loss float64)
-	log(step int, meanLoss, lr, stepsPerSec float64)
+	// log shows the interval's mean loss and any penalty terms (a KL, say).
+	log(step int, meanLoss, lr, stepsPerSec float64, penalties map[string]float64)
 	eval(step int, metrics map[string]float64)
 	finish()
 }
@@ -57,7 +58,11 @@ func (b *barProgress) update(step int, loss float64) {
 	b.bar.Describe(fmt.Sprintf("loss %.4g", loss))
 	b.bar.Set(step)
 }
-func (b *barProgress) log(int, float64, float64, float64) {}
+func (b *barProgress) log(_ int, loss, _, _ float64, penalties map[string]float64) {
+	if len(penalties) > 0 {
+		b.bar.Describe(fmt.Sprintf("loss %.4g  %s", loss, formatMetrics(penalties)))
+	}
+}
 func (b *barProgress) eval(step int, m map[string]float64) {
 	b.bar.Clear()
 	fmt.Fprintf(b.out, "step %d  %s\n", step, formatMetrics(m))
@@ -72,10 +77,14 @@ type lineProgress struct {
 }
 
 func (l *lineProgress) update(int, float64) {}
-func (l *lineProgress) log(step int, loss, lr, rate float64) {
+func (l *lineProgress) log(step int, loss, lr, rate float64, penalties map[string]float64) {
 	eta := time.Duration(float64(l.steps-step)/rate) * time.Second
-	fmt.Fprintf(l.out, "step %d/%d  loss %.5g  lr %.3g  %.1f steps/s  eta %s\n",
-		step, l.steps, loss, lr, rate, eta.Round(time.Second))
+	extra := ""
+	if len(penalties) > 0 {
+		extra = "  " + formatMetrics(penalties)
+	}
+	fmt.Fprintf(l.out, "step %d/%d  loss %.5g%s  lr %.3g  %.1f steps/s  eta %s\n",
+		step, l.steps, loss, extra, lr, rate, eta.Round(time.Second))
 }
 func (l *lineProgress) eval(step int, m map[string]float64) {
 	fmt.Fprintf(l.out, "step %d  %s\n", step, formatMetrics(m))

@@ -402,14 +402,16 @@ func (t *trainer) run(ctx context.Context, p progress) error {
 			rate := float64(t.step-startStep) / time.Since(start).Seconds()
 			t.metrics["train_loss"] = mean
 			fields := map[string]any{"train_loss": mean, "lr": t.opt.LR, "grad_norm": norm, "steps_per_sec": rate}
+			penalties := map[string]float64{}
 			for name, sum := range t.loop.PenaltySums {
-				fields["train_"+name] = sum / float64(t.loop.LossCount)
-				t.metrics["train_"+name] = sum / float64(t.loop.LossCount)
+				penalties[name] = sum / float64(t.loop.LossCount)
+				fields["train_"+name] = penalties[name]
+				t.metrics["train_"+name] = penalties[name]
 			}
 			if err := t.record(fields); err != nil {
 				return err
 			}
-			p.log(t.step, mean, t.opt.LR, rate)
+			p.log(t.step, mean, t.opt.LR, rate, penalties)
 			t.loop.LossSum, t.loop.LossCount, t.loop.PenaltySums = 0, 0, nil
 		}
 		if (tr.EvalEvery > 0 && t.step%tr.EvalEvery == 0) || last {
