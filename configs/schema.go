@@ -98,7 +98,9 @@ type Model struct {
 
 // Attention selects the attention kernel of every layer.
 type Attention struct {
-	// Kind: softmax or em (probabilistic attention, em-math.md).
+	// Kind: softmax, em (probabilistic attention, em-math.md),
+	// bayes-weibull or bayes-lognormal (Bayesian attention,
+	// bayes-attention.md).
 	Kind string `yaml:"kind"`
 	// KeyIters, ValueIters and PropagateIters are em's unrolled
 	// iterations T_k (§4), T_v (§3) and T_p (§5).
@@ -110,8 +112,18 @@ type Attention struct {
 	AdaptAlpha bool `yaml:"adapt_alpha"`
 	AdaptBeta  bool `yaml:"adapt_beta"`
 	AdaptPi    bool `yaml:"adapt_pi"`
-	// Prior is em's initial mixing prior: linked or free.
+	// Prior is em's initial mixing prior, linked or free; for the
+	// Bayesian kinds, the prior of the weights, contextual (the default,
+	// also empty) or constant.
 	Prior string `yaml:"prior"`
+	// K is bayes-weibull's shape k (larger: less noise), Sigma
+	// bayes-lognormal's σ, PriorRate the Gamma prior's rate β₀ and
+	// PriorSigma the log-normal prior's σ₀; 0 picks the default (10, 1, 1
+	// and 1).
+	K          float64 `yaml:"k"`
+	Sigma      float64 `yaml:"sigma"`
+	PriorRate  float64 `yaml:"prior_rate"`
+	PriorSigma float64 `yaml:"prior_sigma"`
 	// Score is softmax attention's score function: dot, scaled_dot (the
 	// default, also empty), bilinear or additive.
 	Score string `yaml:"score"`
@@ -152,6 +164,11 @@ type Training struct {
 	// (seq2seq); validation uses greedy decoding.
 	Beam          int     `yaml:"beam"`
 	LengthPenalty float64 `yaml:"length_penalty"`
+	// KLWeight is the weight κ of the KL term of Bayesian attention's
+	// ELBO, loss = NLL + κ(t)·KL̄ (bayes-attention.md §5), reached by a
+	// linear warm-up over KLWarmup steps (0: none). 0 leaves the KL out.
+	KLWeight float64 `yaml:"kl_weight"`
+	KLWarmup int     `yaml:"kl_warmup"`
 	// LogEvery steps a progress line is printed (when not on a terminal)
 	// and a metrics line appended.
 	LogEvery int `yaml:"log_every"`

@@ -28,14 +28,23 @@ func (c *Config) Validate() error {
 		checks = append(checks, c.segmentChecks()...)
 	}
 	a := c.Model.Attention
+	bayes := oneOf(a.Kind, "bayes-weibull", "bayes-lognormal")
 	checks = append(checks, []check{
 		{c.Model.Dim > 0, "model.dim", "a positive integer"},
 		{c.Model.Heads > 0 && c.Model.Dim%max(c.Model.Heads, 1) == 0, "model.heads", "a positive divisor of model.dim"},
-		{oneOf(a.Kind, "softmax", "em"), "model.attention.kind", "softmax or em"},
+		{oneOf(a.Kind, "softmax", "em", "bayes-weibull", "bayes-lognormal"), "model.attention.kind", "softmax, em, bayes-weibull or bayes-lognormal"},
+		{!bayes || c.Task == "maxnorm", "model.attention.kind", "softmax or em for task " + c.Task + " (Bayesian attention is wired into task maxnorm)"},
 		{a.KeyIters >= 0, "model.attention.key_iters", "≥ 0"},
 		{a.ValueIters >= 0, "model.attention.value_iters", "≥ 0"},
 		{a.PropagateIters >= 0, "model.attention.propagate_iters", "≥ 0"},
-		{oneOf(a.Prior, "", "linked", "free"), "model.attention.prior", "linked or free"},
+		{bayes || oneOf(a.Prior, "", "linked", "free"), "model.attention.prior", "linked or free"},
+		{!bayes || oneOf(a.Prior, "", "contextual", "constant"), "model.attention.prior", "contextual or constant for Bayesian attention"},
+		{a.K >= 0, "model.attention.k", "≥ 0 (0: the default, 10)"},
+		{a.Sigma >= 0, "model.attention.sigma", "≥ 0 (0: the default, 1)"},
+		{a.PriorRate >= 0, "model.attention.prior_rate", "≥ 0 (0: the default, 1)"},
+		{a.PriorSigma >= 0, "model.attention.prior_sigma", "≥ 0 (0: the default, 1)"},
+		{!bayes || oneOf(a.Score, "", "scaled_dot"), "model.attention.score", "scaled_dot for Bayesian attention"},
+		{!bayes || a.RelativePositions == 0, "model.attention.relative_positions", "0 for Bayesian attention"},
 		{oneOf(a.Score, "", "dot", "scaled_dot", "bilinear", "additive"), "model.attention.score", "dot, scaled_dot, bilinear or additive"},
 		{a.RelativePositions >= 0, "model.attention.relative_positions", "≥ 0 (0: off)"},
 		{c.Optimizer.Name == "adam", "optimizer.name", "adam"},
@@ -51,6 +60,8 @@ func (c *Config) Validate() error {
 		{c.Optimizer.MinLR >= 0 && c.Optimizer.MinLR <= c.Optimizer.LR, "optimizer.min_lr", "in [0, optimizer.lr]"},
 		{c.Training.Steps > 0, "training.steps", "a positive integer"},
 		{c.Training.Batch > 0, "training.batch", "a positive integer"},
+		{c.Training.KLWeight >= 0, "training.kl_weight", "≥ 0 (0: no KL term)"},
+		{c.Training.KLWarmup >= 0, "training.kl_warmup", "≥ 0 (0: no warm-up)"},
 		{c.Training.LogEvery > 0, "training.log_every", "a positive integer"},
 		{c.Training.EvalEvery >= 0, "training.eval_every", "≥ 0 (0: only at the end)"},
 		{c.Training.CheckpointEvery >= 0, "training.checkpoint_every", "≥ 0 (0: only at the end)"},

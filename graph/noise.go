@@ -49,8 +49,9 @@ func draw(rng *rand.Rand, dist Noise) float64 {
 	if dist == NormalNoise {
 		return rng.NormFloat64()
 	}
-	// (k + 0.5)/2^24 lies in (0, 1) and survives a float32 round trip.
-	return (float64(rng.Uint32()>>8) + 0.5) / (1 << 24)
+	// (k + 0.5)/2^23 for k < 2^23 lies in [2^-24, 1 − 2^-24], which
+	// float32 holds exactly: both ends stay inside (0, 1).
+	return (float64(rng.Uint32()>>9) + 0.5) / (1 << 23)
 }
 
 // HasNoise reports whether the program has noise inputs to draw.

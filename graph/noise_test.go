@@ -68,3 +68,15 @@ func TestPenaltyMustBeScalar(t *testing.T) {
 		t.Fatal("a vector penalty was accepted")
 	}
 }
+
+// TestUniformNoiseEndsStayOpenInFloat32: the extreme draws are neither 0
+// nor 1 after rounding to float32.
+func TestUniformNoiseEndsStayOpenInFloat32(t *testing.T) {
+	lo, hi := (0+0.5)/float64(1<<23), (float64(1<<23-1)+0.5)/float64(1<<23)
+	if f := float32(lo); f <= 0 || f >= 1 {
+		t.Fatalf("smallest draw rounds to %v", f)
+	}
+	if f := float32(hi); f <= 0 || f >= 1 {
+		t.Fatalf("largest draw rounds to %v", f)
+	}
+}

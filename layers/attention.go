@@ -8,7 +8,9 @@ import (
 
 // AttentionConfig selects the attention kernel of a layer: "softmax" is
 // scaled dot-product attention, "em" the unrolled EM inference of em/
-// (em-math.md), whose iteration counts and options follow Kind.
+// (em-math.md), whose iteration counts and options follow Kind, and
+// "bayes-weibull" and "bayes-lognormal" Bayesian attention
+// (bayes-attention.md, BayesAttention).
 type AttentionConfig struct {
 	Kind           string `yaml:"kind" json:"kind"`
 	KeyIters       int    `yaml:"key_iters" json:"key_iters"`             // T_k, em-math.md §4
@@ -17,7 +19,18 @@ type AttentionConfig struct {
 	AdaptAlpha     bool   `yaml:"adapt_alpha" json:"adapt_alpha"`
 	AdaptBeta      bool   `yaml:"adapt_beta" json:"adapt_beta"`
 	AdaptPi        bool   `yaml:"adapt_pi" json:"adapt_pi"`
-	Prior          string `yaml:"prior" json:"prior"` // linked (default) or free
+	// Prior is em's initial mixing prior, linked (default) or free; for
+	// the Bayesian kinds, the prior of the weights, contextual (default)
+	// or constant.
+	Prior string `yaml:"prior" json:"prior"`
+	// K is the Weibull shape of bayes-weibull, Sigma the σ of
+	// bayes-lognormal, PriorRate the Gamma prior's rate β₀ (Weibull) and
+	// PriorSigma the prior's σ₀ (log-normal); 0 picks the DefaultBayes*
+	// value (bayes-attention.md §3, §4).
+	K          float64 `yaml:"k" json:"k"`
+	Sigma      float64 `yaml:"sigma" json:"sigma"`
+	PriorRate  float64 `yaml:"prior_rate" json:"prior_rate"`
+	PriorSigma float64 `yaml:"prior_sigma" json:"prior_sigma"`
 	// Score is softmax attention's score function a(q, k): dot,
 	// scaled_dot (the default, ""), bilinear or additive (see
 	// ScoredAttention).
@@ -82,8 +95,10 @@ func NewKernel(cfg AttentionConfig) (Kernel, error) {
 			return nil, fmt.Errorf("relative positions need kind softmax, not em")
 		}
 		return newEMKernel(cfg)
+	case KindBayesWeibull, KindBayesLogNormal:
+		return newBayesKernel(cfg)
 	}
-	return nil, fmt.Errorf("unknown attention kind %q (want softmax or em)", cfg.Kind)
+	return nil, fmt.Errorf("unknown attention kind %q (want softmax, em, %s or %s)", cfg.Kind, KindBayesWeibull, KindBayesLogNormal)
 }
 
 // ScaledDotProduct is softmax attention (Vaswani et al. 2017 §3.2.1), per

@@ -66,8 +66,8 @@ type loopState struct {
 	// PenaltySums are the sums over the log interval of the model's
 	// penalty terms (graph.Builder.AddPenalty), such as a KL divergence.
 	PenaltySums map[string]float64 `json:"penalty_sums,omitempty"`
-	Best      float64 `json:"best"`      // best validation score so far
-	BestStep  int     `json:"best_step"` // 0 before the first evaluation
+	Best        float64            `json:"best"`      // best validation score so far
+	BestStep    int                `json:"best_step"` // 0 before the first evaluation
 }
 
 // trainer is one run in progress.

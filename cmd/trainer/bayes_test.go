@@ -1,0 +1,140 @@
+package main
+
+import (
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"probformer/configs"
+	"probformer/graph"
+)
+
+func TestBayesKLWeight(t *testing.T) {
+	cases := []struct {
+		weight       float64
+		warmup, step int
+		want         float64
+	}{
+		{1, 0, 1, 1},
+		{2, 100, 0, 0},
+		{2, 100, 25, 0.5},
+		{2, 100, 100, 2},
+		{2, 100, 5000, 2},
+		{0.5, 4, 3, 0.375},
+		{0, 10, 5, 0},
+	}
+	for _, c := range cases {
+		got := klWeight(configs.Training{KLWeight: c.weight, KLWarmup: c.warmup}, c.step)
+		if math.Abs(got-c.want) > 1e-15 {
+			t.Errorf("κ(%d) with kl_weight %v, kl_warmup %d = %v, want %v", c.step, c.weight, c.warmup, got, c.want)
+		}
+	}
+}
+
+// bayesTiny shrinks maxnorm-bayes like tiny does maxnorm.
+var bayesTiny = append([]string{"--config", "maxnorm-bayes"}, tiny...)
+
+// TestBayesMaxNormLoss: the training loss is the regression loss plus
+// κ times the mean of the layers' KL penalties, with κ fed by atStep; the
+// evaluation graph has no penalties.
+func TestBayesMaxNormLoss(t *testing.T) {
+	var sets []string
+	for i := 2; i < len(bayesTiny); i += 2 {
+		sets = append(sets, bayesTiny[i+1])
+	}
+	cfg, err := configs.Load("maxnorm-bayes", append(sets, "dtype=float64", "training.kl_weight=2", "training.kl_warmup=10"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := newMaxNormTask(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := graph.NewParams(graph.Float64, cfg.Seed)
+	train, err := graph.Compile(params, tk.build(cfg.Training.Batch), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eval, err := graph.Compile(params, tk.build(4), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eval.HasInput(klWeightInput) || len(eval.PenaltyValues()) != 0 || eval.HasNoise() {
+		t.Fatal("the evaluation graph has a KL weight, penalties or noise")
+	}
+	if err := tk.feedTrain(rand.New(rand.NewPCG(1, 2)), train); err != nil {
+		t.Fatal(err)
+	}
+	loss := map[int]float64{}
+	var penalties map[string]float64
+	for _, step := range []int{0, 5, 10} {
+		train.DrawNoise(rand.New(rand.NewPCG(3, 4))) // the same sample each time
+		if err := tk.atStep(train, step, cfg.Training.Steps); err != nil {
+			t.Fatal(err)
+		}
+		if err := train.Run(); err != nil {
+			t.Fatal(err)
+		}
+		loss[step] = train.Loss()
+		penalties = train.PenaltyValues()
+	}
+	var mean float64
+	for name, v := range penalties {
+		if !strings.HasSuffix(name, ".kl") || !(v > 0) || math.IsInf(v, 0) {
+			t.Errorf("penalty %s = %v, want a finite, positive KL", name, v)
+		}
+		mean += v / float64(len(penalties))
+	}
+	if len(penalties) < 2 {
+		t.Fatalf("penalties %v, want one per attention layer", penalties)
+	}
+	for _, step := range []int{5, 10} {
+		want := loss[0] + klWeight(cfg.Training, step)*mean
+		if math.Abs(loss[step]-want) > 1e-12*math.Abs(want) {
+			t.Errorf("loss at step %d = %.15g, want NLL %.15g + κ·KL̄ = %.15g", step, loss[step], loss[0], want)
+		}
+	}
+}
+
+// TestBayesMaxNormTrains runs maxnorm-bayes briefly: the loss falls, each
+// layer's KL is logged finite, and evaluation runs.
+func TestBayesMaxNormTrains(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	args := append([]string{"train", "--out", dir, "--set", "training.steps=40", "--set", "training.kl_warmup=10"}, bayesTiny...)
+	code, _, stderr := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	m := readMetrics(t, dir)
+	var first, last float64
+	var kls int
+	for _, l := range m {
+		v, ok := l["train_loss"]
+		if !ok {
+			continue
+		}
+		if first == 0 {
+			first = v
+		}
+		last = v
+		for name, kl := range l {
+			if strings.HasPrefix(name, "train_") && strings.HasSuffix(name, ".kl") {
+				kls++
+				if !(kl > 0) || math.IsInf(kl, 0) {
+					t.Errorf("%s = %v, want finite and > 0", name, kl)
+				}
+			}
+		}
+	}
+	if kls == 0 {
+		t.Fatalf("no train_*.kl in metrics %v", m)
+	}
+	if !(last < first) {
+		t.Errorf("training loss did not fall: %v → %v", first, last)
+	}
+	if code, stdout, stderr := runCLI(t, "eval", "--checkpoint", dir); code != 0 || !strings.Contains(stdout, "MSE") {
+		t.Fatalf("eval exit %d: %s\n%s", code, stderr, stdout)
+	}
+}
