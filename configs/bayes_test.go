@@ -28,7 +28,7 @@ func TestBayesAttentionValidation(t *testing.T) {
 		{"maxnorm-bayes", []string{"training.kl_weight=-1"}, "training.kl_weight = -1"},
 		{"maxnorm-bayes", []string{"training.kl_warmup=-1"}, "training.kl_warmup = -1"},
 		{"maxnorm", []string{"model.attention.prior=constant"}, "linked or free"},
-		{"seq2seq-toy", []string{"model.attention.kind=bayes-lognormal"}, "Bayesian attention is wired into task maxnorm"},
+		{"segment-em", []string{"model.attention.kind=bayes-lognormal"}, "for task segment"},
 	} {
 		_, err := Load(c.preset, c.sets)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

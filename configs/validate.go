@@ -33,7 +33,7 @@ func (c *Config) Validate() error {
 		{c.Model.Dim > 0, "model.dim", "a positive integer"},
 		{c.Model.Heads > 0 && c.Model.Dim%max(c.Model.Heads, 1) == 0, "model.heads", "a positive divisor of model.dim"},
 		{oneOf(a.Kind, "softmax", "em", "bayes-weibull", "bayes-lognormal"), "model.attention.kind", "softmax, em, bayes-weibull or bayes-lognormal"},
-		{!bayes || c.Task == "maxnorm", "model.attention.kind", "softmax or em for task " + c.Task + " (Bayesian attention is wired into task maxnorm)"},
+		{!bayes || c.Task != "segment", "model.attention.kind", "softmax or em for task segment"},
 		{a.KeyIters >= 0, "model.attention.key_iters", "≥ 0"},
 		{a.ValueIters >= 0, "model.attention.value_iters", "≥ 0"},
 		{a.PropagateIters >= 0, "model.attention.propagate_iters", "≥ 0"},

@@ -74,42 +74,6 @@ func (t *maxNormTask) build(batch int) graph.BuildFunc {
 // klWeightInput is the input that carries the annealed KL weight κ(t).
 const klWeightInput = "kl_weight"
 
-// withKL returns the ELBO nll + κ·KL̄ of Bayesian attention
-// (bayes-attention.md §5), KL̄ the mean of the penalties the layers
-// recorded, one per layer, and κ the input kl_weight [1] that atStep
-// feeds. A graph without penalties (an evaluation graph, or attention
-// that is not Bayesian) gets nll unchanged.
-func withKL(b *graph.Builder, nll *graph.Node) *graph.Node {
-	penalties := b.Penalties()
-	if len(penalties) == 0 {
-		return nll
-	}
-	sum := penalties[0]
-	for _, p := range penalties[1:] {
-		sum = graph.Add(sum, p)
-	}
-	// Summing the input [1] makes κ a scalar like the penalties.
-	kappa := graph.Sum(b.Input(klWeightInput, 1))
-	return graph.Add(nll, graph.Mul(kappa, graph.Scale(sum, 1/float64(len(penalties)))))
-}
-
-// klWeight is κ(t) = kl_weight·min(1, t/kl_warmup), the linear warm-up of
-// the KL weight (bayes-attention.md §5).
-func klWeight(tr configs.Training, step int) float64 {
-	if tr.KLWarmup <= 0 || step >= tr.KLWarmup {
-		return tr.KLWeight
-	}
-	return tr.KLWeight * float64(step) / float64(tr.KLWarmup)
-}
-
-// atStep feeds the KL weight of the step, if the graph has one.
-func (t *maxNormTask) atStep(prog *graph.Program, step, _ int) error {
-	if !prog.HasInput(klWeightInput) {
-		return nil
-	}
-	return prog.Feed(klWeightInput, []float64{klWeight(t.cfg.Training, step)})
-}
-
 func feedSets(prog *graph.Program, batch datasets.SetBatch) error {
 	if err := prog.Feed("x", batch.X); err != nil {
 		return err
@@ -129,6 +93,10 @@ func (t *maxNormTask) evalBatch() int { return maxNormEvalBatch }
 func (t *maxNormTask) selection() (string, bool) { return "valid_" + t.cfg.Training.Loss, false }
 
 func (t *maxNormTask) state() (map[string][]byte, error) { return nil, nil }
+
+func (t *maxNormTask) atStep(prog *graph.Program, step, _ int) error {
+	return feedKLWeight(prog, t.cfg.Training, step)
+}
 
 // predictions runs prog over a fixed set and returns predictions and
 // targets, concatenated.

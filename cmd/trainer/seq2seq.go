@@ -132,7 +132,7 @@ func (t *seq2seqTask) build(batch int) graph.BuildFunc {
 		if err != nil {
 			return err
 		}
-		b.SetLoss(loss)
+		b.SetLoss(withKL(b, loss))
 		return nil
 	}
 }
@@ -170,6 +170,10 @@ func (t *seq2seqTask) feedTrain(rng *rand.Rand, prog *graph.Program) error {
 }
 
 func (t *seq2seqTask) evalBatch() int { return seq2seqEvalBatch }
+
+func (t *seq2seqTask) atStep(prog *graph.Program, step, _ int) error {
+	return feedKLWeight(prog, t.cfg.Training, step)
+}
 
 func (t *seq2seqTask) selection() (string, bool) { return "valid_bleu", true }
 
