@@ -12,6 +12,7 @@ import (
 
 func newEvalCommand() *cobra.Command {
 	var path, plots string
+	var samples int
 	cmd := &cobra.Command{
 		Use:   "eval",
 		Short: "Score a checkpoint on the test set, next to simple baselines",
@@ -31,12 +32,28 @@ checkpoint's directory.`,
 				}
 				ft.setPlotDir(plots)
 			}
+			if samples < 0 || samples == 1 {
+				return badInput(fmt.Errorf("--samples %d: want 0 (the mean weights) or at least 2", samples))
+			}
+			sm, canSample := t.task.(sampler)
+			if samples > 1 && !canSample {
+				return badInput(fmt.Errorf("--samples: task %s has no sampled evaluation yet", t.cfg.Task))
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "checkpoint %s (step %d, config %s)\n", file, t.step, t.cfg.Name)
-			return t.task.report(cmd.OutOrStdout(), t.params, t.eval)
+			if err := t.task.report(cmd.OutOrStdout(), t.params, t.eval); err != nil {
+				return err
+			}
+			if samples > 1 {
+				if err := sm.sampleReport(cmd.OutOrStdout(), t.params, samples, t.cfg.Seed); err != nil {
+					return badInput(err)
+				}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&path, "checkpoint", "", "checkpoint file or run directory (required)")
 	cmd.Flags().StringVar(&plots, "plots", "", "directory for the task's figures (default: the checkpoint's)")
+	cmd.Flags().IntVar(&samples, "samples", 0, "with Bayesian attention: sampled passes to measure the predictive spread (maxnorm)")
 	cmd.MarkFlagRequired("checkpoint")
 	return cmd
 }
