@@ -116,9 +116,6 @@ func Sqrt(x *Node) *Node { return must(G.Sqrt(x)) }
 // InvSqrt is 1/√x. Gorgonia's InverseSqrt has a wrong gradient.
 func InvSqrt(x *Node) *Node { return must(G.Inverse(must(G.Sqrt(x)))) }
 
-// Inverse is 1/x.
-func Inverse(x *Node) *Node { return must(G.Inverse(x)) }
-
 // Square is x².
 func Square(x *Node) *Node { return must(G.Square(x)) }
 

@@ -147,3 +147,16 @@ func layerNorm(b *graph.Builder, name string, x *graph.Node) *graph.Node {
 	d := s[len(s)-1]
 	return graph.LayerNorm(x, b.Param(name+".g", []int{d}, graph.Ones), b.Param(name+".b", []int{d}, graph.Zeros), 1e-5)
 }
+
+// noCausalForm marks kernels that cannot mask by position, such as EM,
+// whose adapted memory is shared by all queries.
+type noCausalForm interface{ noCausalForm() }
+
+// causalKernel returns k for a causal self-attention, or softmax attention
+// when k has no causal form.
+func causalKernel(k Kernel) Kernel {
+	if _, ok := k.(noCausalForm); ok {
+		return ScaledDotProduct{}
+	}
+	return k
+}

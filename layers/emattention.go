@@ -35,6 +35,8 @@ func newEMKernel(cfg AttentionConfig) (EMKernel, error) {
 	return EMKernel{Config: c}, nil
 }
 
+func (EMKernel) noCausalForm() {}
+
 // Attend implements Kernel: the heads are split to [B, H, ·, d] for em.
 func (k EMKernel) Attend(b *graph.Builder, name string, q, key, v *graph.Node, heads int, mask Mask) *graph.Node {
 	out, _ := k.attend(b, name, q, key, v, heads, mask)

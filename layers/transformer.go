@@ -80,7 +80,8 @@ type DecoderLayer struct {
 	PreLN   bool
 	Kernel  Kernel // cross-attention
 	// SelfKernel is the causal self-attention's kernel; nil means Kernel.
-	// A kernel without a causal form (EMKernel) needs softmax here.
+	// Seq2Seq gives a kernel without a causal form (EMKernel) softmax
+	// here.
 	SelfKernel Kernel
 }
 
@@ -257,11 +258,8 @@ func (m Seq2Seq) encode(b *graph.Builder, src, srcMask, tgtIn *graph.Node) (memo
 	selfKernel, _ := SelfAttentionKernel(c.Attention)
 	enc := Encoder{Name: "enc", Layers: c.EncLayers, Layer: EncoderLayer{
 		Dim: c.DModel, Heads: c.Heads, FF: c.FF, Dropout: c.Dropout, PreLN: c.PreLN, Kernel: selfKernel}}
-	if _, ok := kernel.(EMKernel); ok {
-		selfKernel = ScaledDotProduct{}
-	}
 	dec = Decoder{Name: "dec", Layers: c.DecLayers, Layer: DecoderLayer{
-		Dim: c.DModel, Heads: c.Heads, FF: c.FF, Dropout: c.Dropout, PreLN: c.PreLN, Kernel: kernel, SelfKernel: selfKernel}}
+		Dim: c.DModel, Heads: c.Heads, FF: c.FF, Dropout: c.Dropout, PreLN: c.PreLN, Kernel: kernel, SelfKernel: causalKernel(selfKernel)}}
 	memory = enc.Forward(b, embed("src_emb", c.SrcVocab, src), srcMask)
 	return memory, embed("tgt_emb", c.TgtVocab, tgtIn), dec
 }
