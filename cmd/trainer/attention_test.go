@@ -148,20 +148,7 @@ func TestAttentionCommandErrors(t *testing.T) {
 		{"unwritable out", []string{"--checkpoint", s2s, "--text", "the dog", "--out", filepath.Join(s2s, "no", "map.png")}, []string{"map.png"}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			code, stdout, stderr := runCLI(t, append([]string{"attention"}, c.args...)...)
-			if code != 2 || stdout != "" {
-				t.Errorf("exit %d, want 2; stdout %q", code, stdout)
-			}
-			if strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
-				t.Errorf("want one line, got %q", stderr)
-			}
-			for _, w := range c.want {
-				if !strings.Contains(stderr, w) {
-					t.Errorf("stderr %q does not mention %q", stderr, w)
-				}
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { expectBadInput(t, append([]string{"attention"}, c.args...), c.want...) })
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Error("a failed command wrote the map")

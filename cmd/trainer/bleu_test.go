@@ -97,22 +97,6 @@ func TestBLEUCommandErrors(t *testing.T) {
 		{"no reference", []string{hyp}, []string{"2 arg"}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			code, stdout, stderr := runCLI(t, append([]string{"bleu"}, c.args...)...)
-			if code != 2 {
-				t.Errorf("exit %d, want 2 (stderr %q)", code, stderr)
-			}
-			if stdout != "" {
-				t.Errorf("printed %q", stdout)
-			}
-			if strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
-				t.Errorf("want one line, got %q", stderr)
-			}
-			for _, w := range c.want {
-				if !strings.Contains(stderr, w) {
-					t.Errorf("stderr %q does not mention %q", stderr, w)
-				}
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { expectBadInput(t, append([]string{"bleu"}, c.args...), c.want...) })
 	}
 }

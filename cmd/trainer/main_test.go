@@ -52,20 +52,29 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"not a checkpoint", []string{"eval", "--checkpoint", unknown}, []string{"unknown.yaml", "not a probformer checkpoint"}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			code, _, stderr := runCLI(t, c.args...)
-			if code != 2 {
-				t.Errorf("exit %d, want 2 (stderr %q)", code, stderr)
-			}
-			if strings.Count(strings.TrimSpace(stderr), "\n") != 0 || strings.Contains(stderr, "goroutine") {
-				t.Errorf("want one line, got %q", stderr)
-			}
-			for _, w := range c.want {
-				if !strings.Contains(stderr, w) {
-					t.Errorf("stderr %q does not mention %q", stderr, w)
-				}
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { expectBadInput(t, c.args, c.want...) })
+	}
+}
+
+// expectBadInput runs the command line and checks that it fails as bad
+// input must: exit status 2, nothing on stdout, and one line on stderr,
+// with no stack trace, that mentions every string of want.
+func expectBadInput(t *testing.T, args []string, want ...string) {
+	t.Helper()
+	code, stdout, stderr := runCLI(t, args...)
+	if code != 2 {
+		t.Errorf("exit %d, want 2 (stderr %q)", code, stderr)
+	}
+	if stdout != "" {
+		t.Errorf("printed %q", stdout)
+	}
+	if strings.Count(strings.TrimSpace(stderr), "\n") != 0 || strings.Contains(stderr, "goroutine") {
+		t.Errorf("want one line, got %q", stderr)
+	}
+	for _, w := range want {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("stderr %q does not mention %q", stderr, w)
+		}
 	}
 }
 

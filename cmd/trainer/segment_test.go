@@ -164,13 +164,7 @@ func TestSegmentBadConfigExitsTwo(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.set, func(t *testing.T) {
-			code, _, stderr := runCLI(t, "train", "--config", "segment-em", "--out", t.TempDir(), "--set", c.set)
-			if code != 2 {
-				t.Fatalf("exit %d, want 2 (stderr %q)", code, stderr)
-			}
-			if !strings.Contains(stderr, c.field+" = ") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
-				t.Errorf("stderr %q does not name %s on one line", stderr, c.field)
-			}
+			expectBadInput(t, []string{"train", "--config", "segment-em", "--out", t.TempDir(), "--set", c.set}, c.field+" = ")
 		})
 	}
 }

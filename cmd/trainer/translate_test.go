@@ -120,20 +120,7 @@ func TestTranslateErrors(t *testing.T) {
 		{"stray argument", []string{"--checkpoint", s2s, "the dog"}, []string{"the dog"}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			code, stdout, stderr := runCLI(t, append([]string{"translate"}, c.args...)...)
-			if code != 2 || stdout != "" {
-				t.Errorf("exit %d, want 2; stdout %q", code, stdout)
-			}
-			if strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
-				t.Errorf("want one line, got %q", stderr)
-			}
-			for _, w := range c.want {
-				if !strings.Contains(stderr, w) {
-					t.Errorf("stderr %q does not mention %q", stderr, w)
-				}
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { expectBadInput(t, append([]string{"translate"}, c.args...), c.want...) })
 	}
 }
 
