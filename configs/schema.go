@@ -11,6 +11,14 @@ type Config struct {
 	Model     Model     `yaml:"model"`
 	Optimizer Optimizer `yaml:"optimizer"`
 	Training  Training  `yaml:"training"`
+	Init      Init      `yaml:"init"`
+}
+
+// Init starts a run from parameters trained elsewhere.
+type Init struct {
+	// EncoderFrom is a checkpoint (file or run directory) of a masked-LM
+	// run whose encoder and source embedding start a seq2seq model.
+	EncoderFrom string `yaml:"encoder_from"`
 }
 
 // Data describes the task's data.
@@ -61,6 +69,11 @@ type Data struct {
 	// scores the model.
 	MaxClicks   int `yaml:"max_clicks"`
 	ValidClicks int `yaml:"valid_clicks"`
+
+	// MaskProb is the share of source tokens a masked-LM batch predicts
+	// (task mlm; BERT's 15%): of them 80% become [MASK], 10% a random
+	// word and 10% stay unchanged.
+	MaskProb float64 `yaml:"mask_prob"`
 }
 
 // Model is the network's architecture.
@@ -130,6 +143,10 @@ type Attention struct {
 	// RelativePositions is the clip distance δ of relative position
 	// representations in encoder and decoder self-attention; 0 is off.
 	RelativePositions int `yaml:"relative_positions"`
+	// HeadDiversity is the weight λ of the head-diversity regulariser
+	// λ‖AAᵀ − I‖² over each layer's per-head attention rows (Lin et al.
+	// 2017); 0 leaves it out.
+	HeadDiversity float64 `yaml:"head_diversity"`
 }
 
 // Optimizer is Adam with decoupled weight decay and a learning-rate

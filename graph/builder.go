@@ -22,6 +22,7 @@ type Builder struct {
 	dropouts  []dropoutMask
 	noise     []noiseInput
 	penalties []penalty
+	tracked   []string
 }
 
 type input struct {

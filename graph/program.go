@@ -15,23 +15,23 @@ import (
 // program and an evaluation program of another batch shape see the same
 // weights. Programs sharing Params must run one at a time.
 type Program struct {
-	params       *Params
-	vm           G.VM
-	train        bool
-	used         []*Param
-	usedN        []*Node
-	inputs       map[string]*input
-	outputs      map[string]int
-	shapes       [][]int
-	taps         []G.Value
-	values       [][]float64
-	lossTap      G.Value
-	hasLoss      bool
-	loss         float64
-	ran          bool
-	dropouts     []dropoutMask
-	noise        []noiseInput
-	penaltyNames []string
+	params   *Params
+	vm       G.VM
+	train    bool
+	used     []*Param
+	usedN    []*Node
+	inputs   map[string]*input
+	outputs  map[string]int
+	shapes   [][]int
+	taps     []G.Value
+	values   [][]float64
+	lossTap  G.Value
+	hasLoss  bool
+	loss     float64
+	ran      bool
+	dropouts []dropoutMask
+	noise    []noiseInput
+	tracked  []string
 }
 
 // Compile builds fn into a program. With train set, the graph also
@@ -53,9 +53,7 @@ func Compile(params *Params, fn BuildFunc, train bool) (*Program, error) {
 		taps:     make([]G.Value, len(b.outputs)),
 		values:   make([][]float64, len(b.outputs)),
 	}
-	for _, pen := range b.penalties {
-		p.penaltyNames = append(p.penaltyNames, pen.name)
-	}
+	p.tracked = b.tracked
 	if err := p.finish(b); err != nil {
 		return nil, err
 	}

@@ -39,6 +39,11 @@ type AttentionConfig struct {
 	// representations (Shaw et al. 2018) of encoder and decoder
 	// self-attention; 0 turns them off. See SelfKernel.
 	RelativePositions int `yaml:"relative_positions" json:"relative_positions"`
+	// HeadDiversity is the weight λ of the head-diversity regulariser
+	// ‖AAᵀ − I‖² (Lin et al. 2017); when positive, every multi-head
+	// attention layer records the regulariser as a penalty named
+	// <layer>.diversity. The weight itself is applied by the objective.
+	HeadDiversity float64 `yaml:"head_diversity" json:"head_diversity"`
 }
 
 // Mask says which keys each query may see.

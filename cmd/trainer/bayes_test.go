@@ -81,14 +81,26 @@ func TestBayesMaxNormLoss(t *testing.T) {
 		penalties = train.PenaltyValues()
 	}
 	var mean float64
+	var layers int
 	for name, v := range penalties {
-		if !strings.HasSuffix(name, ".kl") || !(v > 0) || math.IsInf(v, 0) {
+		if !strings.HasSuffix(name, ".kl") {
+			continue
+		}
+		if !(v > 0) || math.IsInf(v, 0) {
 			t.Errorf("penalty %s = %v, want a finite, positive KL", name, v)
 		}
-		mean += v / float64(len(penalties))
+		mean += v
+		layers++
 	}
-	if len(penalties) < 2 {
-		t.Fatalf("penalties %v, want one per attention layer", penalties)
+	if layers < 2 {
+		t.Fatalf("penalties %v, want one KL per attention layer", penalties)
+	}
+	mean /= float64(layers)
+	if math.Abs(penalties["kl"]-mean) > 1e-12*mean {
+		t.Errorf("tracked kl = %.15g, want the layers' mean %.15g", penalties["kl"], mean)
+	}
+	if penalties["nll"] != loss[0] {
+		t.Errorf("tracked nll = %.15g, want the loss at κ = 0, %.15g", penalties["nll"], loss[0])
 	}
 	for _, step := range []int{5, 10} {
 		want := loss[0] + klWeight(cfg.Training, step)*mean
@@ -130,6 +142,11 @@ func TestBayesMaxNormTrains(t *testing.T) {
 	}
 	if kls == 0 {
 		t.Fatalf("no train_*.kl in metrics %v", m)
+	}
+	for _, name := range []string{"train_nll", "train_kl"} {
+		if _, ok := m[0][name]; !ok {
+			t.Errorf("no %s in the first metrics line %v", name, m[0])
+		}
 	}
 	if !(last < first) {
 		t.Errorf("training loss did not fall: %v → %v", first, last)

@@ -1,27 +1,61 @@
 package main
 
 import (
+	"strings"
+
 	"probformer/configs"
 	"probformer/graph"
 )
 
-// withKL returns the ELBO nll + κ·KL̄ of Bayesian attention
-// (bayes-attention.md §5), KL̄ the mean of the penalties the layers
-// recorded, one per layer, and κ the input kl_weight [1] that atStep
-// feeds. A graph without penalties (an evaluation graph, or attention
-// that is not Bayesian) gets nll unchanged.
-func withKL(b *graph.Builder, nll *graph.Node) *graph.Node {
-	penalties := b.Penalties()
-	if len(penalties) == 0 {
+// objective returns the training loss: the task's nll plus the penalties
+// its layers recorded (graph.Builder.AddPenalty).
+//
+//   - Bayesian attention's KL terms (<layer>.kl) make the ELBO
+//     nll + κ·KL̄ (bayes-attention.md §5), KL̄ their mean over layers and
+//     κ the input kl_weight [1] that atStep anneals.
+//   - Head-diversity terms (<layer>.diversity) are summed over layers and
+//     weighted by λ = model.attention.head_diversity.
+//
+// When there are penalties, the nll and the weighted sums are tracked too
+// (nll, kl, diversity), so metrics.jsonl and the progress line show each
+// part of the loss. A graph without penalties (an evaluation graph, or
+// plain attention) gets nll unchanged.
+func objective(b *graph.Builder, nll *graph.Node, lambda float64) *graph.Node {
+	var kls, diversities []*graph.Node
+	for i, name := range b.PenaltyNames() {
+		p := b.Penalties()[i]
+		if strings.HasSuffix(name, ".diversity") {
+			diversities = append(diversities, p)
+		} else {
+			kls = append(kls, p)
+		}
+	}
+	if len(kls)+len(diversities) == 0 {
 		return nll
 	}
-	sum := penalties[0]
-	for _, p := range penalties[1:] {
-		sum = graph.Add(sum, p)
+	b.Track("nll", nll)
+	loss := nll
+	if len(kls) > 0 {
+		meanKL := graph.Scale(sum(kls), 1/float64(len(kls)))
+		b.Track("kl", meanKL)
+		// Summing the input [1] makes κ a scalar like the penalties.
+		kappa := graph.Sum(b.Input(klWeightInput, 1))
+		loss = graph.Add(loss, graph.Mul(kappa, meanKL))
 	}
-	// Summing the input [1] makes κ a scalar like the penalties.
-	kappa := graph.Sum(b.Input(klWeightInput, 1))
-	return graph.Add(nll, graph.Mul(kappa, graph.Scale(sum, 1/float64(len(penalties)))))
+	if len(diversities) > 0 {
+		total := sum(diversities)
+		b.Track("diversity", total)
+		loss = graph.Add(loss, graph.Scale(total, lambda))
+	}
+	return loss
+}
+
+func sum(xs []*graph.Node) *graph.Node {
+	s := xs[0]
+	for _, x := range xs[1:] {
+		s = graph.Add(s, x)
+	}
+	return s
 }
 
 // klWeight is κ(t) = kl_weight·min(1, t/kl_warmup), the linear warm-up of

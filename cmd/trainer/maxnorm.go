@@ -66,7 +66,7 @@ func (t *maxNormTask) build(batch int) graph.BuildFunc {
 		if err != nil {
 			return err
 		}
-		b.SetLoss(withKL(b, loss))
+		b.SetLoss(objective(b, loss, t.cfg.Model.Attention.HeadDiversity))
 		return nil
 	}
 }
@@ -179,6 +179,6 @@ func (t *maxNormTask) report(w io.Writer, params *graph.Params, prog *graph.Prog
 func attentionConfig(a configs.Attention) layers.AttentionConfig {
 	return layers.AttentionConfig{Kind: a.Kind, KeyIters: a.KeyIters, ValueIters: a.ValueIters,
 		PropagateIters: a.PropagateIters, AdaptAlpha: a.AdaptAlpha, AdaptBeta: a.AdaptBeta, AdaptPi: a.AdaptPi, Prior: a.Prior,
-		Score: a.Score, RelativePositions: a.RelativePositions,
+		Score: a.Score, RelativePositions: a.RelativePositions, HeadDiversity: a.HeadDiversity,
 		K: a.K, Sigma: a.Sigma, PriorRate: a.PriorRate, PriorSigma: a.PriorSigma}
 }

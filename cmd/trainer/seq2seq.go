@@ -132,7 +132,7 @@ func (t *seq2seqTask) build(batch int) graph.BuildFunc {
 		if err != nil {
 			return err
 		}
-		b.SetLoss(withKL(b, loss))
+		b.SetLoss(objective(b, loss, t.cfg.Model.Attention.HeadDiversity))
 		return nil
 	}
 }

@@ -411,7 +411,7 @@ func (t *trainer) run(ctx context.Context, p progress) error {
 			if err := t.record(fields); err != nil {
 				return err
 			}
-			p.log(t.step, mean, t.opt.LR, rate, penalties)
+			p.log(t.step, mean, t.opt.LR, rate, headline(penalties))
 			t.loop.LossSum, t.loop.LossCount, t.loop.PenaltySums = 0, 0, nil
 		}
 		if (tr.EvalEvery > 0 && t.step%tr.EvalEvery == 0) || last {
@@ -441,4 +441,17 @@ func (t *trainer) diverged(step int, why, lastGood string) error {
 		return fmt.Errorf("step %d: %s; no checkpoint was written yet", step, why)
 	}
 	return fmt.Errorf("step %d: %s; the last good checkpoint is %s", step, why, lastGood)
+}
+
+// headline keeps the parts of the loss a progress line has room for: the
+// whole-model values (nll, kl, diversity), not each layer's, which
+// metrics.jsonl holds.
+func headline(tracked map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for name, v := range tracked {
+		if !strings.Contains(name, ".") {
+			out[name] = v
+		}
+	}
+	return out
 }
