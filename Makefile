@@ -5,7 +5,7 @@ FUZZ    ?= 10s
 # Each `make train` starts a new run directory; earlier runs are kept.
 RUN     := checkpoints/maxnorm-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: build test train bench reproduce fuzz clean
+.PHONY: build test train bench reproduce variants fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/trainer
@@ -32,6 +32,17 @@ bench:
 reproduce: build
 	$(BIN) train --config maxregression-paper --out checkpoints/maxregression-paper
 	$(BIN) eval --checkpoint checkpoints/maxregression-paper
+
+# seq2seq-toy once per score function and once with relative positions:
+# test BLEU and ms/step of each (README, "Attention variants"). Finished
+# variants are reused; delete checkpoints/variants to start over.
+variants: build
+	$(BIN) sweep --config seq2seq-toy --out checkpoints/variants \
+		--variant scaled_dot \
+		--variant dot:model.attention.score=dot \
+		--variant bilinear:model.attention.score=bilinear \
+		--variant additive:model.attention.score=additive \
+		--variant relative:model.attention.relative_positions=8
 
 clean:
 	rm -rf bin

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 )
@@ -34,7 +35,8 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 			code = 1
 		}
 	}()
-	root := newRootCommand(stdout, stderr)
+	root, stopProfile := newRootCommand(stdout, stderr)
+	defer stopProfile()
 	root.SetArgs(args)
 	// An error before a command starts running is a usage error: an
 	// unknown command, a missing required flag, extra arguments.
@@ -64,18 +66,41 @@ func markStart(c *cobra.Command, started *bool) {
 	}
 }
 
-func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+// newRootCommand returns the command tree, and a function that finishes a
+// CPU profile if --cpuprofile started one.
+func newRootCommand(stdout, stderr io.Writer) (*cobra.Command, func()) {
+	var profile string
+	stop := func() {}
 	root := &cobra.Command{
 		Use:           "trainer",
 		Short:         "Train and study attention models: softmax, EM and Bayesian attention",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.PersistentFlags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if profile == "" {
+			return nil
+		}
+		f, err := os.Create(profile)
+		if err != nil {
+			return badInput(fmt.Errorf("--cpuprofile: %w", err))
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return badInput(fmt.Errorf("--cpuprofile: %w", err))
+		}
+		stop = func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}
+		return nil
+	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput(err) })
-	root.AddCommand(newTrainCommand(), newEvalCommand(), newInspectCommand(), newExportCommand(), newPresetsCommand(), newBLEUCommand(), newTranslateCommand(), newAttentionCommand())
-	return root
+	root.AddCommand(newTrainCommand(), newEvalCommand(), newInspectCommand(), newExportCommand(), newPresetsCommand(), newBLEUCommand(), newTranslateCommand(), newAttentionCommand(), newSweepCommand())
+	return root, func() { stop() }
 }
 
 // inputError marks an error caused by the user's input: exit status 2.
