@@ -41,8 +41,10 @@ type AttentionConfig struct {
 	RelativePositions int `yaml:"relative_positions" json:"relative_positions"`
 	// HeadDiversity is the weight λ of the head-diversity regulariser
 	// ‖AAᵀ − I‖² (Lin et al. 2017); when positive, every multi-head
-	// attention layer records the regulariser as a penalty named
-	// <layer>.diversity. The weight itself is applied by the objective.
+	// attention layer of a training graph records the regulariser as a
+	// penalty named <layer>.diversity (see DiversityKernel,
+	// HeadDiversity). The weight itself is applied by the objective; it
+	// must be ≥ 0.
 	HeadDiversity float64 `yaml:"head_diversity" json:"head_diversity"`
 }
 
@@ -75,8 +77,19 @@ type WeightsKernel interface {
 
 // NewKernel returns the kernel that cfg names. Plain scaled_dot softmax
 // attention is the fused ScaledDotProduct; the other scores are
-// ScoredAttention. Relative positions are not part of it (see SelfKernel).
+// ScoredAttention. Relative positions are not part of it (see
+// SelfAttentionKernel). With cfg.HeadDiversity > 0 the kernel is wrapped
+// in a DiversityKernel, which records the head-diversity penalty.
 func NewKernel(cfg AttentionConfig) (Kernel, error) {
+	kernel, err := newKernel(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return withDiversity(cfg, kernel)
+}
+
+// newKernel is NewKernel without the diversity wrapper.
+func newKernel(cfg AttentionConfig) (Kernel, error) {
 	if cfg.RelativePositions < 0 {
 		return nil, fmt.Errorf("relative_positions must be ≥ 0, is %d", cfg.RelativePositions)
 	}
@@ -86,9 +99,6 @@ func NewKernel(cfg AttentionConfig) (Kernel, error) {
 		case "", ScoreScaledDot:
 			return ScaledDotProduct{}, nil
 		case ScoreDot, ScoreBilinear, ScoreAdditive:
-			if cfg.Score == ScoreAdditive && cfg.RelativePositions > 0 {
-				return nil, fmt.Errorf("relative positions are implemented for the dot, scaled_dot and bilinear scores, not additive")
-			}
 			return ScoredAttention{Score: cfg.Score}, nil
 		}
 		return nil, fmt.Errorf("unknown attention score %q (want dot, scaled_dot, bilinear or additive)", cfg.Score)
@@ -120,9 +130,19 @@ func (ScaledDotProduct) Attend(_ *graph.Builder, _ string, q, k, v *graph.Node, 
 	return graph.Attention(q, k, v, mask.Keys, heads, mask.Causal)
 }
 
-// Weights implements WeightsKernel.
+// Weights implements WeightsKernel. The weights are graph.AttentionWeights,
+// which has no gradient: they are for plots and inspection only.
 func (ScaledDotProduct) Weights(_ *graph.Builder, _ string, q, k, _ *graph.Node, heads int, mask Mask) *graph.Node {
 	return graph.AttentionWeights(q, k, mask.Keys, heads, mask.Causal)
+}
+
+// attendWeighted implements weightedAttender for a loss on the weights:
+// the fused readout, and the same weights composed from graph ops (as
+// ScoredAttention's scaled_dot, equal to 1e-12), which have a gradient.
+// A query that sees no key reads out 0 but gets finite, meaningless
+// weights.
+func (s ScaledDotProduct) attendWeighted(b *graph.Builder, name string, q, k, v *graph.Node, heads int, mask Mask) (out, weights *graph.Node) {
+	return s.Attend(b, name, q, k, v, heads, mask), ScoredAttention{Score: ScoreScaledDot}.Weights(b, name, q, k, v, heads, mask)
 }
 
 // splitHeads: x [B, N, H·d] → [B, H, N, d].
@@ -158,8 +178,15 @@ func layerNorm(b *graph.Builder, name string, x *graph.Node) *graph.Node {
 type noCausalForm interface{ noCausalForm() }
 
 // causalKernel returns k for a causal self-attention, or softmax attention
-// when k has no causal form.
+// when k has no causal form. A DiversityKernel stays one around the
+// kernel that replaces its inner kernel.
 func causalKernel(k Kernel) Kernel {
+	if d, ok := k.(DiversityKernel); ok {
+		if inner, ok := causalKernel(d.Inner).(WeightsKernel); ok {
+			return DiversityKernel{Inner: inner}
+		}
+		return d
+	}
 	if _, ok := k.(noCausalForm); ok {
 		return ScaledDotProduct{}
 	}

@@ -57,3 +57,16 @@ func (r *relativeTables) values(p *graph.Node) *graph.Node {
 	out := graph.MatMul(graph.Reshape(byRow, g*r.n, r.rows), r.v)                        // [G·N, dv]
 	return graph.Reshape(out, s[0], s[1], r.n, graph.Shape(r.v)[1])
 }
+
+// additiveKeys: V [H, d, d_a] of the additive score → the relative key
+// term V_h w^k_{m⊟n} of every head and (query n, key m) pair, laid out
+// [H, N·M·d_a] (row-major over n, m, d_a).
+func (r *relativeTables) additiveKeys(v *graph.Node) *graph.Node {
+	s := graph.Shape(v)
+	h, d, da := s[0], s[1], s[2]
+	perHead := graph.Reshape(graph.Transpose(v, 1, 0, 2), d, h*da)              // [d, H·d_a]
+	byRow := graph.MatMul(r.k, perHead)                                         // [2δ+1, H·d_a]: V_h w^k_r
+	pairs := graph.Reshape(graph.Transpose(r.gather, 0, 2, 1), r.n*r.m, r.rows) // [N·M, 2δ+1] one-hot
+	byPair := graph.Reshape(graph.MatMul(pairs, byRow), r.n, r.m, h, da)        // [N, M, H, d_a]
+	return graph.Reshape(graph.Transpose(byPair, 2, 0, 1, 3), h, r.n*r.m*da)
+}

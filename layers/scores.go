@@ -36,8 +36,11 @@ const (
 //
 // with m⊟n = max(min(m − n, δ), −δ) and δ = Relative. For the dot-product
 // scores (dot, scaled_dot, bilinear) a(q, k + w) = a(q, k) + a(q, w), which
-// is how it is computed, without a [N, M, d] key tensor. Relative = 0 adds
-// nothing: no tables, plain attention.
+// is how it is computed, without a [N, M, d] key tensor. For additive,
+// a(q, k + w) = wᵀ tanh(U q + V k + V w^k_{m⊟n}): the table's rows are
+// projected by each head's V and gathered into the [N, M, d_a] grid that
+// the additive score builds anyway. Relative = 0 adds nothing: no tables,
+// plain attention.
 //
 // Parameters (d the width of a head): bilinear <name>.score.w [H, d, d];
 // additive <name>.score.u, <name>.score.v [H, d, d], <name>.score.w [H, d];
@@ -56,8 +59,14 @@ type ScoredAttention struct {
 
 // Attend implements Kernel.
 func (s ScoredAttention) Attend(b *graph.Builder, name string, q, k, v *graph.Node, heads int, mask Mask) *graph.Node {
-	out, _ := s.attend(b, name, name+".score", q, k, v, heads, mask)
+	out, _ := s.attendWeighted(b, name, q, k, v, heads, mask)
 	return out
+}
+
+// attendWeighted implements weightedAttender: Attend's readout and the
+// weights that formed it.
+func (s ScoredAttention) attendWeighted(b *graph.Builder, name string, q, k, v *graph.Node, heads int, mask Mask) (out, weights *graph.Node) {
+	return s.attend(b, name, name+".score", q, k, v, heads, mask)
 }
 
 // Weights implements WeightsKernel. Its constants are named apart from
@@ -80,8 +89,8 @@ func (s ScoredAttention) attend(b *graph.Builder, name, consts string, q, k, v *
 	}
 	// Heads first, so that per-head parameters [H, ...] batch with them.
 	qh, kh := headMajor(q, heads), headMajor(k, heads) // [H, B·N, d], [H, B·M, d]
-	var scores *graph.Node                             // [H·B, N, M]
-	var qt *graph.Node                                 // [H·B, N, d]: q̃ with a(q, k) = q̃ᵀk, for relative keys
+	var qt *graph.Node                                 // [H·B, N, d]: q̃ with a(q, k) = q̃ᵀk
+	var add *additiveParams
 	switch s.Score {
 	case ScoreDot:
 		qt = graph.Reshape(qh, heads*bs, n, d)
@@ -91,20 +100,24 @@ func (s ScoredAttention) attend(b *graph.Builder, name, consts string, q, k, v *
 		w := b.Param(name+".score.w", []int{heads, d, d}, scaledIdentity)
 		qt = graph.Reshape(graph.BatchedMatMul(qh, w, false, false), heads*bs, n, d)
 	case ScoreAdditive:
-		if s.Relative > 0 {
-			panic(fmt.Errorf("%s: relative positions are implemented for the dot-product scores only, not additive", name))
-		}
-		scores = additiveScores(b, name, consts, qh, kh, bs, n, m)
+		add = newAdditiveParams(b, name, heads, d)
 	default:
 		panic(fmt.Errorf("%s: unknown attention score %q", name, s.Score))
 	}
-	if qt != nil {
-		scores = graph.BatchedMatMul(qt, graph.Reshape(kh, heads*bs, m, d), false, true)
-	}
+	// The tables come after the score's parameters, which keeps the order
+	// in which parameters are created, and so their initial values.
 	var rel *relativeTables
 	if s.Relative > 0 {
 		rel = newRelativeTables(b, name, consts, s.Relative, d, graph.Shape(v)[2]/heads, n, m)
-		scores = graph.Add(scores, rel.scores(qt, heads*bs))
+	}
+	var scores *graph.Node // [H·B, N, M]
+	if add != nil {
+		scores = add.scores(b, consts, qh, kh, bs, n, m, rel)
+	} else {
+		scores = graph.BatchedMatMul(qt, graph.Reshape(kh, heads*bs, m, d), false, true)
+		if rel != nil {
+			scores = graph.Add(scores, rel.scores(qt, heads*bs))
+		}
 	}
 	// [H·B, N, M] → [B, H, N, M]
 	scores = graph.Transpose(graph.Reshape(scores, heads, bs, n, m), 1, 0, 2, 3)
@@ -128,22 +141,40 @@ func headMajor(x *graph.Node, heads int) *graph.Node {
 	return graph.Reshape(t, heads, s[0]*s[1], s[2]/heads)
 }
 
-// additiveScores: qh [H, B·N, d], kh [H, B·M, d] → [H·B, N, M] with
-// entries wᵀ tanh(U q_n + V k_m). The sum over all (n, m) pairs is built by
-// two broadcasts over axis 1 of 3-D folds (Gorgonia refuses middle axes).
-func additiveScores(b *graph.Builder, name, consts string, qh, kh *graph.Node, bs, n, m int) *graph.Node {
-	h, d := graph.Shape(qh)[0], graph.Shape(qh)[2]
+// additiveParams are the per-head parameters of the additive score:
+// U, V [H, d, d_a] and w [H, d_a], with d_a = d.
+type additiveParams struct {
+	u, v, w *graph.Node
+}
+
+func newAdditiveParams(b *graph.Builder, name string, heads, d int) *additiveParams {
 	da := d
-	u := b.Param(name+".score.u", []int{h, d, da}, graph.Glorot)
-	vw := b.Param(name+".score.v", []int{h, d, da}, graph.Glorot)
-	w := b.Param(name+".score.w", []int{h, da}, graph.Glorot)
-	uq := graph.Reshape(graph.BatchedMatMul(qh, u, false, false), h*bs*n, da)  // U q
-	vk := graph.Reshape(graph.BatchedMatMul(kh, vw, false, false), h*bs, m*da) // V k
+	return &additiveParams{
+		u: b.Param(name+".score.u", []int{heads, d, da}, graph.Glorot),
+		v: b.Param(name+".score.v", []int{heads, d, da}, graph.Glorot),
+		w: b.Param(name+".score.w", []int{heads, da}, graph.Glorot),
+	}
+}
+
+// scores: qh [H, B·N, d], kh [H, B·M, d] → [H·B, N, M] with entries
+// wᵀ tanh(U q_n + V k_m), or with relative positions (rel not nil)
+// wᵀ tanh(U q_n + V (k_m + w^k_{m⊟n})) = wᵀ tanh(U q_n + V k_m + V w^k_{m⊟n}).
+// The sum over all (n, m) pairs is built by broadcasts over axis 1 of 3-D
+// folds (Gorgonia refuses middle axes).
+func (a *additiveParams) scores(b *graph.Builder, consts string, qh, kh *graph.Node, bs, n, m int, rel *relativeTables) *graph.Node {
+	h, da := graph.Shape(a.w)[0], graph.Shape(a.w)[1]
+	uq := graph.Reshape(graph.BatchedMatMul(qh, a.u, false, false), h*bs*n, da) // U q
+	vk := graph.Reshape(graph.BatchedMatMul(kh, a.v, false, false), h*bs, m*da) // V k
 	grid := b.Constant(consts+".grid", []int{h * bs * n, m, da}, make([]float64, h*bs*n*m*da))
 	sum := graph.Reshape(graph.BroadcastAdd(grid, uq, 1), h*bs, n, m*da)
 	sum = graph.BroadcastAdd(sum, vk, 1) // [H·B, N, M·d_a]: U q_n + V k_m
+	if rel != nil {
+		// + V w^k_{m⊟n}, the same for every example.
+		flat := graph.Reshape(sum, h, bs, n*m*da)
+		sum = graph.BroadcastAdd(flat, rel.additiveKeys(a.v), 1)
+	}
 	t := graph.Reshape(graph.Tanh(sum), h, bs*n*m, da)
-	return graph.Reshape(graph.BatchedMatMul(t, graph.Reshape(w, h, da, 1), false, false), h*bs, n, m)
+	return graph.Reshape(graph.BatchedMatMul(t, graph.Reshape(a.w, h, da, 1), false, false), h*bs, n, m)
 }
 
 // scaledIdentity initialises each head's bilinear W [H, d, d] to I/√d, so
@@ -173,16 +204,20 @@ func causalScores(n int) []float64 {
 
 // SelfAttentionKernel returns the kernel of the encoder's and decoder's
 // self-attention for cfg: NewKernel's, or with cfg.RelativePositions = δ > 0
-// a ScoredAttention with relative positions and cfg's score. Cross-attention
-// has no relative positions and uses NewKernel's kernel.
+// a ScoredAttention with relative positions and cfg's score, wrapped in a
+// DiversityKernel as NewKernel's when cfg.HeadDiversity > 0.
+// Cross-attention has no relative positions and uses NewKernel's kernel.
 func SelfAttentionKernel(cfg AttentionConfig) (Kernel, error) {
-	kernel, err := NewKernel(cfg)
-	if err != nil || cfg.RelativePositions == 0 {
-		return kernel, err
+	kernel, err := newKernel(cfg)
+	if err != nil {
+		return nil, err
 	}
-	score := cfg.Score
-	if score == "" {
-		score = ScoreScaledDot
+	if cfg.RelativePositions > 0 {
+		score := cfg.Score
+		if score == "" {
+			score = ScoreScaledDot
+		}
+		kernel = ScoredAttention{Score: score, Relative: cfg.RelativePositions}
 	}
-	return ScoredAttention{Score: score, Relative: cfg.RelativePositions}, nil
+	return withDiversity(cfg, kernel)
 }

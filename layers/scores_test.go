@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -28,11 +29,14 @@ func TestScoredAttentionGradients(t *testing.T) {
 		{ScoredAttention{Score: ScoreScaledDot, Relative: 1}, false},
 		{ScoredAttention{Score: ScoreScaledDot, Relative: 1}, true},
 		{ScoredAttention{Score: ScoreBilinear, Relative: 2}, true},
+		{ScoredAttention{Score: ScoreAdditive, Relative: 1}, false},
+		{ScoredAttention{Score: ScoreAdditive, Relative: 1}, true},
+		{ScoredAttention{Score: ScoreAdditive, Relative: 2}, true},
 	}
 	for i, c := range cases {
 		name := c.kernel.Score
 		if c.kernel.Relative > 0 {
-			name += "-relative"
+			name += fmt.Sprintf("-relative%d", c.kernel.Relative)
 		}
 		if c.causal {
 			name += "-causal"
@@ -133,58 +137,101 @@ func TestScoresAgree(t *testing.T) {
 		}
 
 		rel := ScoredAttention{Score: ScoreScaledDot, Relative: 2}
-		attendOnce(t, ps, rel, 1, causal) // creates the tables
-		for _, name := range []string{"att.rel.k", "att.rel.v"} {
-			p := ps.Lookup(name)
-			if err := p.SetValues(make([]float64, len(p.Values()))); err != nil {
-				t.Fatal(err)
-			}
-		}
+		zeroTables(t, ps, rel, causal)
 		assertClose(t, "relative positions with zero tables vs graph.Attention", attendOnce(t, ps, rel, 1, causal), fused, 1e-12)
+
+		// Additive's score.w [H, d] is not bilinear's [H, d, d].
+		ps = graph.NewParams(graph.Float64, 6)
+		additive := attendOnce(t, ps, ScoredAttention{Score: ScoreAdditive}, 1, causal)
+		rel = ScoredAttention{Score: ScoreAdditive, Relative: 2}
+		zeroTables(t, ps, rel, causal)
+		assertClose(t, "additive with zero relative tables vs additive", attendOnce(t, ps, rel, 1, causal), additive, 1e-12)
+		if nonzero := attendOnce(t, graph.NewParams(graph.Float64, 6), rel, 1, causal); slices.Equal(nonzero, additive) {
+			t.Fatal("additive relative tables change nothing")
+		}
 	}
 }
 
-// TestRelativeMatchesReference compares relative-position scaled dot-product
-// attention (Shaw et al. 2018 eq. 3–5) against a direct loop over heads,
-// queries and keys.
+// zeroTables creates the relative tables of kernel in ps and sets them
+// to 0.
+func zeroTables(t *testing.T, ps *graph.Params, kernel ScoredAttention, causal bool) {
+	t.Helper()
+	attendOnce(t, ps, kernel, 1, causal)
+	for _, name := range []string{"att.rel.k", "att.rel.v"} {
+		p := ps.Lookup(name)
+		if err := p.SetValues(make([]float64, len(p.Values()))); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRelativeMatchesReference compares relative-position attention
+// (Shaw et al. 2018 eq. 3–5) with the scaled_dot and additive scores
+// against a direct loop over heads, queries and keys, with the key mask
+// maskBN and with and without the causal mask.
 func TestRelativeMatchesReference(t *testing.T) {
 	const bs, n, heads, d, dv, clip = 2, 3, 2, 2, 3, 1
+	const da = d // width of the additive score's hidden layer
 	rows := 2*clip + 1
-	for _, causal := range []bool{false, true} {
-		ps := graph.NewParams(graph.Float64, 8)
-		kernel := ScoredAttention{Score: ScoreScaledDot, Relative: clip}
-		got := attendOnce(t, ps, kernel, 1, causal)
-		wk, wv := ps.Lookup("att.rel.k").Values(), ps.Lookup("att.rel.v").Values()
-		rng := rand.New(rand.NewPCG(7, 7)) // attendOnce's inputs
-		q, k, v := randn(rng, 24), randn(rng, 24), randn(rng, 36)
-		if len(wk) != rows*d || len(wv) != rows*dv {
-			t.Fatalf("tables have %d and %d values, want %d and %d", len(wk), len(wv), rows*d, rows*dv)
-		}
-		for b := range bs {
-			for h := range heads {
-				for i := range n {
-					w := make([]float64, n)
-					var z float64
-					for j := range n {
-						if maskBN[b*n+j] == 0 || causal && j > i {
-							continue
-						}
-						r := max(min(j-i, clip), -clip) + clip
-						var s float64
-						for c := range d {
-							s += q[(b*n+i)*heads*d+h*d+c] * (k[(b*n+j)*heads*d+h*d+c] + wk[r*d+c])
-						}
-						w[j] = math.Exp(s / math.Sqrt(d))
-						z += w[j]
+	for _, score := range []string{ScoreScaledDot, ScoreAdditive} {
+		for _, causal := range []bool{false, true} {
+			ps := graph.NewParams(graph.Float64, 8)
+			kernel := ScoredAttention{Score: score, Relative: clip}
+			got := attendOnce(t, ps, kernel, 1, causal)
+			wk, wv := ps.Lookup("att.rel.k").Values(), ps.Lookup("att.rel.v").Values()
+			rng := rand.New(rand.NewPCG(7, 7)) // attendOnce's inputs
+			q, k, v := randn(rng, 24), randn(rng, 24), randn(rng, 36)
+			if len(wk) != rows*d || len(wv) != rows*dv {
+				t.Fatalf("tables have %d and %d values, want %d and %d", len(wk), len(wv), rows*d, rows*dv)
+			}
+			// a(q, k) for head h, query (b, i) and the key vector key [d].
+			a := func(h, b, i int, key []float64) float64 {
+				qv := q[(b*n+i)*heads*d+h*d:][:d]
+				if score == ScoreScaledDot {
+					var s float64
+					for c := range d {
+						s += qv[c] * key[c]
 					}
-					for c := range dv {
-						var want float64
+					return s / math.Sqrt(d)
+				}
+				// wᵀ tanh(U q + V key), U, V [H, d, d_a], w [H, d_a].
+				u, vw, w := ps.Lookup("att.score.u").Values(), ps.Lookup("att.score.v").Values(), ps.Lookup("att.score.w").Values()
+				var s float64
+				for c := range da {
+					var pre float64
+					for e := range d {
+						pre += qv[e]*u[(h*d+e)*da+c] + key[e]*vw[(h*d+e)*da+c]
+					}
+					s += w[h*da+c] * math.Tanh(pre)
+				}
+				return s
+			}
+			for b := range bs {
+				for h := range heads {
+					for i := range n {
+						w := make([]float64, n)
+						var z float64
 						for j := range n {
+							if maskBN[b*n+j] == 0 || causal && j > i {
+								continue
+							}
 							r := max(min(j-i, clip), -clip) + clip
-							want += w[j] / z * (v[(b*n+j)*heads*dv+h*dv+c] + wv[r*dv+c])
+							key := make([]float64, d)
+							for c := range d {
+								key[c] = k[(b*n+j)*heads*d+h*d+c] + wk[r*d+c]
+							}
+							w[j] = math.Exp(a(h, b, i, key))
+							z += w[j]
 						}
-						if g := got[(b*n+i)*heads*dv+h*dv+c]; math.Abs(g-want) > 1e-13 {
-							t.Fatalf("causal=%v: out[%d, %d, head %d, %d] = %.17g, want %.17g", causal, b, i, h, c, g, want)
+						for c := range dv {
+							var want float64
+							for j := range n {
+								r := max(min(j-i, clip), -clip) + clip
+								want += w[j] / z * (v[(b*n+j)*heads*dv+h*dv+c] + wv[r*dv+c])
+							}
+							if g := got[(b*n+i)*heads*dv+h*dv+c]; math.Abs(g-want) > 1e-13 {
+								t.Fatalf("%s causal=%v: out[%d, %d, head %d, %d] = %.17g, want %.17g", score, causal, b, i, h, c, g, want)
+							}
 						}
 					}
 				}
@@ -208,8 +255,9 @@ func TestNewKernelScores(t *testing.T) {
 		{cfg: AttentionConfig{RelativePositions: 4}, kernel: ScaledDotProduct{}, self: ScoredAttention{Score: "scaled_dot", Relative: 4}},
 		{cfg: AttentionConfig{Score: "bilinear", RelativePositions: 2}, kernel: ScoredAttention{Score: "bilinear"},
 			self: ScoredAttention{Score: "bilinear", Relative: 2}},
+		{cfg: AttentionConfig{Score: "additive", RelativePositions: 2}, kernel: ScoredAttention{Score: "additive"},
+			self: ScoredAttention{Score: "additive", Relative: 2}},
 		{cfg: AttentionConfig{Score: "cosine"}, errorful: true},
-		{cfg: AttentionConfig{Score: "additive", RelativePositions: 2}, errorful: true},
 		{cfg: AttentionConfig{RelativePositions: -1}, errorful: true},
 		{cfg: AttentionConfig{Kind: "em", Score: "bilinear"}, errorful: true},
 		{cfg: AttentionConfig{Kind: "em", RelativePositions: 3}, errorful: true},
@@ -238,7 +286,8 @@ func TestNewKernelScores(t *testing.T) {
 // and the relative tables in self-attention only; a model trains through
 // them (one gradient check of the relative and bilinear variant).
 func TestSeq2SeqScores(t *testing.T) {
-	for _, att := range []AttentionConfig{{Score: "dot"}, {Score: "bilinear", RelativePositions: 2}, {Score: "additive"}} {
+	for _, att := range []AttentionConfig{{Score: "dot"}, {Score: "bilinear", RelativePositions: 2}, {Score: "additive"},
+		{Score: "additive", RelativePositions: 1}} {
 		cfg := tinyConfig(true)
 		cfg.DecLayers = 1
 		cfg.Attention = att
