@@ -16,8 +16,9 @@ type check struct {
 // Validate checks every value and names the first bad field.
 func (c *Config) Validate() error {
 	checks := []check{
-		{oneOf(c.Task, "maxnorm", "seq2seq", "segment"), "task", "maxnorm, seq2seq or segment"},
+		{oneOf(c.Task, "maxnorm", "seq2seq", "segment", "mlm"), "task", "maxnorm, seq2seq, segment or mlm"},
 		{c.DType == "float32" || c.DType == "float64", "dtype", "float32 or float64"},
+		{c.Init.EncoderFrom == "" || c.Task == "seq2seq", "init.encoder_from", "empty: only task seq2seq starts from a pretrained encoder"},
 	}
 	switch c.Task {
 	case "maxnorm":
@@ -26,6 +27,8 @@ func (c *Config) Validate() error {
 		checks = append(checks, c.seq2seqChecks()...)
 	case "segment":
 		checks = append(checks, c.segmentChecks()...)
+	case "mlm":
+		checks = append(checks, c.mlmChecks()...)
 	}
 	a := c.Model.Attention
 	bayes := oneOf(a.Kind, "bayes-weibull", "bayes-lognormal")
@@ -96,7 +99,24 @@ func (c *Config) maxNormChecks() []check {
 }
 
 func (c *Config) seq2seqChecks() []check {
-	d, m, t := c.Data, c.Model, c.Training
+	m, t := c.Model, c.Training
+	return append(c.corpusChecks(),
+		check{m.Kind == "transformer", "model.kind", "transformer for task seq2seq"},
+		check{m.FF > 0, "model.ff", "a positive integer"},
+		check{m.EncLayers > 0, "model.enc_layers", "a positive integer"},
+		check{m.DecLayers > 0, "model.dec_layers", "a positive integer"},
+		check{m.Dropout >= 0 && m.Dropout < 1, "model.dropout", "in [0, 1)"},
+		check{t.Loss == "cross_entropy", "training.loss", "cross_entropy for task seq2seq"},
+		check{t.LabelSmoothing >= 0 && t.LabelSmoothing < 1, "training.label_smoothing", "in [0, 1)"},
+		check{t.Beam > 0, "training.beam", "a positive integer"},
+		check{t.LengthPenalty >= 0, "training.length_penalty", "≥ 0"},
+	)
+}
+
+// corpusChecks are the data checks of the tasks that read a seq2seq
+// corpus: seq2seq, and mlm on its source side.
+func (c *Config) corpusChecks() []check {
+	d := c.Data
 	toy := d.Source == "toy"
 	return []check{
 		{oneOf(d.Source, "toy", "tsv"), "data.source", "toy or tsv"},
@@ -108,16 +128,22 @@ func (c *Config) seq2seqChecks() []check {
 		{toy || d.TestFile != "", "data.test_file", "a TSV file (set it with --set data.test_file=PATH)"},
 		{d.MaxLen > 0, "data.max_len", "a positive integer"},
 		{d.MinCount >= 0, "data.min_count", "≥ 0"},
-		{m.Kind == "transformer", "model.kind", "transformer for task seq2seq"},
-		{m.FF > 0, "model.ff", "a positive integer"},
-		{m.EncLayers > 0, "model.enc_layers", "a positive integer"},
-		{m.DecLayers > 0, "model.dec_layers", "a positive integer"},
-		{m.Dropout >= 0 && m.Dropout < 1, "model.dropout", "in [0, 1)"},
-		{t.Loss == "cross_entropy", "training.loss", "cross_entropy for task seq2seq"},
-		{t.LabelSmoothing >= 0 && t.LabelSmoothing < 1, "training.label_smoothing", "in [0, 1)"},
-		{t.Beam > 0, "training.beam", "a positive integer"},
-		{t.LengthPenalty >= 0, "training.length_penalty", "≥ 0"},
 	}
+}
+
+// mlmChecks: a masked LM pretrains the encoder of task seq2seq's
+// Transformer (model.dec_layers, beam and length_penalty are not read).
+func (c *Config) mlmChecks() []check {
+	d, m, t := c.Data, c.Model, c.Training
+	return append(c.corpusChecks(),
+		check{d.MaskProb > 0 && d.MaskProb < 1, "data.mask_prob", "in (0, 1); BERT's is 0.15"},
+		check{m.Kind == "transformer", "model.kind", "transformer for task mlm"},
+		check{m.FF > 0, "model.ff", "a positive integer"},
+		check{m.EncLayers > 0, "model.enc_layers", "a positive integer"},
+		check{m.Dropout >= 0 && m.Dropout < 1, "model.dropout", "in [0, 1)"},
+		check{t.Loss == "cross_entropy", "training.loss", "cross_entropy for task mlm"},
+		check{t.LabelSmoothing >= 0 && t.LabelSmoothing < 1, "training.label_smoothing", "in [0, 1)"},
+	)
 }
 
 func (c *Config) segmentChecks() []check {

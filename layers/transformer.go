@@ -250,16 +250,31 @@ func (m Seq2Seq) encode(b *graph.Builder, src, srcMask, tgtIn *graph.Node) (memo
 	if ss[1] > c.MaxLen || ts[1] > c.MaxLen {
 		panic(fmt.Errorf("seq2seq: source length %d or target length %d exceeds max_len %d", ss[1], ts[1], c.MaxLen))
 	}
-	embed := func(name string, vocab int, ids *graph.Node) *graph.Node {
-		x := TokenEmbedding{Name: name, Vocab: vocab, Dim: c.DModel}.Forward(b, ids)
-		x = PositionalEncoding{Name: name + ".pos"}.Forward(b, x)
-		return b.Dropout(name+".drop", x, c.Dropout)
-	}
+	selfKernel, _ := SelfAttentionKernel(c.Attention)
+	dec = Decoder{Name: "dec", Layers: c.DecLayers, Layer: DecoderLayer{
+		Dim: c.DModel, Heads: c.Heads, FF: c.FF, Dropout: c.Dropout, PreLN: c.PreLN, Kernel: kernel, SelfKernel: causalKernel(selfKernel)}}
+	memory = encodeSource(b, c, c.SrcVocab, src, srcMask)
+	return memory, embedTokens(b, "tgt_emb", c.TgtVocab, c.DModel, c.Dropout, tgtIn), dec
+}
+
+// embedTokens is a Transformer's input layer: token embedding name.table
+// [vocab, dim], the sinusoidal encoding name.pos and dropout name.drop:
+// ids [B, T] → [B, T, dim].
+func embedTokens(b *graph.Builder, name string, vocab, dim int, dropout float64, ids *graph.Node) *graph.Node {
+	x := TokenEmbedding{Name: name, Vocab: vocab, Dim: dim}.Forward(b, ids)
+	x = PositionalEncoding{Name: name + ".pos"}.Forward(b, x)
+	return b.Dropout(name+".drop", x, dropout)
+}
+
+// encodeSource is the source side that Seq2Seq and MaskedLM share, with
+// the same parameter names so an encoder trains in one and starts the
+// other: the embedding src_emb (table [vocab, DModel]) and the encoder
+// stack enc (self-attention kernel SelfAttentionKernel(c.Attention)):
+// src [B, S] ids, srcMask [B, S] → memory [B, S, DModel]. c's decoder and
+// target fields are not read.
+func encodeSource(b *graph.Builder, c Seq2SeqConfig, vocab int, src, srcMask *graph.Node) *graph.Node {
 	selfKernel, _ := SelfAttentionKernel(c.Attention)
 	enc := Encoder{Name: "enc", Layers: c.EncLayers, Layer: EncoderLayer{
 		Dim: c.DModel, Heads: c.Heads, FF: c.FF, Dropout: c.Dropout, PreLN: c.PreLN, Kernel: selfKernel}}
-	dec = Decoder{Name: "dec", Layers: c.DecLayers, Layer: DecoderLayer{
-		Dim: c.DModel, Heads: c.Heads, FF: c.FF, Dropout: c.Dropout, PreLN: c.PreLN, Kernel: kernel, SelfKernel: causalKernel(selfKernel)}}
-	memory = enc.Forward(b, embed("src_emb", c.SrcVocab, src), srcMask)
-	return memory, embed("tgt_emb", c.TgtVocab, tgtIn), dec
+	return enc.Forward(b, embedTokens(b, "src_emb", vocab, c.DModel, c.Dropout, src), srcMask)
 }

@@ -40,6 +40,8 @@ func newTask(cfg *configs.Config, state map[string][]byte) (task, error) {
 		return newSeq2SeqTask(cfg, state)
 	case "segment":
 		return newSegmentTask(cfg)
+	case "mlm":
+		return newMLMTask(cfg, state)
 	}
 	return nil, fmt.Errorf("unknown task %q", cfg.Task)
 }

@@ -142,6 +142,11 @@ func setupRun(f trainFlags, stderr io.Writer) (*trainer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ck == nil { // a resumed run has its own encoder (init.go)
+		if err := initEncoder(t, stderr); err != nil {
+			return nil, err
+		}
+	}
 	if ck != nil {
 		if err := t.restore(ck); err != nil {
 			return nil, badInput(err)

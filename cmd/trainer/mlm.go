@@ -1,0 +1,374 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+
+	"probformer/configs"
+	"probformer/datasets"
+	"probformer/graph"
+	"probformer/layers"
+	"probformer/losses"
+)
+
+// mlmTask pretrains a Transformer encoder as a masked language model
+// (BERT, Devlin et al. 2019 §3.1) on the source side of a seq2seq corpus:
+// a share data.mask_prob of the words is chosen, 80% of them become
+// [MASK], 10% a random word and 10% stay, and the model predicts the
+// original words there. Every sentence has at least one chosen word
+// (datasets.MaskOptions.AtLeastOne), which raises the share on the toy
+// language's short sentences (7.9 words on average) from 15% to about 19%.
+//
+// The source vocabulary is built exactly as task seq2seq builds it (same
+// data, same options, so the same ids), and [MASK] takes the id past it,
+// Size(); init.encoder_from then hands the encoder and the embedding's
+// first Size() rows to a seq2seq run (init.go).
+type mlmTask struct {
+	cfg     *configs.Config
+	corpus  datasets.ParallelCorpus
+	train   [][]string // training sources within max_len, with a word each
+	vocab   *datasets.Vocab
+	model   layers.MaskedLM
+	length  int // padded sentence length, data.max_len
+	mask    datasets.MaskOptions
+	unigram int // the most frequent training word
+	// valid and test are masked once, from fixed seeds, so that every
+	// evaluation scores the same positions.
+	valid, test mlmSplit
+}
+
+// mlmSplit is an evaluation split, masked and cut into eval batches.
+type mlmSplit struct {
+	sentences [][]string
+	batches   []datasets.MaskedBatch
+}
+
+const mlmEvalBatch = 128
+
+// PCG streams of the fixed maskings of the evaluation splits ("mlmvalid",
+// "mlmtest").
+const (
+	mlmValidStream = 0x6d6c6d76616c6964
+	mlmTestStream  = 0x6d6c6d74657374
+)
+
+func newMLMTask(cfg *configs.Config, state map[string][]byte) (*mlmTask, error) {
+	d := cfg.Data
+	t := &mlmTask{cfg: cfg, length: d.MaxLen}
+	var err error
+	if d.Source == "toy" {
+		t.corpus, err = datasets.ToyLanguage(datasets.ToyLangConfig{Seed: cfg.Seed, Train: d.TrainPairs, Valid: d.ValidPairs, Test: d.TestPairs})
+	} else {
+		t.corpus, err = loadTSVCorpus(d)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if t.vocab, err = mlmVocabulary(t.corpus.Train, d.MinCount, state); err != nil {
+		return nil, err
+	}
+	t.mask = datasets.MaskOptions{Prob: d.MaskProb, MaskID: t.vocab.Size(), Vocab: t.vocab.Size(), AtLeastOne: true}
+	t.train = t.maskable(t.corpus.Train)
+	if len(t.train) == 0 {
+		return nil, fmt.Errorf("data: no training sentence has a known word and at most data.max_len = %d tokens", d.MaxLen)
+	}
+	t.unigram = mostFrequentWord(t.train, t.vocab)
+	for _, s := range []struct {
+		dst    *mlmSplit
+		pairs  []datasets.Pair
+		stream uint64
+		name   string
+	}{{&t.valid, t.corpus.Valid, mlmValidStream, "validation"}, {&t.test, t.corpus.Test, mlmTestStream, "test"}} {
+		if err := t.maskSplit(s.dst, s.pairs, rand.New(rand.NewPCG(cfg.Seed, s.stream))); err != nil {
+			return nil, fmt.Errorf("%s set: %w", s.name, err)
+		}
+	}
+	m := cfg.Model
+	mc := layers.MaskedLMConfig{DModel: m.Dim, Heads: m.Heads, FF: m.FF, Layers: m.EncLayers, Dropout: m.Dropout,
+		PreLN: m.PreLN, Vocab: t.vocab.Size(), MaxLen: t.length, Attention: attentionConfig(m.Attention)}
+	if err := mc.Validate(); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	t.model = layers.MaskedLM{Config: mc}
+	return t, nil
+}
+
+// mlmVocabulary is the checkpoint's vocabulary when there is one, else
+// the one task seq2seq builds from the same training sources.
+func mlmVocabulary(train []datasets.Pair, minCount int, state map[string][]byte) (*datasets.Vocab, error) {
+	if state["src_vocab"] != nil {
+		v := new(datasets.Vocab)
+		if err := json.Unmarshal(state["src_vocab"], v); err != nil {
+			return nil, fmt.Errorf("checkpoint source vocabulary: %w", err)
+		}
+		return v, nil
+	}
+	srcs := make([][]string, len(train))
+	for i, p := range train {
+		srcs[i] = p.Src
+	}
+	v, err := datasets.BuildVocab(srcs, datasets.VocabOptions{MinCount: minCount})
+	if err != nil {
+		return nil, fmt.Errorf("source vocabulary: %w", err)
+	}
+	return v, nil
+}
+
+// maskable keeps the sources of at most max_len tokens that hold a word
+// of the vocabulary, the only ones a masked LM can learn from.
+func (t *mlmTask) maskable(pairs []datasets.Pair) [][]string {
+	var out [][]string
+	for _, p := range pairs {
+		if len(p.Src) > t.length {
+			continue
+		}
+		for _, id := range t.vocab.Encode(p.Src) {
+			if id >= datasets.NumSpecial {
+				out = append(out, p.Src)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// mostFrequentWord is the word id seen most often in sentences, the
+// lowest id among ties.
+func mostFrequentWord(sentences [][]string, v *datasets.Vocab) int {
+	counts := make([]int, v.Size())
+	for _, s := range sentences {
+		for _, id := range v.Encode(s) {
+			counts[id]++
+		}
+	}
+	best := datasets.NumSpecial
+	for id := datasets.NumSpecial; id < len(counts); id++ {
+		if counts[id] > counts[best] {
+			best = id
+		}
+	}
+	return best
+}
+
+// encodeRows encodes sentences as rows of [len(sentences), length] ids and
+// their padding mask; longer sentences are cut.
+func encodeRows(sentences [][]string, v *datasets.Vocab, length int) ([]int, []float64) {
+	ids, mask := make([]int, len(sentences)*length), make([]float64, len(sentences)*length)
+	for r, s := range sentences {
+		for i, id := range v.Encode(s[:min(len(s), length)]) {
+			ids[r*length+i], mask[r*length+i] = id, 1
+		}
+	}
+	return ids, mask
+}
+
+// maskSplit masks a split's maskable sources once, in batches of
+// mlmEvalBatch rows; the last batch is filled up with copies of its first
+// sentence, which predict nothing.
+func (t *mlmTask) maskSplit(dst *mlmSplit, pairs []datasets.Pair, rng *rand.Rand) error {
+	dst.sentences = t.maskable(pairs)
+	if len(dst.sentences) == 0 {
+		return fmt.Errorf("no sentence has a known word and at most data.max_len = %d tokens", t.length)
+	}
+	for start := 0; start < len(dst.sentences); start += mlmEvalBatch {
+		chunk := dst.sentences[start:min(start+mlmEvalBatch, len(dst.sentences))]
+		rows := append([][]string{}, chunk...)
+		for len(rows) < mlmEvalBatch {
+			rows = append(rows, chunk[0])
+		}
+		ids, mask := encodeRows(rows, t.vocab, t.length)
+		mb, err := datasets.MaskTokens(rng, ids, mask, t.length, t.mask)
+		if err != nil {
+			return err
+		}
+		for i := len(chunk) * t.length; i < len(mb.LossMask); i++ {
+			mb.LossMask[i] = 0
+		}
+		dst.batches = append(dst.batches, mb)
+	}
+	return nil
+}
+
+func (t *mlmTask) state() (map[string][]byte, error) {
+	v, err := json.Marshal(t.vocab)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{"src_vocab": v}, nil
+}
+
+func (t *mlmTask) build(batch int) graph.BuildFunc {
+	return func(b *graph.Builder) error {
+		logits := t.model.Forward(b, b.IndexInput("src", batch, t.length), b.Input("src_mask", batch, t.length))
+		loss, err := losses.TokenCrossEntropy(b, "loss", logits, b.IndexInput("targets", batch, t.length),
+			b.Input("loss_mask", batch, t.length), t.cfg.Training.LabelSmoothing)
+		if err != nil {
+			return err
+		}
+		if !b.Training() {
+			b.Output("logits", logits) // [B, S, Vocab]
+		}
+		b.SetLoss(objective(b, loss, t.cfg.Model.Attention.HeadDiversity))
+		return nil
+	}
+}
+
+func feedMasked(prog *graph.Program, mb datasets.MaskedBatch) error {
+	if err := prog.FeedIndices("src", mb.Inputs); err != nil {
+		return err
+	}
+	if err := prog.FeedIndices("targets", mb.Targets); err != nil {
+		return err
+	}
+	if err := prog.Feed("src_mask", mb.Mask); err != nil {
+		return err
+	}
+	return prog.Feed("loss_mask", mb.LossMask)
+}
+
+// feedTrain draws the batch's sentences and its masking from rng, the
+// run's data generator, so a resumed run masks as an uninterrupted one.
+func (t *mlmTask) feedTrain(rng *rand.Rand, prog *graph.Program) error {
+	rows := make([][]string, t.cfg.Training.Batch)
+	for i := range rows {
+		rows[i] = t.train[rng.IntN(len(t.train))]
+	}
+	ids, mask := encodeRows(rows, t.vocab, t.length)
+	mb, err := datasets.MaskTokens(rng, ids, mask, t.length, t.mask)
+	if err != nil {
+		return err
+	}
+	return feedMasked(prog, mb)
+}
+
+func (t *mlmTask) evalBatch() int { return mlmEvalBatch }
+
+func (t *mlmTask) atStep(prog *graph.Program, step, _ int) error {
+	return feedKLWeight(prog, t.cfg.Training, step)
+}
+
+func (t *mlmTask) selection() (string, bool) { return "valid_accuracy", true }
+
+func (t *mlmTask) split(name string) *mlmSplit {
+	if name == "test" {
+		return &t.test
+	}
+	return &t.valid
+}
+
+// mlmScores counts a split's masked-token predictions.
+type mlmScores struct {
+	loss, positions  float64                         // loss summed over positions
+	correct, unigram float64                         // right model and unigram guesses
+	copyUnigram      float64                         // right copy-else-unigram guesses
+	byKind           [4]struct{ correct, n float64 } // by datasets.Corruption
+	predictions      [][]int                         // [batch][B·S] argmax ids; nil: not run
+}
+
+// score runs the evaluation program over a split's fixed maskings.
+func (t *mlmTask) score(prog *graph.Program, s *mlmSplit) (mlmScores, error) {
+	var sc mlmScores
+	for _, mb := range s.batches {
+		var w float64
+		for _, m := range mb.LossMask {
+			w += m
+		}
+		if w == 0 {
+			sc.predictions = append(sc.predictions, nil)
+			continue
+		}
+		if err := feedMasked(prog, mb); err != nil {
+			return sc, err
+		}
+		if err := prog.Run(); err != nil {
+			return sc, err
+		}
+		sc.loss += prog.Loss() * w
+		sc.positions += w
+		logits, shape := prog.Output("logits")
+		v := shape[len(shape)-1]
+		pred := make([]int, len(mb.Targets))
+		for i, y := range mb.Targets {
+			pred[i] = argmax(logits[i*v : (i+1)*v])
+			if mb.LossMask[i] == 0 {
+				continue
+			}
+			k := &sc.byKind[mb.Kind[i]]
+			k.n++
+			if pred[i] == y {
+				sc.correct++
+				k.correct++
+			}
+			if t.unigram == y {
+				sc.unigram++
+			}
+			guess := mb.Inputs[i]
+			if guess == t.mask.MaskID {
+				guess = t.unigram
+			}
+			if guess == y {
+				sc.copyUnigram++
+			}
+		}
+		sc.predictions = append(sc.predictions, pred)
+	}
+	return sc, nil
+}
+
+// evaluate reports the loss and the accuracy at the masked positions.
+func (t *mlmTask) evaluate(_ *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
+	sc, err := t.score(prog, t.split(split))
+	if err != nil {
+		return nil, err
+	}
+	return map[string]float64{split + "_loss": sc.loss / sc.positions, split + "_accuracy": sc.correct / sc.positions}, nil
+}
+
+func (t *mlmTask) report(w io.Writer, _ *graph.Params, prog *graph.Program) error {
+	sc, err := t.score(prog, &t.test)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "test set: %d sentences, %.0f masked positions (mask_prob %g, seed %d); vocabulary %d ids + [MASK]\n",
+		len(t.test.sentences), sc.positions, t.mask.Prob, t.cfg.Seed, t.vocab.Size())
+	fmt.Fprintf(w, "%34s  %8s  %7s\n", "", "accuracy", "loss")
+	fmt.Fprintf(w, "%34s  %8.4f  %7.4f\n", "model", sc.correct/sc.positions, sc.loss/sc.positions)
+	unigram := fmt.Sprintf("unigram baseline (always %q)", t.vocab.Word(t.unigram))
+	fmt.Fprintf(w, "%34s  %8.4f  %7s\n", unigram, sc.unigram/sc.positions, "—")
+	fmt.Fprintf(w, "%34s  %8.4f  %7s\n", "copy the input, unigram at [MASK]", sc.copyUnigram/sc.positions, "—")
+	fmt.Fprintf(w, "model accuracy by corruption:")
+	for _, k := range []struct {
+		kind datasets.Corruption
+		name string
+	}{{datasets.Masked, "[MASK]"}, {datasets.Replaced, "random word"}, {datasets.Unchanged, "unchanged"}} {
+		c := sc.byKind[k.kind]
+		if c.n > 0 {
+			fmt.Fprintf(w, "  %s %.4f (%d)", k.name, c.correct/c.n, int(c.n))
+		}
+	}
+	fmt.Fprintf(w, "\n\nsamples (*chosen* positions):\n")
+	mb, pred := t.test.batches[0], sc.predictions[0]
+	for r := range min(5, len(t.test.sentences), len(pred)/t.length) {
+		var in, truth, model []string
+		for i := r * t.length; i < (r+1)*t.length && mb.Mask[i] == 1; i++ {
+			tok := func(id int) string {
+				if id == t.mask.MaskID {
+					return "[MASK]"
+				}
+				return t.vocab.Word(id)
+			}
+			if mb.LossMask[i] == 0 {
+				in, truth, model = append(in, tok(mb.Inputs[i])), append(truth, tok(mb.Targets[i])), append(model, tok(mb.Inputs[i]))
+				continue
+			}
+			in = append(in, "*"+tok(mb.Inputs[i])+"*")
+			truth = append(truth, "*"+tok(mb.Targets[i])+"*")
+			model = append(model, "*"+tok(pred[i])+"*")
+		}
+		fmt.Fprintf(w, "  input: %s\n  truth: %s\n  model: %s\n\n", strings.Join(in, " "), strings.Join(truth, " "), strings.Join(model, " "))
+	}
+	return nil
+}
