@@ -28,6 +28,8 @@ func TestBayesAttentionValidation(t *testing.T) {
 		{"maxnorm-bayes", []string{"training.kl_weight=-1"}, "training.kl_weight = -1"},
 		{"maxnorm-bayes", []string{"training.kl_warmup=-1"}, "training.kl_warmup = -1"},
 		{"maxnorm", []string{"model.attention.prior=constant"}, "linked or free"},
+		{"maxnorm", []string{"model.attention.head_diversity=-0.1"}, "model.attention.head_diversity = -0.1"},
+		{"seq2seq-toy", []string{"model.attention.head_diversity=.inf"}, "model.attention.head_diversity"},
 		{"segment-em", []string{"model.attention.kind=bayes-lognormal"}, "for task segment"},
 	} {
 		_, err := Load(c.preset, c.sets)

@@ -2,6 +2,7 @@ package configs
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -50,6 +51,7 @@ func (c *Config) Validate() error {
 		{!bayes || a.RelativePositions == 0, "model.attention.relative_positions", "0 for Bayesian attention"},
 		{oneOf(a.Score, "", "dot", "scaled_dot", "bilinear", "additive"), "model.attention.score", "dot, scaled_dot, bilinear or additive"},
 		{a.RelativePositions >= 0, "model.attention.relative_positions", "≥ 0 (0: off)"},
+		{a.HeadDiversity >= 0 && a.HeadDiversity <= math.MaxFloat64, "model.attention.head_diversity", "a finite number ≥ 0 (0: off)"},
 		{c.Optimizer.Name == "adam", "optimizer.name", "adam"},
 		{c.Optimizer.LR > 0, "optimizer.lr", "a positive number"},
 		{c.Optimizer.Beta1 >= 0 && c.Optimizer.Beta1 < 1, "optimizer.beta1", "in [0, 1)"},
