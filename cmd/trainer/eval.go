@@ -8,6 +8,7 @@ import (
 
 	"probformer/configs"
 	"probformer/graph"
+	"probformer/layers"
 )
 
 func newEvalCommand() *cobra.Command {
@@ -39,6 +40,11 @@ checkpoint's directory.`,
 			if samples > 1 && !canSample {
 				return badInput(fmt.Errorf("--samples: task %s has no sampled evaluation yet", t.cfg.Task))
 			}
+			// Fail before the report, which can take minutes (beam search);
+			// sampleReport checks the compiled graph for noise as well.
+			if kind := t.cfg.Model.Attention.Kind; samples > 1 && kind != layers.KindBayesWeibull && kind != layers.KindBayesLogNormal {
+				return badInput(fmt.Errorf("--samples: the model's attention is not sampled (attention.kind is %s)", kind))
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "checkpoint %s (step %d, config %s)\n", file, t.step, t.cfg.Name)
 			if err := t.task.report(cmd.OutOrStdout(), t.params, t.eval); err != nil {
 				return err
@@ -53,7 +59,7 @@ checkpoint's directory.`,
 	}
 	cmd.Flags().StringVar(&path, "checkpoint", "", "checkpoint file or run directory (required)")
 	cmd.Flags().StringVar(&plots, "plots", "", "directory for the task's figures (default: the checkpoint's)")
-	cmd.Flags().IntVar(&samples, "samples", 0, "with Bayesian attention: sampled passes to measure the predictive spread (maxnorm)")
+	cmd.Flags().IntVar(&samples, "samples", 0, "with Bayesian attention: sampled passes to measure the predictive spread (maxnorm, seq2seq)")
 	cmd.MarkFlagRequired("checkpoint")
 	return cmd
 }

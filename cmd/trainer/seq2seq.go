@@ -187,21 +187,12 @@ func (t *seq2seqTask) split(name string) []datasets.Pair {
 // evaluate reports the teacher-forced loss and the greedy BLEU of a split.
 func (t *seq2seqTask) evaluate(params *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
 	pairs := t.split(split)
+	batches, err := t.paddedBatches(pairs, seq2seqEvalBatch)
+	if err != nil {
+		return nil, err
+	}
 	var lossSum, weight float64
-	for start := 0; start < len(pairs); start += seq2seqEvalBatch {
-		chunk := pairs[start:min(start+seq2seqEvalBatch, len(pairs))]
-		padded := append(append([]datasets.Pair{}, chunk...), make([]datasets.Pair, seq2seqEvalBatch-len(chunk))...)
-		for i := len(chunk); i < len(padded); i++ {
-			padded[i] = chunk[0]
-		}
-		batch, err := datasets.EncodeBatch(padded, t.src, t.tgt, t.srcLen, t.tgtLen)
-		if err != nil {
-			return nil, err
-		}
-		// Rows that only pad the last batch do not count.
-		for i := len(chunk) * t.tgtLen; i < len(batch.TgtMask); i++ {
-			batch.TgtMask[i] = 0
-		}
+	for _, batch := range batches {
 		if err := feedPairs(prog, batch); err != nil {
 			return nil, err
 		}
@@ -220,6 +211,29 @@ func (t *seq2seqTask) evaluate(params *graph.Params, prog *graph.Program, split 
 		return nil, err
 	}
 	return map[string]float64{split + "_loss": lossSum / weight, split + "_bleu": bleu.Score}, nil
+}
+
+// paddedBatches encodes pairs in batches of rows pairs each, the last one
+// padded with copies of its first pair whose target mask is 0, so that
+// they do not count.
+func (t *seq2seqTask) paddedBatches(pairs []datasets.Pair, rows int) ([]datasets.Batch, error) {
+	var out []datasets.Batch
+	for start := 0; start < len(pairs); start += rows {
+		chunk := pairs[start:min(start+rows, len(pairs))]
+		padded := append(append([]datasets.Pair{}, chunk...), make([]datasets.Pair, rows-len(chunk))...)
+		for i := len(chunk); i < len(padded); i++ {
+			padded[i] = chunk[0]
+		}
+		batch, err := datasets.EncodeBatch(padded, t.src, t.tgt, t.srcLen, t.tgtLen)
+		if err != nil {
+			return nil, err
+		}
+		for i := len(chunk) * t.tgtLen; i < len(batch.TgtMask); i++ {
+			batch.TgtMask[i] = 0
+		}
+		out = append(out, batch)
+	}
+	return out, nil
 }
 
 // decoder returns the translator, compiled once over the run's parameters.

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// curvesFlags compare one logged metric across runs.
+type curvesFlags struct {
+	metric string
+	out    string
+	labels []string
+	reach  float64
+}
+
+func newCurvesCommand() *cobra.Command {
+	var f curvesFlags
+	f.reach = math.NaN()
+	cmd := &cobra.Command{
+		Use:   "curves RUN [RUN…]",
+		Short: "Compare a metric of several runs: a table, a PNG, and the step each reaches a bar",
+		Long: `Read --metric (valid_bleu, train_loss, …) from the metrics.jsonl of each
+run directory and print it as a Markdown table by step, one column per run.
+--out draws the curves as a PNG, --label names the runs (in order; default
+the directories' names), and --reach X adds the first step at which each
+run's metric is X or more.
+
+  trainer curves checkpoints/scratch checkpoints/pretrained \
+    --metric valid_bleu --label scratch --label pretrained --reach 95 --out bleu.png`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, runs []string) error {
+			return runCurves(f, runs, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&f.metric, "metric", "", "the metrics.jsonl field to compare (required)")
+	cmd.Flags().StringVar(&f.out, "out", "", "write the curves to this PNG file")
+	cmd.Flags().StringArrayVar(&f.labels, "label", nil, "name of the next run in the table and legend (repeatable)")
+	cmd.Flags().Float64Var(&f.reach, "reach", math.NaN(), "report the first step at which each run's metric is ≥ this value")
+	cmd.MarkFlagRequired("metric")
+	return cmd
+}
+
+// series is one run's metric by step.
+type series struct {
+	label  string
+	values map[int]float64
+}
+
+func runCurves(f curvesFlags, runs []string, stdout io.Writer) error {
+	if len(f.labels) > len(runs) {
+		return badInput(fmt.Errorf("--label: %d labels for %d runs", len(f.labels), len(runs)))
+	}
+	var all []series
+	for i, run := range runs {
+		s, err := readSeries(run, f.metric)
+		if err != nil {
+			return badInput(err)
+		}
+		s.label = filepath.Base(filepath.Clean(run))
+		if i < len(f.labels) {
+			s.label = f.labels[i]
+		}
+		all = append(all, s)
+	}
+	var steps []int
+	for _, s := range all {
+		for step := range s.values {
+			if !slices.Contains(steps, step) {
+				steps = append(steps, step)
+			}
+		}
+	}
+	slices.Sort(steps)
+	var b strings.Builder
+	fmt.Fprintf(&b, "| step |")
+	for _, s := range all {
+		fmt.Fprintf(&b, " %s |", s.label)
+	}
+	b.WriteString("\n|---:|" + strings.Repeat("---:|", len(all)) + "\n")
+	for _, step := range steps {
+		fmt.Fprintf(&b, "| %d |", step)
+		for _, s := range all {
+			if v, ok := s.values[step]; ok {
+				fmt.Fprintf(&b, " %.4g |", v)
+			} else {
+				b.WriteString(" |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	if !math.IsNaN(f.reach) {
+		fmt.Fprintf(&b, "\nfirst step with %s ≥ %g:\n", f.metric, f.reach)
+		for _, s := range all {
+			fmt.Fprintf(&b, "  %-12s %s\n", s.label, firstReach(s.values, f.reach))
+		}
+	}
+	if _, err := io.WriteString(stdout, b.String()); err != nil {
+		return err
+	}
+	if f.out == "" {
+		return nil
+	}
+	// The plot needs every run at every step: it keeps the steps all share.
+	var common []float64
+	for _, step := range steps {
+		if !slices.ContainsFunc(all, func(s series) bool { _, ok := s.values[step]; return !ok }) {
+			common = append(common, float64(step))
+		}
+	}
+	if len(common) == 0 {
+		return badInput(fmt.Errorf("--out: the runs share no step at which %s was logged", f.metric))
+	}
+	lines := make([]curve, len(all))
+	for i, s := range all {
+		lines[i].name = s.label
+		for _, x := range common {
+			lines[i].ys = append(lines[i].ys, s.values[int(x)])
+		}
+	}
+	return writeCurves(f.out, f.metric, "step", f.metric, common, lines)
+}
+
+// firstReach is the first step at which values is at least bar, or "never".
+func firstReach(values map[int]float64, bar float64) string {
+	steps := make([]int, 0, len(values))
+	for step := range values {
+		steps = append(steps, step)
+	}
+	slices.Sort(steps)
+	for _, step := range steps {
+		if values[step] >= bar {
+			return fmt.Sprintf("step %d (%.4g)", step, values[step])
+		}
+	}
+	return "never"
+}
+
+// readSeries reads metric from a run directory's metrics.jsonl.
+func readSeries(run, metric string) (series, error) {
+	path := filepath.Join(run, metricsFile)
+	file, err := os.Open(path)
+	if err != nil {
+		return series{}, fmt.Errorf("curves: %w", err)
+	}
+	defer file.Close()
+	s := series{values: map[int]float64{}}
+	sc := bufio.NewScanner(file)
+	sc.Buffer(make([]byte, 0, 1<<16), 1<<24)
+	for line := 1; sc.Scan(); line++ {
+		var fields map[string]float64
+		if err := json.Unmarshal(sc.Bytes(), &fields); err != nil {
+			return s, fmt.Errorf("%s: line %d: %w", path, line, err)
+		}
+		if v, ok := fields[metric]; ok {
+			s.values[int(fields["step"])] = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return s, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(s.values) == 0 {
+		return s, fmt.Errorf("%s: no line has %q", path, metric)
+	}
+	return s, nil
+}
