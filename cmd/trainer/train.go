@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -368,27 +368,13 @@ func (t *trainer) run(ctx context.Context, p progress) error {
 		default:
 		}
 		next := t.step + 1
-		t.opt.LR = learningRate(t.cfg.Optimizer, next, tr.Steps)
-		if err := t.task.feedTrain(t.data, t.train); err != nil {
-			return fmt.Errorf("step %d: %w", next, err)
+		loss, norm, err := t.trainStep(next)
+		var div *divergence
+		if errors.As(err, &div) {
+			return t.diverged(next, div.why, lastGood)
 		}
-		t.train.DrawDropout(t.drop)
-		t.train.DrawNoise(t.drop)
-		if st, ok := t.task.(stepAware); ok {
-			if err := st.atStep(t.train, next, tr.Steps); err != nil {
-				return fmt.Errorf("step %d: %w", next, err)
-			}
-		}
-		if err := t.train.Run(); err != nil {
-			return fmt.Errorf("step %d: %w", next, err)
-		}
-		loss := t.train.Loss()
-		if math.IsNaN(loss) || math.IsInf(loss, 0) {
-			return t.diverged(next, fmt.Sprintf("loss is %v", loss), lastGood)
-		}
-		norm, err := t.opt.Step(t.train)
 		if err != nil {
-			return t.diverged(next, err.Error(), lastGood)
+			return err
 		}
 		t.step = next
 		t.loop.LossSum += loss
