@@ -127,6 +127,17 @@ func (a *Adam) Step(prog *Program) (float64, error) {
 
 func adamUpdate[T float32 | float64](a *Adam, w, g []T, m, v []float64, scale, bc1, bc2 float64) {
 	decay := 1 - a.LR*a.WeightDecay
+	if w32, ok := any(w).([]float32); ok {
+		c := [10]float64{scale, a.LR, a.Beta1, 1 - a.Beta1, a.Beta2, 1 - a.Beta2, bc1, bc2, a.Eps, decay}
+		if adam32(w32, any(g).([]float32), m, v, &c) {
+			return
+		}
+	}
+	adamLoop(a, w, g, m, v, scale, bc1, bc2, decay)
+}
+
+// adamLoop is adamUpdate in Go, element by element.
+func adamLoop[T float32 | float64](a *Adam, w, g []T, m, v []float64, scale, bc1, bc2, decay float64) {
 	for j := range w {
 		gj := float64(g[j]) * scale
 		m[j] = a.Beta1*m[j] + (1-a.Beta1)*gj

@@ -13,6 +13,13 @@ type float interface{ float32 | float64 }
 // op(a) is [m×k] and op(b) [k×n]. Large products are split by rows over
 // two goroutines.
 func gemm[T float](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	gemmBias(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nil)
+}
+
+// gemmBias is gemm, or with a non-nil bias [n], c ← bias + α·op(a)·op(b)
+// on every row (beta ignored): the values of copying bias into c's rows
+// and taking β = 1, without the copy pass where the kernel can fuse it.
+func gemmBias[T float](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int, bias []T) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -22,17 +29,17 @@ func gemm[T float](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			gemmKernel(tA, tB, half, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+			gemmKernel(tA, tB, half, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias)
 		}()
 		aOff := half * lda
 		if tA {
 			aOff = half
 		}
-		gemmKernel(tA, tB, m-half, n, k, alpha, a[aOff:], lda, b, ldb, beta, c[half*ldc:], ldc)
+		gemmKernel(tA, tB, m-half, n, k, alpha, a[aOff:], lda, b, ldb, beta, c[half*ldc:], ldc, bias)
 		wg.Wait()
 		return
 	}
-	gemmKernel(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	gemmKernel(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias)
 }
 
 // parallelFor runs f(i) for i in [0, n) on up to GOMAXPROCS goroutines,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash"
 	"hash/fnv"
+	"unsafe"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -40,6 +41,7 @@ type customOp struct {
 	inDims    [8]int
 	intInputs uint8 // bit i: input i holds integers (token ids)
 	outDims   int
+	out       *outBuffer // this node's output backing, kept between runs
 }
 
 func (op customOp) Arity() int { return op.arity }
@@ -89,7 +91,7 @@ func (op customOp) Do(in ...G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := tensor.New(tensor.Of(floatDtype(ds)), tensor.WithShape(s...))
+	out := op.out.take(floatDtype(ds), s, ds)
 	if err := op.k.do(ds, out); err != nil {
 		return nil, fmt.Errorf("%s: %w", op.k.name(), err)
 	}
@@ -125,6 +127,62 @@ func (op customOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value, erro
 		return nil, fmt.Errorf("%s: %w", op.k.name(), err)
 	}
 	return out, nil
+}
+
+// outBuffer keeps the backing of a node's output from one run to the next.
+// The tape machine drops every value at Reset, so without it each op
+// allocates (and the runtime zeroes and later collects) its output every
+// step: several MB per training step, and fresh pages the kernel must
+// fault in. Reuse is safe because a node runs once per run, before every
+// op that reads its value, and values from an earlier run are read only
+// between runs (outputs, loss and gradients are copied or consumed by
+// then). Each kernel overwrites all of its output.
+type outBuffer struct {
+	data any // []float32 or []float64
+}
+
+// take returns a tensor of dtype dt and shape s on the kept backing when
+// it fits and overlaps no input, or on a new one that is then kept. The
+// header is always new, so nothing an earlier reader did to the previous
+// header (views, transposes) carries over.
+func (b *outBuffer) take(dt tensor.Dtype, s tensor.Shape, in []*tensor.Dense) *tensor.Dense {
+	if b == nil {
+		return tensor.New(tensor.Of(dt), tensor.WithShape(s...))
+	}
+	n := s.TotalSize()
+	switch dt {
+	case tensor.Float32:
+		if d, ok := b.data.([]float32); ok && len(d) == n && !overlapsAny(d, in) {
+			return tensor.New(tensor.WithShape(s...), tensor.WithBacking(d))
+		}
+		d := make([]float32, n)
+		b.data = d
+		return tensor.New(tensor.WithShape(s...), tensor.WithBacking(d))
+	case tensor.Float64:
+		if d, ok := b.data.([]float64); ok && len(d) == n && !overlapsAny(d, in) {
+			return tensor.New(tensor.WithShape(s...), tensor.WithBacking(d))
+		}
+		d := make([]float64, n)
+		b.data = d
+		return tensor.New(tensor.WithShape(s...), tensor.WithBacking(d))
+	}
+	return tensor.New(tensor.Of(dt), tensor.WithShape(s...))
+}
+
+// overlapsAny reports whether the backing d shares memory with an input.
+func overlapsAny[T float](d []T, in []*tensor.Dense) bool {
+	if len(d) == 0 {
+		return false
+	}
+	lo := uintptr(unsafe.Pointer(&d[0]))
+	hi := lo + uintptr(len(d))*unsafe.Sizeof(d[0])
+	for _, t := range in {
+		a := t.Uintptr()
+		if a < hi && lo < a+t.MemSize() {
+			return true
+		}
+	}
+	return false
 }
 
 func overlaps(a, b *tensor.Dense) bool {
@@ -176,7 +234,7 @@ func (op customOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error
 // apply adds a custom op node, checking the shapes first so a mistake is
 // reported where the graph is built.
 func apply(k kernel, inputs ...*Node) *Node {
-	op := customOp{k: k, arity: len(inputs)}
+	op := customOp{k: k, arity: len(inputs), out: &outBuffer{}}
 	shapes := make([]tensor.Shape, len(inputs))
 	for i, in := range inputs {
 		shapes[i] = in.Shape()

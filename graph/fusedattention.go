@@ -20,7 +20,8 @@ import (
 // are made, and the B·H products run on all cores. The backward pass is
 // analytic and recomputes the weights instead of storing them.
 func Attention(q, k, v, keyMask *Node, heads int, causal bool) *Node {
-	return apply(attentionKernel{heads: heads, causal: causal, masked: keyMask != nil}, attentionInputs(q, k, v, keyMask)...)
+	a := attentionKernel{heads: heads, causal: causal, masked: keyMask != nil, saved: &savedWeights{}}
+	return apply(a, attentionInputs(q, k, v, keyMask)...)
 }
 
 // AttentionWeights returns the weights [B, H, N, M] that Attention uses,
@@ -44,6 +45,30 @@ func attentionInputs(q, k, v, mask *Node) []*Node {
 type attentionKernel struct {
 	heads          int
 	causal, masked bool
+	saved          *savedWeights // nil: the backward recomputes the weights
+}
+
+// savedWeights holds the weights [B, H, N, M] of an attention node's last
+// forward run for its backward pass, which the tape machine runs later in
+// the same run on the same inputs. fresh is set by the forward pass and
+// cleared by the backward, which recomputes if it is not set.
+type savedWeights struct {
+	p     any // []float32 or []float64
+	fresh bool
+}
+
+// weightsBuffer returns a's saved-weights buffer of n values, or nil when
+// a saves none.
+func weightsBuffer[T float](a attentionKernel, n int) []T {
+	if a.saved == nil {
+		return nil
+	}
+	p, ok := a.saved.p.([]T)
+	if !ok || len(p) != n {
+		p = make([]T, n)
+		a.saved.p = p
+	}
+	return p
 }
 
 func (a attentionKernel) name() string {
@@ -102,15 +127,29 @@ func weights[T float](a attentionKernel, q, k, mask []T, bi, h, n, m, d int, p [
 	hd := a.heads * d
 	scale := T(1 / math.Sqrt(float64(d)))
 	gemm(false, true, n, m, d, scale, q[bi*n*hd+h*d:], hd, k[bi*m*hd+h*d:], hd, 0, p, m)
+	var mrow []T
+	if mask != nil {
+		mrow = mask[bi*m : (bi+1)*m]
+	}
+	if p32, ok := any(p).([]float32); ok && softmaxRows32(p32[:n*m], n, m, any(mrow).([]float32), a.causal) {
+		return
+	}
+	softmaxRowsGo(p[:n*m], n, m, mrow, a.causal)
+}
+
+// softmaxRowsGo replaces each row i of p [n×m] with its softmax over the
+// visible keys (j ≤ i when causal, mask[j] ≠ 0 when mask is given); other
+// keys get weight exactly 0, and a row with no visible key becomes 0.
+func softmaxRowsGo[T float](p []T, n, m int, mask []T, causal bool) {
 	for i := range n {
 		row := p[i*m : (i+1)*m]
 		visible := m
-		if a.causal {
-			visible = i + 1
+		if causal {
+			visible = min(i+1, m)
 		}
 		mx := T(math.Inf(-1))
 		for j := range visible {
-			if (mask == nil || mask[bi*m+j] != 0) && row[j] > mx {
+			if (mask == nil || mask[j] != 0) && row[j] > mx {
 				mx = row[j]
 			}
 		}
@@ -120,7 +159,7 @@ func weights[T float](a attentionKernel, q, k, mask []T, bi, h, n, m, d int, p [
 		}
 		if mask != nil {
 			for j := range visible {
-				if mask[bi*m+j] == 0 {
+				if mask[j] == 0 {
 					row[j] = mx + MaskNegInf // e^(−1e9) is exactly 0
 				}
 			}
@@ -146,6 +185,10 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 		mask = in[len(in)-1].Data().([]T)
 	}
 	b, n, m, d, dv, _ := a.dims(in[0].Shape(), in[1].Shape(), vShape, nil)
+	var saved []T
+	if wOut == nil {
+		saved = weightsBuffer[T](a, b*a.heads*n*m)
+	}
 	scratch := make([][]T, runtime.GOMAXPROCS(0))
 	parallelFor(b*a.heads, func(w, i int) {
 		bi, h := i/a.heads, i%a.heads
@@ -153,14 +196,25 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 			weights(a, q, k, mask, bi, h, n, m, d, wOut[i*n*m:(i+1)*n*m])
 			return
 		}
-		if scratch[w] == nil {
-			scratch[w] = make([]T, n*m)
+		var p []T
+		if saved != nil {
+			p = saved[i*n*m : (i+1)*n*m]
+		} else {
+			if scratch[w] == nil {
+				scratch[w] = make([]T, n*m)
+			}
+			p = scratch[w]
 		}
-		p := scratch[w]
+		hd, hv := a.heads*d, a.heads*dv
+		if headForward32(a, q[bi*n*hd+h*d:], k[bi*m*hd+h*d:], v[bi*m*hv+h*dv:], mask, bi, n, m, d, dv, p, out[bi*n*hv+h*dv:]) {
+			return
+		}
 		weights(a, q, k, mask, bi, h, n, m, d, p)
-		hv := a.heads * dv
 		gemm(false, false, n, dv, m, 1, p, m, v[bi*m*hv+h*dv:], hv, 0, out[bi*n*hv+h*dv:], hv)
 	})
+	if saved != nil {
+		a.saved.fresh = true
+	}
 }
 
 // constInput: the key mask takes no gradient.
@@ -210,6 +264,14 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 	dq, dk, dvv := packed[:len(q)], packed[len(q):len(q)+len(k)], packed[len(q)+len(k):]
 	hd, hv := a.heads*d, a.heads*dv
 	scale := T(1 / math.Sqrt(float64(d)))
+	var saved []T
+	if a.saved != nil && a.saved.fresh {
+		saved, _ = a.saved.p.([]T)
+		a.saved.fresh = false
+		if len(saved) != b*a.heads*n*m {
+			saved = nil
+		}
+	}
 	type buffers struct{ p, dp []T }
 	scratch := make([]*buffers, runtime.GOMAXPROCS(0))
 	parallelFor(b*a.heads, func(w, i int) {
@@ -218,8 +280,16 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 			scratch[w] = &buffers{p: make([]T, n*m), dp: make([]T, n*m)}
 		}
 		p, dp := scratch[w].p, scratch[w].dp
-		weights(a, q, k, mask, bi, h, n, m, d, p)
+		if saved != nil {
+			p = saved[i*n*m : (i+1)*n*m]
+		} else {
+			weights(a, q, k, mask, bi, h, n, m, d, p)
+		}
 		gh := gOut[bi*n*hv+h*dv:]
+		if headBackward32(a, q[bi*n*hd+h*d:], k[bi*m*hd+h*d:], v[bi*m*hv+h*dv:], gh, p, n, m, d, dv, scale,
+			dq[bi*n*hd+h*d:], dk[bi*m*hd+h*d:], dvv[bi*m*hv+h*dv:]) {
+			return
+		}
 		gemm(true, false, m, dv, n, 1, p, m, gh, hv, 0, dvv[bi*m*hv+h*dv:], hv)
 		gemm(false, true, n, m, dv, 1, gh, hv, v[bi*m*hv+h*dv:], hv, 0, dp, m)
 		for r := range n {
@@ -259,4 +329,33 @@ func (w attentionWeightsKernel) do(in []*tensor.Dense, out *tensor.Dense) error 
 		attentionForward(w.a, in, nil, o)
 	}
 	return nil
+}
+
+// headForward32 runs one float32 head's forward in attention.c where it
+// applies (q, k, v, out: the head's first rows, strided as whole rows of
+// H heads), and reports whether it did.
+func headForward32[T float](a attentionKernel, q, k, v, mask []T, bi, n, m, d, dv int, p, out []T) bool {
+	q32, ok := any(q).([]float32)
+	if !ok {
+		return false
+	}
+	var mrow []float32
+	if mask != nil {
+		mrow = any(mask).([]float32)[bi*m : (bi+1)*m]
+	}
+	hd, hv := a.heads*d, a.heads*dv
+	return attnHeadFwd32(q32, hd, any(k).([]float32), hd, any(v).([]float32), hv, n, m, d, dv,
+		float32(1/math.Sqrt(float64(d))), mrow, a.causal, any(p).([]float32), any(out).([]float32), hv)
+}
+
+// headBackward32 runs one float32 head's backward in attention.c where it
+// applies, and reports whether it did.
+func headBackward32[T float](a attentionKernel, q, k, v, g, p []T, n, m, d, dv int, scale T, dq, dk, dvOut []T) bool {
+	q32, ok := any(q).([]float32)
+	if !ok {
+		return false
+	}
+	hd, hv := a.heads*d, a.heads*dv
+	return attnHeadBwd32(q32, hd, any(k).([]float32), hd, any(v).([]float32), hv, any(g).([]float32), hv,
+		any(p).([]float32), n, m, d, dv, float32(scale), any(dq).([]float32), any(dk).([]float32), any(dvOut).([]float32))
 }

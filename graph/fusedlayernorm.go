@@ -12,7 +12,20 @@ import (
 //	x̂ = (x − μ) / √(σ² + ε),  y = γ ⊙ x̂ + β
 //
 // with the biased variance σ², as PyTorch does.
-type layerNormKernel struct{ eps float64 }
+type layerNormKernel struct {
+	eps   float64
+	saved *savedStats // nil: the backward recomputes the row statistics
+}
+
+// savedStats holds each row's mean and 1/√(σ² + ε) from a layer-norm
+// node's last forward run, for its backward pass later in the same run
+// (as savedWeights does for attention).
+// The float32 fast path (layernorm.c) keeps them in mean32, rstd32.
+type savedStats struct {
+	mean, rstd     []float64
+	mean32, rstd32 []float32
+	fresh, fast    bool
+}
 
 func (k layerNormKernel) name() string { return fmt.Sprintf("layernorm(%g)", k.eps) }
 
@@ -28,36 +41,85 @@ func (k layerNormKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 }
 
 func (k layerNormKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	rows := out.Shape().TotalSize() / in[1].Shape().TotalSize()
+	s := k.saved
+	if s == nil {
+		s = &savedStats{} // statistics of this run only
+	}
+	s.fresh = false
 	switch y := out.Data().(type) {
 	case []float32:
-		layerNormForward(k.eps, in[0].Data().([]float32), in[1].Data().([]float32), in[2].Data().([]float32), y)
+		if len(s.mean32) != rows {
+			s.mean32, s.rstd32 = make([]float32, rows), make([]float32, rows)
+		}
+		x, g, b := in[0].Data().([]float32), in[1].Data().([]float32), in[2].Data().([]float32)
+		if layerNormFwd32(x, g, b, y, k.eps, s.mean32, s.rstd32) {
+			s.fresh, s.fast = true, true
+			return nil
+		}
+		mean, rstd := s.stats64(rows)
+		layerNormForward(k.eps, x, g, b, y, mean, rstd)
 	case []float64:
-		layerNormForward(k.eps, in[0].Data().([]float64), in[1].Data().([]float64), in[2].Data().([]float64), y)
+		mean, rstd := s.stats64(rows)
+		layerNormForward(k.eps, in[0].Data().([]float64), in[1].Data().([]float64), in[2].Data().([]float64), y, mean, rstd)
 	}
+	s.fresh, s.fast = true, false
 	return nil
 }
 
-// rowStats returns the mean and 1/√(σ² + ε) of a row, in float64.
+// stats64 returns float64 buffers for rows' statistics.
+func (s *savedStats) stats64(rows int) ([]float64, []float64) {
+	if len(s.mean) != rows {
+		s.mean, s.rstd = make([]float64, rows), make([]float64, rows)
+	}
+	return s.mean, s.rstd
+}
+
+// rowStats returns the mean and 1/√(σ² + ε) of a row, in float64. Four
+// partial sums keep the additions from waiting on each other.
 func rowStats[T float](row []T, eps float64) (mean, rstd float64) {
-	for _, v := range row {
-		mean += float64(v)
+	var s [4]float64
+	j := 0
+	for ; j+4 <= len(row); j += 4 {
+		s[0] += float64(row[j])
+		s[1] += float64(row[j+1])
+		s[2] += float64(row[j+2])
+		s[3] += float64(row[j+3])
 	}
-	mean /= float64(len(row))
-	var variance float64
-	for _, v := range row {
-		c := float64(v) - mean
-		variance += c * c
+	for ; j < len(row); j++ {
+		s[0] += float64(row[j])
 	}
-	variance /= float64(len(row))
+	mean = ((s[0] + s[1]) + (s[2] + s[3])) / float64(len(row))
+	s = [4]float64{}
+	j = 0
+	for ; j+4 <= len(row); j += 4 {
+		c0, c1 := float64(row[j])-mean, float64(row[j+1])-mean
+		c2, c3 := float64(row[j+2])-mean, float64(row[j+3])-mean
+		s[0] += c0 * c0
+		s[1] += c1 * c1
+		s[2] += c2 * c2
+		s[3] += c3 * c3
+	}
+	for ; j < len(row); j++ {
+		c := float64(row[j]) - mean
+		s[0] += c * c
+	}
+	variance := ((s[0] + s[1]) + (s[2] + s[3])) / float64(len(row))
 	return mean, 1 / math.Sqrt(variance+eps)
 }
 
-func layerNormForward[T float](eps float64, x, gamma, beta, y []T) {
+// layerNormForward normalises the rows of x into y, and records each
+// row's statistics in means and rstds when they are given.
+func layerNormForward[T float](eps float64, x, gamma, beta, y []T, means, rstds []float64) {
 	d := len(gamma)
 	for r := 0; r < len(x); r += d {
 		mean, rstd := rowStats(x[r:r+d], eps)
-		for j := range d {
-			y[r+j] = T((float64(x[r+j])-mean)*rstd)*gamma[j] + beta[j]
+		if means != nil {
+			means[r/d], rstds[r/d] = mean, rstd
+		}
+		xr, yr := x[r:r+d], y[r:r+d]
+		for j, g := range gamma {
+			yr[j] = T((float64(xr[j])-mean)*rstd)*g + beta[j]
 		}
 	}
 }
@@ -80,16 +142,43 @@ func (g layerNormGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	return tensor.Shape{in[0].TotalSize() + 2*in[1].TotalSize()}, nil
 }
 func (g layerNormGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	rows := in[0].Shape().TotalSize() / in[1].Shape().TotalSize()
+	s := g.k.saved
+	fresh := s != nil && s.fresh
+	if s != nil {
+		s.fresh = false
+	}
 	switch o := out.Data().(type) {
 	case []float32:
-		layerNormBackward(g.k.eps, in[0].Data().([]float32), in[1].Data().([]float32), in[2].Data().([]float32), o)
+		x, gam, gOut := in[0].Data().([]float32), in[1].Data().([]float32), in[2].Data().([]float32)
+		n, d := len(x), len(gam)
+		dx, dgamma, dbeta := o[:n], o[n:n+d], o[n+d:]
+		if fresh && s.fast && len(s.mean32) == rows {
+			clear(dgamma)
+			clear(dbeta)
+			if layerNormBwd32(x, gam, gOut, s.mean32, s.rstd32, dx, dgamma, dbeta) {
+				return nil
+			}
+		}
+		var mean, rstd []float64
+		if fresh && !s.fast && len(s.mean) == rows {
+			mean, rstd = s.mean, s.rstd
+		}
+		layerNormBackward(g.k.eps, x, gam, gOut, o, mean, rstd)
 	case []float64:
-		layerNormBackward(g.k.eps, in[0].Data().([]float64), in[1].Data().([]float64), in[2].Data().([]float64), o)
+		var mean, rstd []float64
+		if fresh && !s.fast && len(s.mean) == rows {
+			mean, rstd = s.mean, s.rstd
+		}
+		layerNormBackward(g.k.eps, in[0].Data().([]float64), in[1].Data().([]float64), in[2].Data().([]float64), o, mean, rstd)
 	}
 	return nil
 }
 
-func layerNormBackward[T float](eps float64, x, gamma, gOut, packed []T) {
+// layerNormBackward computes the packed gradients, with each row's
+// statistics taken from means and rstds when given (the forward pass's)
+// or recomputed.
+func layerNormBackward[T float](eps float64, x, gamma, gOut, packed []T, means, rstds []float64) {
 	d := len(gamma)
 	dx, dgamma, dbeta := packed[:len(x)], packed[len(x):len(x)+d], packed[len(x)+d:]
 	clear(dgamma)
@@ -97,20 +186,28 @@ func layerNormBackward[T float](eps float64, x, gamma, gOut, packed []T) {
 	xhat := make([]float64, d)
 	gh := make([]float64, d)
 	for r := 0; r < len(x); r += d {
-		mean, rstd := rowStats(x[r:r+d], eps)
-		var mg, mgx float64
-		for j := range d {
-			xhat[j] = (float64(x[r+j]) - mean) * rstd
-			gh[j] = float64(gOut[r+j]) * float64(gamma[j])
-			mg += gh[j]
-			mgx += gh[j] * xhat[j]
-			dgamma[j] += gOut[r+j] * T(xhat[j])
-			dbeta[j] += gOut[r+j]
+		var mean, rstd float64
+		if means != nil {
+			mean, rstd = means[r/d], rstds[r/d]
+		} else {
+			mean, rstd = rowStats(x[r:r+d], eps)
 		}
-		mg /= float64(d)
-		mgx /= float64(d)
-		for j := range d {
-			dx[r+j] = T((gh[j] - mg - xhat[j]*mgx) * rstd)
+		xr, gr, dxr := x[r:r+d], gOut[r:r+d], dx[r:r+d]
+		var mg, mgx [2]float64
+		for j, gam := range gamma {
+			xh := (float64(xr[j]) - mean) * rstd
+			g := gr[j]
+			h := float64(g) * float64(gam)
+			xhat[j], gh[j] = xh, h
+			mg[j&1] += h
+			mgx[j&1] += h * xh
+			dgamma[j] += g * T(xh)
+			dbeta[j] += g
+		}
+		m1 := (mg[0] + mg[1]) / float64(d)
+		m2 := (mgx[0] + mgx[1]) / float64(d)
+		for j := range dxr {
+			dxr[j] = T((gh[j] - m1 - xhat[j]*m2) * rstd)
 		}
 	}
 }

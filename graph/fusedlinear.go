@@ -9,9 +9,10 @@ import (
 // linearKernel is y = x·W (+ b) over the last axis of x, for any rank:
 // x [..., din], W [din, dout], b [dout] → [..., dout]. One gemm on the
 // folded rows, with no reshape and no broadcast of the bias.
-type linearKernel struct{ bias bool }
+// With relu set, the output is max(x·W + b, 0), in the same pass.
+type linearKernel struct{ bias, relu bool }
 
-func (k linearKernel) name() string { return fmt.Sprintf("linear(bias=%v)", k.bias) }
+func (k linearKernel) name() string { return fmt.Sprintf("linear(bias=%v,relu=%v)", k.bias, k.relu) }
 
 func (k linearKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	x, w := in[0], in[1]
@@ -30,8 +31,14 @@ func (k linearKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 	switch y := out.Data().(type) {
 	case []float32:
 		linearForward(k.bias, in, y)
+		if k.relu {
+			relu(y, nil, y)
+		}
 	case []float64:
 		linearForward(k.bias, in, y)
+		if k.relu {
+			relu(y, nil, y)
+		}
 	}
 	return nil
 }
@@ -41,18 +48,18 @@ func linearForward[T float](bias bool, in []*tensor.Dense, y []T) {
 	din, dout := in[1].Shape()[0], in[1].Shape()[1]
 	rows := len(x) / din
 	if bias {
-		b := in[2].Data().([]T)
-		for r := range rows {
-			copy(y[r*dout:(r+1)*dout], b)
-		}
-		gemm(false, false, rows, dout, din, 1, x, din, w, dout, 1, y, dout)
+		gemmBias(false, false, rows, dout, din, 1, x, din, w, dout, 0, y, dout, in[2].Data().([]T))
 		return
 	}
 	gemm(false, false, rows, dout, din, 1, x, din, w, dout, 0, y, dout)
 }
 
-// grads: dx = g·Wᵀ, dW = xᵀ·g, db = Σ_rows g.
-func (k linearKernel) grads(in []*Node, _, g *Node) []*Node {
+// grads: dx = g·Wᵀ, dW = xᵀ·g, db = Σ_rows g; after a ReLU, g is first
+// masked by [y > 0] (y > 0 exactly where x·W + b > 0).
+func (k linearKernel) grads(in []*Node, y, g *Node) []*Node {
+	if k.relu {
+		g = apply(reluGradKernel{}, y, g)
+	}
 	out := []*Node{
 		apply(matmulKernel{transB: true, shape: fix(in[0].Shape())}, g, in[1]),
 		apply(matmulKernel{transA: true, shape: fix(in[1].Shape())}, in[0], g),
@@ -120,6 +127,14 @@ func (colSumKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func colSum[T float](x, s []T) {
+	if s32, ok := any(s).([]float32); ok && colSum32(any(x).([]float32), s32) {
+		return
+	}
+	colSumGo(x, s)
+}
+
+// colSumGo is colSum in Go: row after row into s.
+func colSumGo[T float](x, s []T) {
 	d := len(s)
 	for i := range s {
 		s[i] = 0

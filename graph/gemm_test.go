@@ -30,11 +30,14 @@ func naiveGemm(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b 
 	}
 }
 
-// TestGemm covers every transpose case, edge sizes around the kernel's
-// 4×16 blocks, strided views and the row-split path, in both dtypes.
+// TestGemm covers every transpose case, edge sizes around the kernels'
+// 4×16 and 6×16 blocks, k beyond one 128-deep pass, n beyond one
+// 1024-wide block of packed B, strided views and the row-split path, in
+// both dtypes.
 func TestGemm(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	sizes := [][3]int{{1, 1, 1}, {3, 5, 7}, {4, 16, 8}, {5, 17, 3}, {7, 9, 33}, {8, 24, 1}, {13, 31, 20}, {64, 64, 64}, {100, 70, 90}, {2, 3, 0}}
+	sizes := [][3]int{{1, 1, 1}, {3, 5, 7}, {4, 16, 8}, {5, 17, 3}, {7, 9, 33}, {8, 24, 1}, {13, 31, 20}, {64, 64, 64}, {100, 70, 90}, {2, 3, 0},
+		{6, 16, 32}, {37, 45, 300}, {13, 17, 129}, {5, 1030, 33}, {70, 33, 40}}
 	for _, sz := range sizes {
 		m, n, k := sz[0], sz[1], sz[2]
 		for _, tA := range []bool{false, true} {
@@ -111,5 +114,72 @@ func BenchmarkGemm(b *testing.B) {
 			}
 			b.ReportMetric(float64(2*c.m*c.n*c.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
+	}
+}
+
+// TestGemmRowSplitIsExact: an element of C is computed the same way
+// whatever rows it is computed with, so splitting C's rows between
+// goroutines (or tiling them differently) cannot change a bit.
+func TestGemmRowSplitIsExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, sz := range [][3]int{{64, 256, 300}, {100, 20, 64}, {37, 64, 16}} {
+		m, n, k := sz[0], sz[1], sz[2]
+		for _, tA := range []bool{false, true} {
+			for _, tB := range []bool{false, true} {
+				a := to32(Normal(1)(rng, []int{m * k}))
+				b := to32(Normal(1)(rng, []int{k * n}))
+				lda, ldb := k, n
+				if tA {
+					lda = m
+				}
+				if tB {
+					ldb = k
+				}
+				whole := make([]float32, m*n)
+				gemmKernel(tA, tB, m, n, k, float32(0.5), a, lda, b, ldb, 0, whole, n, nil)
+				split := make([]float32, m*n)
+				gemm(tA, tB, m, n, k, float32(0.5), a, lda, b, ldb, 0, split, n)
+				rows := make([]float32, m*n)
+				for i0 := 0; i0 < m; i0 += 7 {
+					h := min(7, m-i0)
+					off := i0 * lda
+					if tA {
+						off = i0
+					}
+					gemmKernel(tA, tB, h, n, k, float32(0.5), a[off:], lda, b, ldb, 0, rows[i0*n:], n, nil)
+				}
+				for i := range whole {
+					if whole[i] != split[i] || whole[i] != rows[i] {
+						t.Fatalf("%v tA=%v tB=%v: element %d is %v whole, %v split, %v by 7 rows", sz, tA, tB, i, whole[i], split[i], rows[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGemmBiasIsCopyThenAdd: the fused bias gives bit for bit the values
+// of copying the bias into every row and accumulating with β = 1, on the
+// packed and direct paths, across passes over k, on the row-split path
+// and with k = 0.
+func TestGemmBiasIsCopyThenAdd(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for _, sz := range [][3]int{{64, 64, 64}, {37, 45, 300}, {13, 7, 20}, {1024, 64, 64}, {5, 16, 0}} {
+		m, n, k := sz[0], sz[1], sz[2]
+		a := to32(Normal(1)(rng, []int{max(m*k, 1)}))
+		b := to32(Normal(1)(rng, []int{max(k*n, 1)}))
+		bias := to32(Normal(1)(rng, []int{n}))
+		want := to32(Normal(1)(rng, []int{m * n}))
+		got := append([]float32(nil), want...) // stale values the fused path must ignore
+		for i := range m {
+			copy(want[i*n:(i+1)*n], bias)
+		}
+		gemm(false, false, m, n, k, 1, a, k, b, n, 1, want, n)
+		gemmBias(false, false, m, n, k, 1, a, k, b, n, 0, got, n, bias)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%v: element %d is %v, copy-then-add gives %v", sz, i, got[i], want[i])
+			}
+		}
 	}
 }

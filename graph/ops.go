@@ -36,19 +36,42 @@ func scalarLike(x *Node, c float64) *Node {
 }
 
 // Add returns a + b (same shapes).
-func Add(a, b *Node) *Node { return must(G.Add(a, b)) }
+func Add(a, b *Node) *Node {
+	if elementwise(a, b) && a.Shape().Eq(b.Shape()) {
+		return apply(addKernel{}, a, b)
+	}
+	return must(G.Add(a, b))
+}
 
 // Sub returns a − b (same shapes).
 func Sub(a, b *Node) *Node { return must(G.Sub(a, b)) }
 
 // Mul returns the element-wise product a ⊙ b (same shapes).
-func Mul(a, b *Node) *Node { return must(G.HadamardProd(a, b)) }
+func Mul(a, b *Node) *Node {
+	if elementwise(a, b) && a.Shape().Eq(b.Shape()) {
+		return apply(mulKernel{}, a, b)
+	}
+	return must(G.HadamardProd(a, b))
+}
+
+// elementwise reports whether a and b are float tensors (not scalars) of
+// one dtype, which the custom element-wise kernels take.
+func elementwise(a, b *Node) bool {
+	dt := a.Dtype()
+	return dt == b.Dtype() && (dt == tensor.Float32 || dt == tensor.Float64) &&
+		!a.IsScalar() && !b.IsScalar() && a.Dims() > 0 && b.Dims() > 0
+}
 
 // Div returns the element-wise quotient a ⊘ b (same shapes).
 func Div(a, b *Node) *Node { return must(G.HadamardDiv(a, b)) }
 
 // Scale returns c·x.
-func Scale(x *Node, c float64) *Node { return must(G.Mul(x, scalarLike(x, c))) }
+func Scale(x *Node, c float64) *Node {
+	if elementwise(x, x) {
+		return apply(scaleKernel{c: c}, x)
+	}
+	return must(G.Mul(x, scalarLike(x, c)))
+}
 
 // AddScalar returns x + c.
 func AddScalar(x *Node, c float64) *Node { return must(G.Add(x, scalarLike(x, c))) }
@@ -58,6 +81,9 @@ func AddScalar(x *Node, c float64) *Node { return must(G.Add(x, scalarLike(x, c)
 // is refused: Gorgonia's backward pass reduces over it with the wrong-axis
 // bug that Sum works around.
 func BroadcastAdd(a, b *Node, axes ...byte) *Node {
+	if leading(a, b, axes) {
+		return apply(addKernel{}, a, b)
+	}
 	checkBroadcast(a, axes)
 	return must(G.BroadcastAdd(a, b, nil, axes))
 }
@@ -78,6 +104,22 @@ func BroadcastMul(a, b *Node, axes ...byte) *Node {
 func BroadcastDiv(a, b *Node, axes ...byte) *Node {
 	checkBroadcast(a, axes)
 	return must(G.BroadcastHadamardDiv(a, b, nil, axes))
+}
+
+// leading reports whether b is repeated exactly along a's leading axes
+// (axes = 0, 1, …, and b's shape is the rest of a's), the pattern of a
+// bias or a positional encoding, which addKernel adds without a copy.
+func leading(a, b *Node, axes []byte) bool {
+	k := a.Dims() - b.Dims()
+	if !elementwise(a, b) || k <= 0 || len(axes) != k {
+		return false
+	}
+	for i, ax := range axes {
+		if int(ax) != i {
+			return false
+		}
+	}
+	return isSuffix(b.Shape(), a.Shape())
 }
 
 func checkBroadcast(a *Node, axes []byte) {

@@ -24,6 +24,12 @@ func TestOpGradients(t *testing.T) {
 		{"linear3d", func(b *Builder) *Node {
 			return Linear(randParam(b, "x", 2, 3, 4), randParam(b, "w", 4, 5), randParam(b, "b", 5))
 		}},
+		{"linear-relu", func(b *Builder) *Node {
+			return LinearReLU(randParam(b, "x", 2, 3, 4), randParam(b, "w", 4, 5), randParam(b, "b", 5))
+		}},
+		{"linear-relu-nobias", func(b *Builder) *Node {
+			return LinearReLU(randParam(b, "x", 3, 4), randParam(b, "w", 4, 5), nil)
+		}},
 		{"linear4d-nobias", func(b *Builder) *Node {
 			return Linear(randParam(b, "x", 2, 2, 3, 4), randParam(b, "w", 4, 2), nil)
 		}},
@@ -72,6 +78,15 @@ func TestOpGradients(t *testing.T) {
 		{"unary", func(b *Builder) *Node {
 			x := randParam(b, "x", 3, 4)
 			return Add(Add(Softplus(x), Log1p(Square(x))), Add(Abs(AddScalar(x, 3)), Neg(ReLU(Sub(x, Scale(x, 0.5))))))
+		}},
+		{"add-mul", func(b *Builder) *Node {
+			x, y := randParam(b, "x", 2, 3, 4), randParam(b, "y", 2, 3, 4)
+			return Mul(Add(x, Tanh(y)), Add(Mul(x, x), y))
+		}},
+		{"scale", func(b *Builder) *Node { return Tanh(Scale(randParam(b, "x", 2, 3), -1.5)) }},
+		{"broadcast-add-leading", func(b *Builder) *Node {
+			x := randParam(b, "x", 2, 3, 4)
+			return Tanh(BroadcastAdd(BroadcastAdd(x, randParam(b, "m", 3, 4), 0), randParam(b, "v", 4), 0, 1))
 		}},
 		{"maximum", func(b *Builder) *Node { return Maximum(randParam(b, "a", 3, 4), randParam(b, "c", 3, 4)) }},
 	}

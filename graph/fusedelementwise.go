@@ -1,0 +1,167 @@
+package graph
+
+import (
+	"fmt"
+
+	"gorgonia.org/tensor"
+)
+
+// Element-wise sums and products as custom ops. Gorgonia's Add and
+// HadamardProd clone an operand and run through its generic engine each
+// step; these write straight into a kept output buffer (customop.go).
+
+// addKernel is a + b where b's shape is a suffix of a's: the same shape,
+// or b repeated over a's leading axes. a [..., s...], b [s...] → a's shape:
+//
+//	out[i·|b| + j] = a[i·|b| + j] + b[j]
+type addKernel struct{}
+
+func (addKernel) name() string { return "add" }
+
+func (addKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if !isSuffix(in[1], in[0]) {
+		return nil, fmt.Errorf("add: shape %v is not a trailing part of %v", in[1], in[0])
+	}
+	return in[0].Clone(), nil
+}
+
+// isSuffix reports whether s is a non-empty trailing part of t.
+func isSuffix(s, t tensor.Shape) bool {
+	if len(s) == 0 || len(s) > len(t) {
+		return false
+	}
+	return s.Eq(t[len(t)-len(s):])
+}
+
+func (addKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	switch y := out.Data().(type) {
+	case []float32:
+		addRepeat(in[0].Data().([]float32), in[1].Data().([]float32), y)
+	case []float64:
+		addRepeat(in[0].Data().([]float64), in[1].Data().([]float64), y)
+	}
+	return nil
+}
+
+func addRepeat[T float](a, b, y []T) {
+	if a32, ok := any(a).([]float32); ok && addRepeat32(a32, any(b).([]float32), any(y).([]float32)) {
+		return
+	}
+	addRepeatGo(a, b, y)
+}
+
+// addRepeatGo is addRepeat in Go.
+func addRepeatGo[T float](a, b, y []T) {
+	d := len(b)
+	y = y[:len(a)]
+	for r := 0; r < len(a); r += d {
+		ar, yr := a[r:r+d], y[r:r+d]
+		for j, v := range b {
+			yr[j] = ar[j] + v
+		}
+	}
+}
+
+// grads: da = g; db = g, or g summed over the leading axes b was repeated
+// along.
+func (addKernel) grads(in []*Node, _, g *Node) []*Node {
+	if in[0].Shape().Eq(in[1].Shape()) {
+		return []*Node{g, g}
+	}
+	return []*Node{g, apply(sumLeadingKernel{shape: fix(in[1].Shape())}, g)}
+}
+
+// sumLeadingKernel sums x [..., s...] over its leading axes into [s...],
+// row after row in order.
+type sumLeadingKernel struct{ shape fixedShape }
+
+func (k sumLeadingKernel) name() string { return fmt.Sprintf("sum-leading(%v)", k.shape.get()) }
+func (k sumLeadingKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	s := k.shape.get()
+	if !isSuffix(s, in[0]) {
+		return nil, fmt.Errorf("sum over leading axes: %v does not end in %v", in[0], s)
+	}
+	return s, nil
+}
+func (sumLeadingKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	switch s := out.Data().(type) {
+	case []float32:
+		colSum(in[0].Data().([]float32), s)
+	case []float64:
+		colSum(in[0].Data().([]float64), s)
+	}
+	return nil
+}
+
+// mulKernel is the element-wise product a ⊙ b of equal shapes. With
+// constB, b (a dropout mask, say) takes no gradient, and none is built.
+type mulKernel struct{ constB bool }
+
+func (k mulKernel) name() string { return fmt.Sprintf("mul(constB=%v)", k.constB) }
+func (mulKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if !in[0].Eq(in[1]) {
+		return nil, fmt.Errorf("element-wise product of shapes %v and %v", in[0], in[1])
+	}
+	return in[0].Clone(), nil
+}
+func (mulKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	switch y := out.Data().(type) {
+	case []float32:
+		mulInto(in[0].Data().([]float32), in[1].Data().([]float32), y)
+	case []float64:
+		mulInto(in[0].Data().([]float64), in[1].Data().([]float64), y)
+	}
+	return nil
+}
+
+func mulInto[T float](a, b, y []T) {
+	if a32, ok := any(a).([]float32); ok && mul32(a32, any(b).([]float32), any(y).([]float32)) {
+		return
+	}
+	mulIntoGo(a, b, y)
+}
+
+// mulIntoGo is mulInto in Go.
+func mulIntoGo[T float](a, b, y []T) {
+	b, y = b[:len(a)], y[:len(a)]
+	for i, v := range a {
+		y[i] = v * b[i]
+	}
+}
+
+func (k mulKernel) constInput(i int) bool { return k.constB && i == 1 }
+
+// grads: da = g ⊙ b, db = g ⊙ a.
+func (k mulKernel) grads(in []*Node, _, g *Node) []*Node {
+	da := apply(mulKernel{constB: true}, g, in[1])
+	if k.constB {
+		return []*Node{da, nil}
+	}
+	return []*Node{da, apply(mulKernel{constB: true}, g, in[0])}
+}
+
+// scaleKernel is c·x for a constant c, rounded to x's dtype first as
+// Gorgonia's product with a constant scalar does.
+type scaleKernel struct{ c float64 }
+
+func (k scaleKernel) name() string                                   { return fmt.Sprintf("scale(%g)", k.c) }
+func (scaleKernel) outShape(in []tensor.Shape) (tensor.Shape, error) { return in[0].Clone(), nil }
+func (k scaleKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	switch y := out.Data().(type) {
+	case []float32:
+		scaleInto(in[0].Data().([]float32), float32(k.c), y)
+	case []float64:
+		scaleInto(in[0].Data().([]float64), k.c, y)
+	}
+	return nil
+}
+
+func scaleInto[T float](x []T, c T, y []T) {
+	y = y[:len(x)]
+	for i, v := range x {
+		y[i] = v * c
+	}
+}
+
+// grads: dx = c·g.
+func (k scaleKernel) grads(_ []*Node, _, g *Node) []*Node { return []*Node{apply(k, g)} }

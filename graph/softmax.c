@@ -1,0 +1,77 @@
+//go:build cgo && !purego
+
+// Row softmax of attention scores with AVX2/FMA: the exponentials are a
+// large part of an attention layer's time, and Go evaluates them one at a
+// time.
+#include <math.h>
+#include <string.h>
+#include <immintrin.h>
+#include "gemm.h"
+
+// exp_le0 is e^x for x ≤ 0 to a relative error below 3e-7, as exp32 in
+// fastexp.go computes it: x = k·ln2 + r with |r| ≤ ln2/2 (ln2 split in two
+// for an exact reduction), a degree-6 Taylor polynomial for e^r, and k
+// added to the exponent bits; 0 below −87.
+__attribute__((target("avx2,fma")))
+static inline __m256 exp_le0(__m256 x) {
+	__m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
+	__m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+	                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+	r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+	__m256 p = _mm256_set1_ps(1.0f / 720);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+	__m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(k), 23);
+	__m256 y = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+	return _mm256_andnot_ps(under, y);
+}
+
+// pf_softmax_rows replaces each row i of p [n×m] with its softmax over the
+// visible keys: j < m, or j ≤ i when causal, and mask[j] ≠ 0 when mask is
+// given. Other keys get weight 0; a row with no visible key becomes 0.
+// Vector lanes past the visible keys are masked out, so a row's values
+// do not depend on what lies beyond them.
+__attribute__((target("avx2,fma")))
+void pf_softmax_rows(float *p, int n, int m, const float *mask, int causal) {
+	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	for (int i = 0; i < n; i++) {
+		float *row = p + (size_t)i * m;
+		int vis = causal && i + 1 < m ? i + 1 : m;
+		float mx = -INFINITY;
+		for (int j = 0; j < vis; j++) {
+			if ((!mask || mask[j] != 0) && row[j] > mx) mx = row[j];
+		}
+		if (mx == -INFINITY) {
+			memset(row, 0, sizeof(float) * (size_t)m);
+			continue;
+		}
+		__m256 vmx = _mm256_set1_ps(mx), zs = _mm256_setzero_ps();
+		for (int j = 0; j < vis; j += 8) {
+			// keep: lanes j+l < vis with a visible key
+			__m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(vis - j), lane);
+			__m256 keep = _mm256_castsi256_ps(in);
+			__m256 x = _mm256_maskload_ps(row + j, in);
+			if (mask) {
+				__m256 mk = _mm256_maskload_ps(mask + j, in);
+				keep = _mm256_and_ps(keep, _mm256_cmp_ps(mk, _mm256_setzero_ps(), _CMP_NEQ_UQ));
+			}
+			__m256 ex = _mm256_and_ps(keep, exp_le0(_mm256_min_ps(_mm256_sub_ps(x, vmx), _mm256_setzero_ps())));
+			_mm256_maskstore_ps(row + j, in, ex);
+			zs = _mm256_add_ps(zs, ex);
+		}
+		__m128 h = _mm_add_ps(_mm256_castps256_ps128(zs), _mm256_extractf128_ps(zs, 1));
+		h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+		h = _mm_add_ss(h, _mm_movehdup_ps(h));
+		__m256 vz = _mm256_set1_ps(_mm_cvtss_f32(h));
+		for (int j = 0; j < vis; j += 8) {
+			__m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(vis - j), lane);
+			_mm256_maskstore_ps(row + j, in, _mm256_div_ps(_mm256_maskload_ps(row + j, in), vz));
+		}
+		if (vis < m) memset(row + vis, 0, sizeof(float) * (size_t)(m - vis));
+	}
+}

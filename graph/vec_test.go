@@ -1,0 +1,95 @@
+package graph
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestVectorLoopsMatchGo: the AVX2 column sums, element-wise sums and
+// products, ReLU gradient and Adam update (where the build and CPU have
+// them) give bit for bit what their Go loops give, for lengths around the
+// vector widths.
+func TestVectorLoopsMatchGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	for _, d := range []int{1, 7, 8, 31, 32, 45, 64, 256} {
+		x := to32(Normal(1)(rng, []int{13 * d}))
+		want, got := make([]float32, d), make([]float32, d)
+		colSumGo(x, want)
+		if !colSum32(x, got) {
+			t.Skip("no fast path in this build")
+		}
+		for j := range want {
+			if got[j] != want[j] {
+				t.Fatalf("colsum d=%d: s[%d] = %v, Go %v", d, j, got[j], want[j])
+			}
+		}
+	}
+	for _, n := range []int{1, 7, 8, 9, 64, 1000} {
+		x := to32(Normal(1)(rng, []int{n}))
+		y := to32(Normal(1)(rng, []int{n}))
+		x[0] = float32(math.Copysign(0, -1)) // −0 passes no gradient
+		for _, d := range []int{1, n} {
+			b := y[:d]
+			want, got := make([]float32, n), make([]float32, n)
+			addRepeatGo(x, b, want)
+			if !addRepeat32(x, b, got) {
+				t.Skip("no fast path in this build")
+			}
+			if !bitsEqual(got, want) {
+				t.Fatalf("add n=%d d=%d: %v, Go %v", n, d, got, want)
+			}
+		}
+		want, got := make([]float32, n), make([]float32, n)
+		mulIntoGo(x, y, want)
+		mul32(x, y, got)
+		if !bitsEqual(got, want) {
+			t.Fatalf("mul n=%d: %v, Go %v", n, got, want)
+		}
+		x[n-1] = float32(math.NaN())
+		for i, v := range x {
+			want[i] = max(v, 0)
+		}
+		relu32(x, got)
+		if !bitsEqual(got, want) {
+			t.Fatalf("relu n=%d: %v, Go %v", n, got, want)
+		}
+		x[n-1] = 1
+		reluGrad32Go(x, y, want)
+		reluGrad32C(x, y, got)
+		if !bitsEqual(got, want) {
+			t.Fatalf("relu grad n=%d: %v, Go %v", n, got, want)
+		}
+	}
+	a := NewAdam(0.003)
+	a.WeightDecay = 0.01
+	for _, n := range []int{1, 3, 4, 5, 17, 1000} {
+		w := to32(Normal(1)(rng, []int{n}))
+		g := to32(Normal(1)(rng, []int{n}))
+		m, v := Normal(0.1)(rng, []int{n}), Normal(0.1)(rng, []int{n})
+		for i := range v {
+			v[i] = math.Abs(v[i])
+		}
+		w2, m2, v2 := append([]float32(nil), w...), append([]float64(nil), m...), append([]float64(nil), v...)
+		scale, bc1, bc2, decay := 0.7, 0.19, 0.002, 1-a.LR*a.WeightDecay
+		adamLoop(a, w, g, m, v, scale, bc1, bc2, decay)
+		c := [10]float64{scale, a.LR, a.Beta1, 1 - a.Beta1, a.Beta2, 1 - a.Beta2, bc1, bc2, a.Eps, decay}
+		if !adam32(w2, g, m2, v2, &c) {
+			t.Skip("no fast path in this build")
+		}
+		for j := range w {
+			if w[j] != w2[j] || m[j] != m2[j] || v[j] != v2[j] {
+				t.Fatalf("adam n=%d: element %d is w %v m %v v %v, Go gives %v %v %v", n, j, w2[j], m2[j], v2[j], w[j], m[j], v[j])
+			}
+		}
+	}
+}
+
+func bitsEqual(a, b []float32) bool {
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
