@@ -160,10 +160,22 @@ func mergeHeads(x *graph.Node) *graph.Node {
 // dense is a learned affine map over the last axis: x W + b, with W
 // initialised Glorot-uniform and b zero.
 func dense(b *graph.Builder, name string, x *graph.Node, dout int) *graph.Node {
-	s := graph.Shape(x)
-	w := b.Param(name+".w", []int{s[len(s)-1], dout}, graph.Glorot)
-	bias := b.Param(name+".b", []int{dout}, graph.Zeros)
+	w, bias := denseParams(b, name, x, dout)
 	return graph.Linear(x, w, bias)
+}
+
+// denseReLU is max(dense(x), 0) as one fused op, with dense's parameters.
+func denseReLU(b *graph.Builder, name string, x *graph.Node, dout int) *graph.Node {
+	w, bias := denseParams(b, name, x, dout)
+	return graph.LinearReLU(x, w, bias)
+}
+
+// denseParams creates dense's name.w [din, dout] and name.b [dout], in
+// that order (the order decides their initial values).
+func denseParams(b *graph.Builder, name string, x *graph.Node, dout int) (w, bias *graph.Node) {
+	s := graph.Shape(x)
+	w = b.Param(name+".w", []int{s[len(s)-1], dout}, graph.Glorot)
+	return w, b.Param(name+".b", []int{dout}, graph.Zeros)
 }
 
 // layerNorm is LayerNorm over the last axis with learned gain and bias.

@@ -176,13 +176,13 @@ func (s Segmenter) Forward(b *graph.Builder, x, clicked, values *graph.Node) (*g
 
 	h := x
 	for i := range c.Encoder {
-		h = graph.ReLU(dense(b, fmt.Sprintf("enc.%d", i), h, c.Dim))
+		h = denseReLU(b, fmt.Sprintf("enc.%d", i), h, c.Dim)
 	}
 	var readout *graph.Node // [B, P, H·C]
 	for l := range c.Layers {
 		name := s.LayerName(l)
 		if l > 0 {
-			h = graph.ReLU(dense(b, name+".mix", graph.Concat(2, h, readout), c.Dim))
+			h = denseReLU(b, name+".mix", graph.Concat(2, h, readout), c.Dim)
 		}
 		q := splitHeads(dense(b, name+".wq", h, c.Dim), c.Heads)
 		k := splitHeads(dense(b, name+".wk", h, c.Dim), c.Heads)
@@ -194,6 +194,6 @@ func (s Segmenter) Forward(b *graph.Builder, x, clicked, values *graph.Node) (*g
 		}
 		readout = mergeHeads(res.Readout)
 	}
-	hidden := graph.ReLU(dense(b, "head.0", readout, c.Dim))
+	hidden := denseReLU(b, "head.0", readout, c.Dim)
 	return dense(b, "head.1", hidden, c.Classes), nil
 }

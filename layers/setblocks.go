@@ -36,7 +36,7 @@ func (m MAB) Forward(b *graph.Builder, x, y, yMask *graph.Node) *graph.Node {
 	if m.LayerNorm {
 		h = layerNorm(b, m.Name+".ln0", h)
 	}
-	out := graph.Add(h, graph.ReLU(dense(b, m.Name+".o", h, m.Dim)))
+	out := graph.Add(h, denseReLU(b, m.Name+".o", h, m.Dim))
 	if m.LayerNorm {
 		out = layerNorm(b, m.Name+".ln1", out)
 	}

@@ -23,7 +23,7 @@ import (
 // Parameters: name.ff1, name.ff2 (each .w and .b).
 func feedForward(b *graph.Builder, name string, x *graph.Node, ff int) *graph.Node {
 	s := graph.Shape(x)
-	return dense(b, name+".ff2", graph.ReLU(dense(b, name+".ff1", x, ff)), s[len(s)-1])
+	return dense(b, name+".ff2", denseReLU(b, name+".ff1", x, ff), s[len(s)-1])
 }
 
 // sublayer wraps f in the residual connection and dropout, post-LN or
