@@ -24,6 +24,9 @@ func expRow[T float](dst, src []T, shift T) float64 {
 }
 
 func expRow32(dst, src []float32, shift float32) float64 {
+	if z, ok := expRow32C(dst, src, shift); ok {
+		return z
+	}
 	var z float64
 	for i, v := range src {
 		dst[i] = exp32(v - shift)

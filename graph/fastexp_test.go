@@ -30,3 +30,43 @@ func TestExpNonPositive(t *testing.T) {
 		t.Fatal("float64 rows do not use math.Exp")
 	}
 }
+
+// TestExpRow32 checks the float32 row exponentials, vectorised where the
+// CPU allows, against math.Exp: every length around the vector width (so
+// the masked tail is covered), a vocabulary-sized row, values from 0 to
+// below float32's range.
+func TestExpRow32(t *testing.T) {
+	for _, n := range []int{1, 2, 7, 8, 9, 15, 16, 17, 31, 4459} {
+		src := make([]float32, n)
+		for i := range src {
+			src[i] = float32(-100*float64(i)/float64(n)) + 3
+		}
+		dst := make([]float32, n+3)
+		for i := range dst {
+			dst[i] = -1
+		}
+		z := expRow32(dst, src, 3)
+		var want float64
+		for i, x := range src {
+			e := math.Exp(float64(x) - 3)
+			want += float64(float32(e))
+			if e < 1e-36 {
+				if dst[i] > 1e-36 {
+					t.Fatalf("n=%d: exp(%v) = %v, want about %v", n, x-3, dst[i], e)
+				}
+				continue
+			}
+			if math.Abs(float64(dst[i])-e) > 3e-7*e {
+				t.Fatalf("n=%d: exp(%v) = %v, want %v", n, x-3, dst[i], e)
+			}
+		}
+		if math.Abs(z-want) > 1e-6*want {
+			t.Errorf("n=%d: sum %v, want %v", n, z, want)
+		}
+		for _, v := range dst[n:] {
+			if v != -1 {
+				t.Fatalf("n=%d: wrote past the row", n)
+			}
+		}
+	}
+}

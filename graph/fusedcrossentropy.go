@@ -87,12 +87,7 @@ func crossEntropy[T float](eps float64, logits []T, targets []int, g, out []T) e
 	parallelFor((rows+chunk-1)/chunk, func(w, c int) {
 		for r := c * chunk; r < min((c+1)*chunk, rows); r++ {
 			x := logits[r*v : (r+1)*v]
-			m := x[0]
-			var sum float64
-			for _, e := range x {
-				m = max(m, e)
-				sum += float64(e)
-			}
+			m, sum := rowMaxSum(x)
 			y := targets[r]
 			if g == nil {
 				lse := float64(m) + math.Log(expRow(scratch(w, v), x, m))
@@ -104,11 +99,35 @@ func crossEntropy[T float](eps float64, logits []T, targets []int, g, out []T) e
 			d := out[r*v : (r+1)*v]
 			z := expRow(d, x, m)
 			scale, off := T(float64(g[r])/z), T(float64(g[r])*eps/float64(v))
-			for c := range d {
-				d[c] = d[c]*scale - off
-			}
+			scaleShift(d, scale, off)
 			d[y] -= T(float64(g[r]) * (1 - eps))
 		}
 	})
 	return nil
+}
+
+// rowMaxSum returns the largest value of a row and the sum of its values.
+func rowMaxSum[T float](x []T) (T, float64) {
+	if x32, ok := any(x).([]float32); ok {
+		if m, sum, ok := maxSum32C(x32); ok {
+			return T(m), sum
+		}
+	}
+	m := x[0]
+	var sum float64
+	for _, e := range x {
+		m = max(m, e)
+		sum += float64(e)
+	}
+	return m, sum
+}
+
+// scaleShift sets d[c] = d[c]·scale − off.
+func scaleShift[T float](d []T, scale, off T) {
+	if d32, ok := any(d).([]float32); ok && scaleShift32C(d32, float32(scale), float32(off)) {
+		return
+	}
+	for c := range d {
+		d[c] = d[c]*scale - off
+	}
 }

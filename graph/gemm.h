@@ -5,6 +5,9 @@ void pf_sgemm(int avx2, int transA, int transB, int m, int n, int k, float alpha
 void pf_dgemm(int avx2, int transA, int transB, int m, int n, int k, double alpha,
               const double *A, int lda, const double *B, int ldb, double beta, double *C, int ldc);
 void pf_softmax_rows(float *p, int n, int m, const float *mask, int causal);
+double pf_exp_row(const float *src, float *dst, int n, float shift);
+void pf_max_sum(const float *x, int n, float *mx, double *sum);
+void pf_scale_shift(float *d, int n, float scale, float off);
 void pf_layernorm_fwd(const float *x, const float *g, const float *b, float *y, int rows, int d, float eps,
                       float *mean, float *rstd);
 void pf_layernorm_bwd(const float *x, const float *g, const float *go, const float *mean, const float *rstd,

@@ -199,3 +199,34 @@ func relu32(x, y []float32) bool {
 	C.pf_relu((*C.float)(&x[0]), (*C.float)(&y[0]), C.int(len(x)))
 	return true
 }
+
+// expRow32C runs softmax.c's vectorised exponentials of a row (see
+// expRow) and reports whether it did.
+func expRow32C(dst, src []float32, shift float32) (float64, bool) {
+	if hasAVX2() == 0 || len(src) == 0 || len(dst) < len(src) {
+		return 0, false
+	}
+	return float64(C.pf_exp_row((*C.float)(&src[0]), (*C.float)(&dst[0]), C.int(len(src)), C.float(shift))), true
+}
+
+// maxSum32C runs softmax.c's max and sum of a row, and reports whether it
+// did.
+func maxSum32C(x []float32) (mx float32, sum float64, ok bool) {
+	if hasAVX2() == 0 || len(x) == 0 {
+		return 0, 0, false
+	}
+	var m C.float
+	var s C.double
+	C.pf_max_sum((*C.float)(&x[0]), C.int(len(x)), &m, &s)
+	return float32(m), float64(s), true
+}
+
+// scaleShift32C runs softmax.c's d ← d·scale − off, and reports whether
+// it did.
+func scaleShift32C(d []float32, scale, off float32) bool {
+	if hasAVX2() == 0 || len(d) == 0 {
+		return false
+	}
+	C.pf_scale_shift((*C.float)(&d[0]), C.int(len(d)), C.float(scale), C.float(off))
+	return true
+}

@@ -69,3 +69,10 @@ func reluGrad32C(_, _, _ []float32) bool { return false }
 
 // relu32 has no pure-Go fast path.
 func relu32(_, _ []float32) bool { return false }
+
+// expRow32C has no pure-Go fast path.
+func expRow32C(_, _ []float32, _ float32) (float64, bool) { return 0, false }
+
+// maxSum32C and scaleShift32C have no pure-Go fast path.
+func maxSum32C([]float32) (float32, float64, bool) { return 0, 0, false }
+func scaleShift32C([]float32, float32, float32) bool { return false }

@@ -75,3 +75,70 @@ void pf_softmax_rows(float *p, int n, int m, const float *mask, int causal) {
 		if (vis < m) memset(row + vis, 0, sizeof(float) * (size_t)(m - vis));
 	}
 }
+
+// pf_exp_row sets dst[j] = e^(src[j] − shift) for j < n (src[j] ≤ shift:
+// the exponentials of a softmax after its max is taken out) and returns
+// their sum, accumulated in double. dst may be src.
+__attribute__((target("avx2,fma")))
+double pf_exp_row(const float *src, float *dst, int n, float shift) {
+	const __m256 vs = _mm256_set1_ps(shift), zero = _mm256_setzero_ps();
+	__m256d z0 = _mm256_setzero_pd(), z1 = _mm256_setzero_pd();
+	int j = 0;
+	for (; j + 8 <= n; j += 8) {
+		__m256 e = exp_le0(_mm256_min_ps(_mm256_sub_ps(_mm256_loadu_ps(src + j), vs), zero));
+		_mm256_storeu_ps(dst + j, e);
+		z0 = _mm256_add_pd(z0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+		z1 = _mm256_add_pd(z1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+	}
+	if (j < n) {
+		const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+		__m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - j), lane);
+		__m256 x = _mm256_maskload_ps(src + j, in);
+		__m256 e = _mm256_and_ps(_mm256_castsi256_ps(in), exp_le0(_mm256_min_ps(_mm256_sub_ps(x, vs), zero)));
+		_mm256_maskstore_ps(dst + j, in, e);
+		z0 = _mm256_add_pd(z0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+		z1 = _mm256_add_pd(z1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+	}
+	double lanes[4];
+	_mm256_storeu_pd(lanes, _mm256_add_pd(z0, z1));
+	return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+
+// pf_max_sum returns the largest of x[0..n) in *mx and their sum,
+// accumulated in double, in *sum: a cross-entropy row's shift and mean.
+__attribute__((target("avx2,fma")))
+void pf_max_sum(const float *x, int n, float *mx, double *sum) {
+	__m256 vm = _mm256_set1_ps(-INFINITY);
+	__m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+	int j = 0;
+	for (; j + 8 <= n; j += 8) {
+		__m256 v = _mm256_loadu_ps(x + j);
+		vm = _mm256_max_ps(vm, v);
+		s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+		s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+	}
+	float lanes[8];
+	_mm256_storeu_ps(lanes, vm);
+	float m = lanes[0];
+	for (int l = 1; l < 8; l++) m = lanes[l] > m ? lanes[l] : m;
+	double d[4];
+	_mm256_storeu_pd(d, _mm256_add_pd(s0, s1));
+	double s = (d[0] + d[1]) + (d[2] + d[3]);
+	for (; j < n; j++) {
+		m = x[j] > m ? x[j] : m;
+		s += x[j];
+	}
+	*mx = m;
+	*sum = s;
+}
+
+// pf_scale_shift sets d[j] = d[j]·scale − off for j < n.
+__attribute__((target("avx2,fma")))
+void pf_scale_shift(float *d, int n, float scale, float off) {
+	const __m256 vs = _mm256_set1_ps(scale), vo = _mm256_set1_ps(off);
+	int j = 0;
+	for (; j + 8 <= n; j += 8) {
+		_mm256_storeu_ps(d + j, _mm256_fmsub_ps(_mm256_loadu_ps(d + j), vs, vo));
+	}
+	for (; j < n; j++) d[j] = d[j] * scale - off;
+}

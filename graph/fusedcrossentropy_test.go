@@ -1,0 +1,48 @@
+package graph
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestCrossEntropyFloat32MatchesFloat64: the float32 cross-entropy
+// (softmax.c's row kernels where the build and CPU have them) agrees with
+// the float64 one in loss and gradient, for vocabularies around the
+// vector width and one the size of a real corpus's.
+func TestCrossEntropyFloat32MatchesFloat64(t *testing.T) {
+	for _, v := range []int{5, 8, 17, 4459} {
+		const rows = 13
+		rng := rand.New(rand.NewPCG(uint64(v), 2))
+		targets := make([]int, rows)
+		for i := range targets {
+			targets[i] = rng.IntN(v)
+		}
+		fn := func(b *Builder) error {
+			logits := b.Param("l", []int{rows, v}, Normal(4))
+			b.SetLoss(Mean(SoftmaxCrossEntropy(logits, b.IndexConstant("y", []int{rows}, targets), 0.1)))
+			return nil
+		}
+		losses := map[DType]float64{}
+		grads := map[DType][]float64{}
+		for _, dt := range []DType{Float32, Float64} {
+			p, err := Compile(NewParams(dt, 3), fn, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Run(); err != nil {
+				t.Fatal(err)
+			}
+			g, err := p.Gradients()
+			if err != nil {
+				t.Fatal(err)
+			}
+			losses[dt], grads[dt] = p.Loss(), g["l"]
+		}
+		if e := relDiff([]float64{losses[Float32]}, []float64{losses[Float64]}); e > 1e-6 {
+			t.Errorf("V=%d: loss %v (float32) vs %v, rel diff %g", v, losses[Float32], losses[Float64], e)
+		}
+		if e := relDiff(grads[Float32], grads[Float64]); e > 1e-5 {
+			t.Errorf("V=%d: gradient rel diff %g", v, e)
+		}
+	}
+}
