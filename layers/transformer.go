@@ -18,12 +18,16 @@ import (
 
 // feedForward is the position-wise network of §3.3:
 //
-//	FFN(x) = ReLU(x W₁ + b₁) W₂ + b₂,  W₁ [Dim, FF], W₂ [FF, Dim]
+//	FFN(x) = Dropout(ReLU(x W₁ + b₁)) W₂ + b₂,  W₁ [Dim, FF], W₂ [FF, Dim]
 //
-// Parameters: name.ff1, name.ff2 (each .w and .b).
-func feedForward(b *graph.Builder, name string, x *graph.Node, ff int) *graph.Node {
+// with dropout p on the hidden units, as PyTorch's nn.Transformer layers
+// and tensor2tensor have it (the paper leaves it out).
+//
+// Parameters: name.ff1, name.ff2 (each .w and .b); dropout mask name.ff1.drop.
+func feedForward(b *graph.Builder, name string, x *graph.Node, ff int, p float64) *graph.Node {
 	s := graph.Shape(x)
-	return dense(b, name+".ff2", denseReLU(b, name+".ff1", x, ff), s[len(s)-1])
+	hidden := b.Dropout(name+".ff1.drop", denseReLU(b, name+".ff1", x, ff), p)
+	return dense(b, name+".ff2", hidden, s[len(s)-1])
 }
 
 // sublayer wraps f in the residual connection and dropout, post-LN or
@@ -41,7 +45,8 @@ func sublayer(b *graph.Builder, x *graph.Node, preLN bool, ln, drop string, p fl
 // residual sub-layer.
 //
 // Parameters: name.self (q, k, v, o), name.ff1, name.ff2, name.ln1,
-// name.ln2. Dropout masks (training graphs): name.self.drop, name.ff.drop.
+// name.ln2. Dropout masks (training graphs): name.self.drop, name.ff1.drop,
+// name.ff.drop.
 type EncoderLayer struct {
 	Name    string
 	Dim     int     // model width d_model
@@ -60,7 +65,7 @@ func (l EncoderLayer) Forward(b *graph.Builder, x, mask *graph.Node) *graph.Node
 		return self.Forward(b, h, h, Mask{Keys: mask})
 	})
 	return sublayer(b, x, l.PreLN, l.Name+".ln2", l.Name+".ff.drop", l.Dropout, func(h *graph.Node) *graph.Node {
-		return feedForward(b, l.Name, h, l.FF)
+		return feedForward(b, l.Name, h, l.FF, l.Dropout)
 	})
 }
 
@@ -70,7 +75,7 @@ func (l EncoderLayer) Forward(b *graph.Builder, x, mask *graph.Node) *graph.Node
 //
 // Parameters: name.self, name.cross (q, k, v, o), name.ff1, name.ff2,
 // name.ln1, name.ln2, name.ln3. Dropout masks: name.self.drop,
-// name.cross.drop, name.ff.drop.
+// name.cross.drop, name.ff1.drop, name.ff.drop.
 type DecoderLayer struct {
 	Name    string
 	Dim     int
@@ -94,7 +99,7 @@ func (l DecoderLayer) Forward(b *graph.Builder, y, tgtMask, memory, srcMask *gra
 		return l.cross().Forward(b, h, memory, Mask{Keys: srcMask})
 	})
 	return sublayer(b, y, l.PreLN, l.Name+".ln3", l.Name+".ff.drop", l.Dropout, func(h *graph.Node) *graph.Node {
-		return feedForward(b, l.Name, h, l.FF)
+		return feedForward(b, l.Name, h, l.FF, l.Dropout)
 	})
 }
 
