@@ -30,6 +30,7 @@ func TestBayesAttentionValidation(t *testing.T) {
 		{"maxnorm", []string{"model.attention.prior=constant"}, "linked or free"},
 		{"maxnorm", []string{"model.attention.head_diversity=-0.1"}, "model.attention.head_diversity = -0.1"},
 		{"seq2seq-toy", []string{"model.attention.head_diversity=.inf"}, "model.attention.head_diversity"},
+		{"segment-em", []string{"model.attention.head_diversity=0.1"}, "0 for task segment"},
 		{"segment-em", []string{"model.attention.kind=bayes-lognormal"}, "for task segment"},
 	} {
 		_, err := Load(c.preset, c.sets)

@@ -38,6 +38,7 @@ func (c *Config) Validate() error {
 		{c.Model.Heads > 0 && c.Model.Dim%max(c.Model.Heads, 1) == 0, "model.heads", "a positive divisor of model.dim"},
 		{oneOf(a.Kind, "softmax", "em", "bayes-weibull", "bayes-lognormal"), "model.attention.kind", "softmax, em, bayes-weibull or bayes-lognormal"},
 		{!bayes || c.Task != "segment", "model.attention.kind", "softmax or em for task segment"},
+		{a.HeadDiversity == 0 || c.Task != "segment", "model.attention.head_diversity", "0 for task segment (its EM layers have no multi-head rows)"},
 		{a.KeyIters >= 0, "model.attention.key_iters", "≥ 0"},
 		{a.ValueIters >= 0, "model.attention.value_iters", "≥ 0"},
 		{a.PropagateIters >= 0, "model.attention.propagate_iters", "≥ 0"},

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -43,6 +44,31 @@ func TestCrossEntropyFloat32MatchesFloat64(t *testing.T) {
 		}
 		if e := relDiff(grads[Float32], grads[Float64]); e > 1e-5 {
 			t.Errorf("V=%d: gradient rel diff %g", v, e)
+		}
+	}
+}
+
+// TestCrossEntropyNaNPropagates: a NaN logit anywhere in a row makes the
+// loss and the row's gradient NaN in float32 too, so the trainer's
+// divergence check sees it (vector min and max drop NaN unless told).
+func TestCrossEntropyNaNPropagates(t *testing.T) {
+	for _, at := range []int{0, 9, 16, 20} { // in a full vector, in the tail
+		logits := make([]float64, 21)
+		logits[at] = math.NaN()
+		p, err := Compile(NewParams(Float32, 1), func(b *Builder) error {
+			l := b.Param("l", []int{1, 21}, func(*rand.Rand, []int) []float64 { return logits })
+			b.SetLoss(Mean(SoftmaxCrossEntropy(l, b.IndexConstant("y", []int{1}, []int{(at + 3) % 21}), 0)))
+			return nil
+		}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Run(); err != nil {
+			t.Fatal(err)
+		}
+		g, _ := p.Gradients()
+		if !math.IsNaN(p.Loss()) || !math.IsNaN(g["l"][(at+5)%21]) {
+			t.Errorf("NaN at %d: loss %v, gradient %v", at, p.Loss(), g["l"])
 		}
 	}
 }

@@ -5,7 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <immintrin.h>
+#include <stdio.h>
 #include "gemm.h"
+
+// oom ends the process with a message: a failed allocation inside a
+// matrix product has no caller to return an error to.
+static void oom(const char *what) {
+	fprintf(stderr, "probformer: out of memory in the matrix kernel (%s)\n", what);
+	abort();
+}
 
 int pf_has_avx2(void) {
 	__builtin_cpu_init();
@@ -170,6 +178,7 @@ SCALE_C(double)
 		int rsa = transA ? 1 : lda, csa = transA ? lda : 1;                            \
 		if (transB) { /* B is [n×k]: make it [k×n], on the stack when small */        \
 			bt = (size_t)k * n <= SMALL_BT ? small : malloc(sizeof(T) * (size_t)k * n); \
+			if (!bt) oom("transposing B");                                             \
 			for (int j = 0; j < n; j++)                                                \
 				for (int p = 0; p < k; p++) bt[(size_t)p * n + j] = B[(size_t)j * ldb + p]; \
 			B = bt; ldb = n;                                                           \
@@ -198,7 +207,8 @@ GEMM(sgemm_direct, float, sgemm_avx2, sgemm_portable)
 #define NR 16
 #define NC 1024
 
-// Each thread keeps its packing buffer between calls.
+// Each thread keeps its packing buffer between calls; it lives as long as
+// the thread (Go's threads are few and long-lived), and is never freed.
 static __thread float *pack_b;
 static __thread size_t pack_b_cap;
 
@@ -207,6 +217,7 @@ static float *grow(float **buf, size_t *cap, size_t n) {
 		free(*buf);
 		*buf = aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64);
 		*cap = *buf ? n : 0;
+		if (!*buf) oom("packing B");
 	}
 	return *buf;
 }

@@ -74,5 +74,5 @@ func relu32(_, _ []float32) bool { return false }
 func expRow32C(_, _ []float32, _ float32) (float64, bool) { return 0, false }
 
 // maxSum32C and scaleShift32C have no pure-Go fast path.
-func maxSum32C([]float32) (float32, float64, bool) { return 0, 0, false }
+func maxSum32C([]float32) (float32, float64, bool)   { return 0, 0, false }
 func scaleShift32C([]float32, float32, float32) bool { return false }

@@ -37,13 +37,25 @@ type Program struct {
 // Compile builds fn into a program. With train set, the graph also
 // computes the gradient of the loss (which fn must set with SetLoss).
 func Compile(params *Params, fn BuildFunc, train bool) (*Program, error) {
-	b, err := build(params, train, fn)
+	return compile(params, fn, train, train)
+}
+
+// CompileSampler builds fn as a training graph — layers add their noise
+// inputs and dropout masks (Builder.Training is true) — but computes no
+// gradient: a forward pass that draws, for sampled evaluation such as
+// Bayesian attention's predictive spread.
+func CompileSampler(params *Params, fn BuildFunc) (*Program, error) {
+	return compile(params, fn, true, false)
+}
+
+func compile(params *Params, fn BuildFunc, trainLayers, differentiate bool) (*Program, error) {
+	b, err := build(params, trainLayers, fn)
 	if err != nil {
 		return nil, err
 	}
 	p := &Program{
 		params:   params,
-		train:    train,
+		train:    differentiate,
 		used:     b.used,
 		usedN:    b.usedN,
 		inputs:   b.inputs,

@@ -8,6 +8,10 @@
 #include <immintrin.h>
 #include "gemm.h"
 
+// Callers clamp with _mm256_min_ps(zero, d), zero first: minps returns its
+// second operand when either is NaN, so a NaN score stays NaN (and the
+// divergence check sees it) instead of becoming e^0.
+//
 // exp_le0 is e^x for x ≤ 0 to a relative error below 3e-7, as exp32 in
 // fastexp.go computes it: x = k·ln2 + r with |r| ≤ ln2/2 (ln2 split in two
 // for an exact reduction), a degree-6 Taylor polynomial for e^r, and k
@@ -60,7 +64,7 @@ void pf_softmax_rows(float *p, int n, int m, const float *mask, int causal) {
 				__m256 mk = _mm256_maskload_ps(mask + j, in);
 				keep = _mm256_and_ps(keep, _mm256_cmp_ps(mk, _mm256_setzero_ps(), _CMP_NEQ_UQ));
 			}
-			__m256 ex = _mm256_and_ps(keep, exp_le0(_mm256_min_ps(_mm256_sub_ps(x, vmx), _mm256_setzero_ps())));
+			__m256 ex = _mm256_and_ps(keep, exp_le0(_mm256_min_ps(_mm256_setzero_ps(), _mm256_sub_ps(x, vmx))));
 			_mm256_maskstore_ps(row + j, in, ex);
 			zs = _mm256_add_ps(zs, ex);
 		}
@@ -85,7 +89,7 @@ double pf_exp_row(const float *src, float *dst, int n, float shift) {
 	__m256d z0 = _mm256_setzero_pd(), z1 = _mm256_setzero_pd();
 	int j = 0;
 	for (; j + 8 <= n; j += 8) {
-		__m256 e = exp_le0(_mm256_min_ps(_mm256_sub_ps(_mm256_loadu_ps(src + j), vs), zero));
+		__m256 e = exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(_mm256_loadu_ps(src + j), vs)));
 		_mm256_storeu_ps(dst + j, e);
 		z0 = _mm256_add_pd(z0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
 		z1 = _mm256_add_pd(z1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
@@ -94,7 +98,7 @@ double pf_exp_row(const float *src, float *dst, int n, float shift) {
 		const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
 		__m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - j), lane);
 		__m256 x = _mm256_maskload_ps(src + j, in);
-		__m256 e = _mm256_and_ps(_mm256_castsi256_ps(in), exp_le0(_mm256_min_ps(_mm256_sub_ps(x, vs), zero)));
+		__m256 e = _mm256_and_ps(_mm256_castsi256_ps(in), exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(x, vs))));
 		_mm256_maskstore_ps(dst + j, in, e);
 		z0 = _mm256_add_pd(z0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
 		z1 = _mm256_add_pd(z1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));

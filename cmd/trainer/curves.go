@@ -156,12 +156,16 @@ func readSeries(run, metric string) (series, error) {
 	sc := bufio.NewScanner(file)
 	sc.Buffer(make([]byte, 0, 1<<16), 1<<24)
 	for line := 1; sc.Scan(); line++ {
-		var fields map[string]float64
+		var fields map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &fields); err != nil {
 			return s, fmt.Errorf("%s: line %d: %w", path, line, err)
 		}
-		if v, ok := fields[metric]; ok {
-			s.values[int(fields["step"])] = v
+		// Lines without a numeric step, or whose metric is not a number,
+		// are not points of the curve.
+		v, isNum := fields[metric].(float64)
+		step, hasStep := fields["step"].(float64)
+		if isNum && hasStep {
+			s.values[int(step)] = v
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -26,6 +26,8 @@ func TestCurves(t *testing.T) {
 {"step":750,"valid_bleu":96}
 `)
 	b := writeRun(t, filepath.Join(dir, "b"), `{"step":250,"valid_bleu":80}
+{"valid_bleu":12}
+{"step":400,"valid_bleu":"n/a","note":"text"}
 {"step":500,"valid_bleu":95.5}
 `)
 	png := filepath.Join(dir, "bleu.png")

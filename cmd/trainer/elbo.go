@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"probformer/configs"
@@ -20,18 +21,21 @@ import (
 // (nll, kl, diversity), so metrics.jsonl and the progress line show each
 // part of the loss. A graph without penalties (an evaluation graph, or
 // plain attention) gets nll unchanged.
-func objective(b *graph.Builder, nll *graph.Node, lambda float64) *graph.Node {
+func objective(b *graph.Builder, nll *graph.Node, lambda float64) (*graph.Node, error) {
 	var kls, diversities []*graph.Node
+	penalties := b.Penalties()
 	for i, name := range b.PenaltyNames() {
-		p := b.Penalties()[i]
-		if strings.HasSuffix(name, ".diversity") {
-			diversities = append(diversities, p)
-		} else {
-			kls = append(kls, p)
+		switch {
+		case strings.HasSuffix(name, ".diversity"):
+			diversities = append(diversities, penalties[i])
+		case strings.HasSuffix(name, ".kl"):
+			kls = append(kls, penalties[i])
+		default:
+			return nil, fmt.Errorf("penalty %s: the objective has no weight for it", name)
 		}
 	}
-	if len(kls)+len(diversities) == 0 {
-		return nll
+	if len(penalties) == 0 {
+		return nll, nil
 	}
 	b.Track("nll", nll)
 	loss := nll
@@ -47,7 +51,7 @@ func objective(b *graph.Builder, nll *graph.Node, lambda float64) *graph.Node {
 		b.Track("diversity", total)
 		loss = graph.Add(loss, graph.Scale(total, lambda))
 	}
-	return loss
+	return loss, nil
 }
 
 func sum(xs []*graph.Node) *graph.Node {

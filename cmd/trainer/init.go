@@ -14,7 +14,7 @@ import (
 
 // encoderPrefixes name the parameters a masked LM hands to a seq2seq
 // model: the source embedding and the encoder stack (layers.MaskedLM).
-var encoderPrefixes = []string{"src_emb.", "enc."}
+var encoderPrefixes = [...]string{"src_emb.", "enc."}
 
 // initEncoder starts a new seq2seq run's source embedding and encoder
 // from the masked-LM checkpoint init.encoder_from names (a file, or a run
@@ -126,7 +126,7 @@ func sameVocabulary(saved []byte, tk task) error {
 // returns the number of tensors copied.
 func copyEncoder(ck *graph.Checkpoint, params *graph.Params) (int, error) {
 	isEncoder := func(name string) bool {
-		return slices.ContainsFunc(encoderPrefixes, func(p string) bool { return strings.HasPrefix(name, p) })
+		return slices.ContainsFunc(encoderPrefixes[:], func(p string) bool { return strings.HasPrefix(name, p) })
 	}
 	seen := map[string]bool{}
 	for _, tensor := range ck.Params {

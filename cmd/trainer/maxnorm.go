@@ -66,7 +66,11 @@ func (t *maxNormTask) build(batch int) graph.BuildFunc {
 		if err != nil {
 			return err
 		}
-		b.SetLoss(objective(b, loss, t.cfg.Model.Attention.HeadDiversity))
+		total, err := objective(b, loss, t.cfg.Model.Attention.HeadDiversity)
+		if err != nil {
+			return err
+		}
+		b.SetLoss(total)
 		return nil
 	}
 }

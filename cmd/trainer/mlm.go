@@ -211,7 +211,11 @@ func (t *mlmTask) build(batch int) graph.BuildFunc {
 		if !b.Training() {
 			b.Output("logits", logits) // [B, S, Vocab]
 		}
-		b.SetLoss(objective(b, loss, t.cfg.Model.Attention.HeadDiversity))
+		total, err := objective(b, loss, t.cfg.Model.Attention.HeadDiversity)
+		if err != nil {
+			return err
+		}
+		b.SetLoss(total)
 		return nil
 	}
 }

@@ -23,7 +23,7 @@ type sampler interface {
 // deviation over samples of each set's prediction, and how it tracks the
 // error of the mean prediction.
 func (t *maxNormTask) sampleReport(w io.Writer, params *graph.Params, samples int, seed uint64) error {
-	prog, err := graph.Compile(params, t.build(maxNormEvalBatch), true)
+	prog, err := graph.CompileSampler(params, t.build(maxNormEvalBatch))
 	if err != nil {
 		return err
 	}

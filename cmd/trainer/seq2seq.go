@@ -132,7 +132,11 @@ func (t *seq2seqTask) build(batch int) graph.BuildFunc {
 		if err != nil {
 			return err
 		}
-		b.SetLoss(objective(b, loss, t.cfg.Model.Attention.HeadDiversity))
+		total, err := objective(b, loss, t.cfg.Model.Attention.HeadDiversity)
+		if err != nil {
+			return err
+		}
+		b.SetLoss(total)
 		return nil
 	}
 }

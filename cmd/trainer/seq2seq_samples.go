@@ -38,7 +38,7 @@ import (
 func (t *seq2seqTask) sampleReport(w io.Writer, params *graph.Params, samples int, seed uint64) error {
 	pairs := t.corpus.Test
 	rows := min(seq2seqEvalBatch, len(pairs))
-	sampled, err := graph.Compile(params, t.buildLogits(rows), true)
+	sampled, err := graph.CompileSampler(params, t.buildLogits(rows))
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,11 @@ func (t *seq2seqTask) buildLogits(batch int) graph.BuildFunc {
 		if err != nil {
 			return err
 		}
-		b.SetLoss(objective(b, loss, t.cfg.Model.Attention.HeadDiversity))
+		total, err := objective(b, loss, t.cfg.Model.Attention.HeadDiversity)
+		if err != nil {
+			return err
+		}
+		b.SetLoss(total)
 		return nil
 	}
 }

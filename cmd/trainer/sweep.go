@@ -47,6 +47,9 @@ type sweepResult struct {
 	BestStep  int                `json:"best_step"`
 	MsPerStep float64            `json:"ms_per_step"`
 	TrainSec  float64            `json:"train_seconds"`
+	// Config is the variant's whole config, so a sweep started again with
+	// other overrides does not pass off an old result as the new one.
+	Config string `json:"config"`
 }
 
 const sweepResultFile = "result.json"
@@ -60,8 +63,8 @@ func newSweepCommand() *cobra.Command {
 variant's test metrics (best validation checkpoint), its training wall time
 and its milliseconds per training step (forward, backward and Adam, timed
 on fresh weights after training, with nothing else running in this
-process). A variant is NAME or NAME:key=value[,key=value…]; --set applies
-to all of them. Each variant trains in --out/NAME; a sweep that is stopped
+process). A variant is NAME or NAME:key=value[,key=value…] (so a value
+cannot hold a comma); --set applies to all of them. Each variant trains in --out/NAME; a sweep that is stopped
 resumes unfinished runs and reuses finished ones when started again. The
 table is also written to --out/results.md.
 
@@ -83,7 +86,7 @@ table is also written to --out/results.md.
 	return cmd
 }
 
-var variantName = regexp.MustCompile(`^[A-Za-z0-9_.+-]+$`)
+var variantName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]*$`)
 
 // parseVariants reads --variant flags, checking every override against
 // the config so that a typo fails before hours of training.
@@ -99,7 +102,7 @@ func parseVariants(f sweepFlags) ([]variant, error) {
 	for _, spec := range f.variants {
 		name, sets, _ := strings.Cut(spec, ":")
 		if !variantName.MatchString(name) {
-			return nil, fmt.Errorf("--variant %q: the name must be letters, digits, '.', '_', '+' or '-'", spec)
+			return nil, fmt.Errorf("--variant %q: the name must start with a letter or digit, then letters, digits, '.', '_', '+' or '-'", spec)
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("--variant %q: name %s is used twice", spec, name)
@@ -148,17 +151,28 @@ func runSweep(f sweepFlags, stdout, stderr io.Writer) error {
 func sweepVariant(f sweepFlags, v variant, stdout, stderr io.Writer) (sweepResult, error) {
 	dir := filepath.Join(f.out, v.name)
 	resultPath := filepath.Join(dir, sweepResultFile)
+	sets := append(slices.Clone(f.sets), v.sets...)
+	cfg, err := configs.Load(f.config, sets)
+	if err != nil {
+		return sweepResult{}, badInput(err)
+	}
+	want := string(cfg.YAML())
 	if data, err := os.ReadFile(resultPath); err == nil {
 		var r sweepResult
 		if err := json.Unmarshal(data, &r); err != nil {
 			return r, badInput(fmt.Errorf("%s: %w (delete it to measure the variant again)", resultPath, err))
 		}
+		if r.Config != want {
+			return r, badInput(fmt.Errorf("%s was measured with another config than this sweep's; delete %s, or choose another --out", resultPath, dir))
+		}
 		fmt.Fprintf(stderr, "== %s: finished earlier (%s)\n", v.name, resultPath)
 		return r, nil
 	}
-	sets := append(slices.Clone(f.sets), v.sets...)
 	tf := trainFlags{config: f.config, out: dir, sets: sets, bar: f.bar}
 	if steps, _ := stepCheckpoints(dir); len(steps) > 0 {
+		if saved, err := os.ReadFile(filepath.Join(dir, configFile)); err != nil || string(saved) != want {
+			return sweepResult{}, badInput(fmt.Errorf("%s holds a run of another config than this sweep's; delete it, or choose another --out", dir))
+		}
 		tf = trainFlags{resume: dir, bar: f.bar}
 		fmt.Fprintf(stderr, "== %s: resuming %s\n", v.name, dir)
 	} else {
@@ -168,7 +182,7 @@ func sweepVariant(f sweepFlags, v variant, stdout, stderr io.Writer) (sweepResul
 	if err := runTrain(context.Background(), tf, stdout, stderr); err != nil {
 		return sweepResult{}, err
 	}
-	r := sweepResult{Variant: v.name, Sets: v.sets, TrainSec: time.Since(start).Seconds()}
+	r := sweepResult{Variant: v.name, Sets: v.sets, TrainSec: time.Since(start).Seconds(), Config: want}
 	t, _, err := loadForEval(dir)
 	if err != nil {
 		return r, err
@@ -237,7 +251,7 @@ func sweepTable(results []sweepResult) string {
 		fmt.Fprintf(&b, "| %s | `%s` |", r.Variant, sets)
 		for _, m := range metrics {
 			if v, ok := r.Test[m]; ok {
-				fmt.Fprintf(&b, " %.2f |", v)
+				fmt.Fprintf(&b, " %.4g |", v)
 			} else {
 				b.WriteString(" |")
 			}

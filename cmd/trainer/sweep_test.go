@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -37,6 +38,9 @@ func TestSweep(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "finished earlier") || !strings.HasSuffix(again, string(saved)) {
 		t.Errorf("second sweep: exit %d, stderr %q, stdout %q", code, stderr, again)
 	}
+	// Other overrides in the same directory must not reuse the results.
+	changed := append(slices.Clone(args), "--set", "optimizer.lr=0.01")
+	expectBadInput(t, changed, "another config", filepath.Join(out, "base"))
 }
 
 func TestSweepBadInput(t *testing.T) {
@@ -49,6 +53,8 @@ func TestSweepBadInput(t *testing.T) {
 		{"no variant", []string{"sweep", "--out", dir}, []string{"--variant"}},
 		{"bad override", []string{"sweep", "--out", dir, "--variant", "x:model.dimm=3"}, []string{"variant x", "dimm"}},
 		{"bad name", []string{"sweep", "--out", dir, "--variant", "a/b"}, []string{`"a/b"`}},
+		{"parent", []string{"sweep", "--out", dir, "--variant", "..:training.steps=3"}, []string{`"..:training.steps=3"`, "start with a letter"}},
+		{"dot", []string{"sweep", "--out", dir, "--variant", "."}, []string{`"."`}},
 		{"twice", []string{"sweep", "--out", dir, "--variant", "a", "--variant", "a:training.steps=3"}, []string{"used twice"}},
 	}
 	for _, c := range cases {
