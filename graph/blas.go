@@ -23,6 +23,28 @@ func gemmBias[T float](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T,
 	if m == 0 || n == 0 {
 		return
 	}
+	if cols := splitColumns(c, m, n, k); cols > 0 && runtime.GOMAXPROCS(0) > 1 {
+		// Few rows and many columns (a weight gradient of a wide output
+		// layer, say): split the columns, so each thread packs only its
+		// half of B.
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gemmKernel(tA, tB, m, cols, k, alpha, a, lda, b, ldb, beta, c, ldc, bias)
+		}()
+		bOff := cols
+		if tB {
+			bOff = cols * ldb
+		}
+		var rest []T
+		if bias != nil {
+			rest = bias[cols:]
+		}
+		gemmKernel(tA, tB, m, n-cols, k, alpha, a, lda, b[bOff:], ldb, beta, c[cols:], ldc, rest)
+		wg.Wait()
+		return
+	}
 	if m >= 16 && m*n*k >= 1<<18 && runtime.GOMAXPROCS(0) > 1 {
 		half := m / 2
 		var wg sync.WaitGroup
@@ -40,6 +62,19 @@ func gemmBias[T float](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T,
 		return
 	}
 	gemmKernel(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias)
+}
+
+// splitColumns returns where to split a float32 product's columns between
+// two threads, or 0 to split its rows (or not at all). It splits columns
+// when there are few rows and many columns, at a multiple of 16 that
+// leaves both halves 16 or more wide with k ≥ 32: then every element is
+// computed by gemm.c's packed kernel, as without the split, and the
+// values do not depend on the number of threads.
+func splitColumns[T float](c []T, m, n, k int) int {
+	if _, ok := any(c).([]float32); !ok || !packedGemm() || m > 128 || n < 256 || k < 32 || m*n*k < 1<<18 {
+		return 0
+	}
+	return n / 32 * 16
 }
 
 // parallelFor runs f(i) for i in [0, n) on up to GOMAXPROCS goroutines,

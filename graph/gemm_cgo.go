@@ -230,3 +230,8 @@ func scaleShift32C(d []float32, scale, off float32) bool {
 	C.pf_scale_shift((*C.float)(&d[0]), C.int(len(d)), C.float(scale), C.float(off))
 	return true
 }
+
+// packedGemm reports whether float32 products with n ≥ 16 and k ≥ 32 run
+// on gemm.c's packed kernel, whose values do not depend on the columns it
+// is given (see splitColumns).
+func packedGemm() bool { return hasAVX2() != 0 }

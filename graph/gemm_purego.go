@@ -76,3 +76,6 @@ func expRow32C(_, _ []float32, _ float32) (float64, bool) { return 0, false }
 // maxSum32C and scaleShift32C have no pure-Go fast path.
 func maxSum32C([]float32) (float32, float64, bool)   { return 0, 0, false }
 func scaleShift32C([]float32, float32, float32) bool { return false }
+
+// packedGemm: gonum's kernel makes no promise about column splits.
+func packedGemm() bool { return false }

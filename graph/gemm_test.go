@@ -119,10 +119,12 @@ func BenchmarkGemm(b *testing.B) {
 
 // TestGemmRowSplitIsExact: an element of C is computed the same way
 // whatever rows it is computed with, so splitting C's rows between
-// goroutines (or tiling them differently) cannot change a bit.
+// goroutines (or tiling them differently) cannot change a bit; nor does
+// splitting its columns, for the wide products gemm splits that way
+// ({64, 600, 100}), bias included.
 func TestGemmRowSplitIsExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
-	for _, sz := range [][3]int{{64, 256, 300}, {100, 20, 64}, {37, 64, 16}} {
+	for _, sz := range [][3]int{{64, 256, 300}, {100, 20, 64}, {37, 64, 16}, {64, 600, 100}} {
 		m, n, k := sz[0], sz[1], sz[2]
 		for _, tA := range []bool{false, true} {
 			for _, tB := range []bool{false, true} {
@@ -151,6 +153,14 @@ func TestGemmRowSplitIsExact(t *testing.T) {
 				for i := range whole {
 					if whole[i] != split[i] || whole[i] != rows[i] {
 						t.Fatalf("%v tA=%v tB=%v: element %d is %v whole, %v split, %v by 7 rows", sz, tA, tB, i, whole[i], split[i], rows[i])
+					}
+				}
+				bias := to32(Normal(1)(rng, []int{n}))
+				gemmKernel(tA, tB, m, n, k, float32(0.5), a, lda, b, ldb, 0, whole, n, bias)
+				gemmBias(tA, tB, m, n, k, float32(0.5), a, lda, b, ldb, 0, split, n, bias)
+				for i := range whole {
+					if whole[i] != split[i] {
+						t.Fatalf("%v tA=%v tB=%v with bias: element %d is %v whole, %v split", sz, tA, tB, i, whole[i], split[i])
 					}
 				}
 			}
