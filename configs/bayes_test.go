@@ -31,6 +31,8 @@ func TestBayesAttentionValidation(t *testing.T) {
 		{"maxnorm", []string{"model.attention.head_diversity=-0.1"}, "model.attention.head_diversity = -0.1"},
 		{"seq2seq-toy", []string{"model.attention.head_diversity=.inf"}, "model.attention.head_diversity"},
 		{"segment-em", []string{"model.attention.head_diversity=0.1"}, "0 for task segment"},
+		{"seq2seq-toy", []string{"training.ema_decay=1"}, "training.ema_decay = 1"},
+		{"maxnorm", []string{"training.ema_decay=-0.5"}, "training.ema_decay = -0.5"},
 		{"segment-em", []string{"model.attention.kind=bayes-lognormal"}, "for task segment"},
 	} {
 		_, err := Load(c.preset, c.sets)

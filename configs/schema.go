@@ -186,6 +186,11 @@ type Training struct {
 	// linear warm-up over KLWarmup steps (0: none). 0 leaves the KL out.
 	KLWeight float64 `yaml:"kl_weight"`
 	KLWarmup int     `yaml:"kl_warmup"`
+	// EMADecay keeps an exponential moving average of the weights with
+	// this decay (e.g. 0.999; 0: none), warmed up as min(decay,
+	// (1+t)/(10+t)); validation, the best checkpoint's selection, eval,
+	// translate and export then use the averaged weights.
+	EMADecay float64 `yaml:"ema_decay"`
 	// LogEvery steps a progress line is printed (when not on a terminal)
 	// and a metrics line appended.
 	LogEvery int `yaml:"log_every"`

@@ -53,6 +53,7 @@ func (c *Config) Validate() error {
 		{oneOf(a.Score, "", "dot", "scaled_dot", "bilinear", "additive"), "model.attention.score", "dot, scaled_dot, bilinear or additive"},
 		{a.RelativePositions >= 0, "model.attention.relative_positions", "≥ 0 (0: off)"},
 		{a.HeadDiversity >= 0 && a.HeadDiversity <= math.MaxFloat64, "model.attention.head_diversity", "a finite number ≥ 0 (0: off)"},
+		{c.Training.EMADecay >= 0 && c.Training.EMADecay < 1, "training.ema_decay", "in [0, 1) (0: no weight average)"},
 		{c.Optimizer.Name == "adam", "optimizer.name", "adam"},
 		{c.Optimizer.LR > 0, "optimizer.lr", "a positive number"},
 		{c.Optimizer.Beta1 >= 0 && c.Optimizer.Beta1 < 1, "optimizer.beta1", "in [0, 1)"},

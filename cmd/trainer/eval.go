@@ -87,6 +87,9 @@ func loadForEval(path string) (*trainer, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	if err := useAverage(ck); err != nil {
+		return nil, "", badInput(fmt.Errorf("checkpoint %s: %w", file, err))
+	}
 	if err := ck.Restore(t.params); err != nil {
 		return nil, "", badInput(fmt.Errorf("checkpoint %s: %w", file, err))
 	}

@@ -34,6 +34,9 @@ checkpoint).`,
 			if err != nil {
 				return badInput(err)
 			}
+			if err := useAverage(ck); err != nil {
+				return badInput(fmt.Errorf("checkpoint %s: %w", file, err))
+			}
 			cfg, err := configs.Parse(ck.Config)
 			if err != nil {
 				return badInput(fmt.Errorf("checkpoint %s: config: %w", file, err))

@@ -44,6 +44,9 @@ func initEncoder(t *trainer, stderr io.Writer) error {
 	if err != nil {
 		return badInput(fmt.Errorf("init.encoder_from: %w", err))
 	}
+	if err := useAverage(ck); err != nil {
+		return fail("%v", err)
+	}
 	src, err := configs.Parse(ck.Config)
 	if err != nil {
 		return fail("config: %v", err)

@@ -12,7 +12,7 @@ func (d *divergence) Error() string { return d.why }
 
 // trainStep runs training step next (1-based): the learning rate of the
 // schedule, a batch, fresh dropout masks and noise, the step-dependent
-// inputs, forward and backward, and the Adam update. It returns the loss
+// inputs, forward and backward, the Adam update and the weight average. It returns the loss
 // and the gradient norm before clipping; a non-finite loss or gradient is
 // a *divergence, and the parameters are then left as they were.
 func (t *trainer) trainStep(next int) (loss, norm float64, err error) {
@@ -37,6 +37,9 @@ func (t *trainer) trainStep(next int) (loss, norm float64, err error) {
 	}
 	if norm, err = t.opt.Step(t.train); err != nil {
 		return loss, 0, &divergence{err.Error()}
+	}
+	if t.avg != nil {
+		t.avg.update(next)
 	}
 	return loss, norm, nil
 }

@@ -86,6 +86,7 @@ type trainer struct {
 	step    int
 	loop    loopState
 	metrics map[string]float64
+	avg     *weightAverage // nil unless training.ema_decay > 0
 	out     io.Writer
 	log     *os.File
 }
@@ -145,6 +146,9 @@ func setupRun(f trainFlags, stderr io.Writer) (*trainer, error) {
 	if ck == nil { // a resumed run has its own encoder (init.go)
 		if err := initEncoder(t, stderr); err != nil {
 			return nil, err
+		}
+		if t.avg != nil { // the average starts from the initial weights
+			t.avg = newWeightAverage(t.params, cfg.Training.EMADecay)
 		}
 	}
 	if ck != nil {
@@ -238,6 +242,9 @@ func newTrainer(cfg *configs.Config, dir string, state map[string][]byte) (*trai
 	if t.eval, err = graph.Compile(t.params, tk.build(tk.evalBatch()), false); err != nil {
 		return nil, fmt.Errorf("build evaluation graph: %w", err)
 	}
+	if cfg.Training.EMADecay > 0 {
+		t.avg = newWeightAverage(t.params, cfg.Training.EMADecay)
+	}
 	o := cfg.Optimizer
 	t.opt = graph.NewAdam(o.LR)
 	t.opt.Beta1, t.opt.Beta2, t.opt.Eps = o.Beta1, o.Beta2, o.Eps
@@ -261,6 +268,15 @@ func (t *trainer) restore(ck *graph.Checkpoint) error {
 	if err := json.Unmarshal(ck.Extra["loop"], &t.loop); err != nil {
 		return fmt.Errorf("checkpoint loop state: %w", err)
 	}
+	if t.avg != nil {
+		data, ok := ck.Extra[emaExtra]
+		if !ok {
+			return errors.New("checkpoint has no weight average, but training.ema_decay is set")
+		}
+		if err := t.avg.decode(data); err != nil {
+			return err
+		}
+	}
 	t.step = ck.Step
 	t.metrics = ck.Metrics
 	return nil
@@ -283,6 +299,9 @@ func (t *trainer) checkpoint() (*graph.Checkpoint, error) {
 		return nil, err
 	}
 	ck.Extra["config_name"] = []byte(t.cfg.Name)
+	if t.avg != nil {
+		ck.Extra[emaExtra] = t.avg.encode()
+	}
 	st, err := t.task.state()
 	if err != nil {
 		return nil, err
@@ -317,10 +336,10 @@ func (t *trainer) record(fields map[string]any) error {
 	return err
 }
 
-// evaluate scores the validation set, records it, and saves best.ckpt on
-// improvement.
+// evaluate scores the validation set (with the weight average, if the run
+// keeps one), records it, and saves best.ckpt on improvement.
 func (t *trainer) evaluate() (map[string]float64, error) {
-	m, err := t.task.evaluate(t.params, t.eval, "valid")
+	m, err := t.scoreValid()
 	if err != nil {
 		return nil, fmt.Errorf("step %d: evaluate: %w", t.step, err)
 	}
@@ -345,6 +364,23 @@ func (t *trainer) evaluate() (map[string]float64, error) {
 		}
 	}
 	return m, nil
+}
+
+// scoreValid runs the task's validation with the averaged weights swapped
+// in, when there are any.
+func (t *trainer) scoreValid() (m map[string]float64, err error) {
+	if t.avg == nil {
+		return t.task.evaluate(t.params, t.eval, "valid")
+	}
+	if err := t.avg.swapIn(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if e := t.avg.swapOut(); err == nil {
+			err = e
+		}
+	}()
+	return t.task.evaluate(t.params, t.eval, "valid")
 }
 
 func (t *trainer) run(ctx context.Context, p progress) error {

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"math"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"probformer/graph"
+)
+
+// TestWeightAverage follows the average by hand over three steps, for
+// float32 and float64 parameters, and checks that swapping the average
+// in and out restores the weights and that it survives encode/decode.
+func TestWeightAverage(t *testing.T) {
+	for _, dt := range []graph.DType{graph.Float32, graph.Float64} {
+		params := graph.NewParams(dt, 1)
+		if _, err := graph.Compile(params, func(b *graph.Builder) error {
+			b.Output("w", b.Param("w", []int{2}, graph.Constant(1)))
+			return nil
+		}, false); err != nil {
+			t.Fatal(err)
+		}
+		w := params.Lookup("w")
+		a := newWeightAverage(params, 0.5)
+		want := []float64{1, 1}
+		for step, v := range []float64{3, -1, 0.25} {
+			if err := w.SetValues([]float64{v, 2 * v}); err != nil {
+				t.Fatal(err)
+			}
+			a.update(step + 1)
+			d := math.Min(0.5, float64(2+step)/float64(11+step)) // d_t = min(decay, (1+t)/(10+t))
+			want = []float64{d*want[0] + (1-d)*v, d*want[1] + (1-d)*2*v}
+		}
+		if math.Abs(a.avg[0][0]-want[0]) > 1e-15 || math.Abs(a.avg[0][1]-want[1]) > 1e-15 {
+			t.Errorf("%v: average %v, want %v", dt, a.avg[0], want)
+		}
+		if err := a.swapIn(); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.Values(); math.Abs(got[0]-want[0]) > 1e-7*math.Abs(want[0]) {
+			t.Errorf("%v: swapped in %v, want %v", dt, got, want)
+		}
+		if err := a.swapOut(); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.Values(); !slices.Equal(got, []float64{0.25, 0.5}) {
+			t.Errorf("%v: swapped back %v, want the weights [0.25 0.5]", dt, got)
+		}
+		b := newWeightAverage(params, 0.5)
+		if err := b.decode(a.encode()); err != nil || !slices.Equal(b.avg[0], a.avg[0]) {
+			t.Errorf("%v: decoded %v (%v), want %v", dt, b.avg[0], err, a.avg[0])
+		}
+		if err := b.decode(a.encode()[1:]); err == nil {
+			t.Errorf("%v: a truncated average decoded", dt)
+		}
+	}
+}
+
+// TestWeightAverageRun: with training.ema_decay, a run resumed halfway
+// ends with the same weights and average, to the bit, as a straight one,
+// and eval scores the averaged weights: the best checkpoint's validation
+// score comes back when the checkpoint is loaded.
+func TestWeightAverageRun(t *testing.T) {
+	base := t.TempDir()
+	common := append([]string{"--set", "training.eval_every=10", "--set", "training.checkpoint_every=10",
+		"--set", "optimizer.schedule=constant", "--set", "training.ema_decay=0.9"}, tiny...)
+	straight, split := filepath.Join(base, "straight"), filepath.Join(base, "split")
+	if code, _, stderr := runCLI(t, append([]string{"train", "--out", straight, "--set", "training.steps=40"}, common...)...); code != 0 {
+		t.Fatal(stderr)
+	}
+	if code, _, stderr := runCLI(t, append([]string{"train", "--out", split, "--set", "training.steps=20"}, common...)...); code != 0 {
+		t.Fatal(stderr)
+	}
+	if code, _, stderr := runCLI(t, "train", "--resume", split, "--set", "training.steps=40"); code != 0 {
+		t.Fatal(stderr)
+	}
+	a, err := graph.ReadCheckpoint(filepath.Join(straight, stepCheckpointName(40)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := graph.ReadCheckpoint(filepath.Join(split, stepCheckpointName(40)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Extra[emaExtra]) == 0 || !bytes.Equal(a.Extra[emaExtra], b.Extra[emaExtra]) {
+		t.Error("the weight average differs after resume")
+	}
+	for i := range a.Params {
+		if !slices.Equal(a.Params[i].Values, b.Params[i].Values) {
+			t.Fatalf("%s differs after resume", a.Params[i].Name)
+		}
+	}
+	best, err := graph.ReadCheckpoint(filepath.Join(straight, bestCheckpoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, _, err := loadForEval(straight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tr.task.evaluate(tr.params, tr.eval, "valid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["valid_mse"] != best.Metrics["valid_mse"] {
+		t.Errorf("loaded best checkpoint scores %v, training recorded %v", m["valid_mse"], best.Metrics["valid_mse"])
+	}
+	// The raw weights of the same checkpoint score differently: training
+	// did evaluate the average.
+	if err := best.Restore(tr.params); err != nil {
+		t.Fatal(err)
+	}
+	m, err = tr.task.evaluate(tr.params, tr.eval, "valid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["valid_mse"] == best.Metrics["valid_mse"] {
+		t.Errorf("the raw weights score %v too: the average is not what was evaluated", m["valid_mse"])
+	}
+}
