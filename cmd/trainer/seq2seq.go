@@ -123,10 +123,19 @@ func (t *seq2seqTask) state() (map[string][]byte, error) {
 }
 
 func (t *seq2seqTask) build(batch int) graph.BuildFunc {
+	return t.buildModel(t.model, batch, false)
+}
+
+// buildModel is model's teacher-forced graph and loss on a batch, with the
+// logits as an output if asked.
+func (t *seq2seqTask) buildModel(model layers.Seq2Seq, batch int, logitsOut bool) graph.BuildFunc {
 	return func(b *graph.Builder) error {
-		logits := t.model.Forward(b,
+		logits := model.Forward(b,
 			b.IndexInput("src", batch, t.srcLen), b.Input("src_mask", batch, t.srcLen),
 			b.IndexInput("tgt_in", batch, t.tgtLen), b.Input("tgt_mask", batch, t.tgtLen))
+		if logitsOut {
+			b.Output("logits", logits)
+		}
 		loss, err := losses.TokenCrossEntropy(b, "loss", logits, b.IndexInput("tgt_out", batch, t.tgtLen),
 			b.Input("loss_mask", batch, t.tgtLen), t.cfg.Training.LabelSmoothing)
 		if err != nil {

@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 
 	"probformer/graph"
-	"probformer/losses"
 )
 
 // sampleReport measures the uncertainty of a translation model with
@@ -102,30 +101,14 @@ func (t *seq2seqTask) sampleReport(w io.Writer, params *graph.Params, samples in
 	return writeSampleReport(w, samples, toks)
 }
 
-// buildLogits is the graph of build with the logits [B, T, V] as the
-// output "logits" and without dropout, for sampleReport. A training graph
-// needs its loss, so the loss stays; a training graph samples the
-// attention weights, an evaluation graph uses their mean.
+// buildLogits is build's graph without dropout and with the logits
+// [B, T, V] as the output "logits", for sampleReport: as a sampler
+// (graph.CompileSampler) it samples the attention weights, as an
+// evaluation graph it uses their mean.
 func (t *seq2seqTask) buildLogits(batch int) graph.BuildFunc {
 	model := t.model
 	model.Config.Dropout = 0 // dropout masks are the only other noise of a training graph
-	return func(b *graph.Builder) error {
-		logits := model.Forward(b,
-			b.IndexInput("src", batch, t.srcLen), b.Input("src_mask", batch, t.srcLen),
-			b.IndexInput("tgt_in", batch, t.tgtLen), b.Input("tgt_mask", batch, t.tgtLen))
-		b.Output("logits", logits)
-		loss, err := losses.TokenCrossEntropy(b, "loss", logits, b.IndexInput("tgt_out", batch, t.tgtLen),
-			b.Input("loss_mask", batch, t.tgtLen), t.cfg.Training.LabelSmoothing)
-		if err != nil {
-			return err
-		}
-		total, err := objective(b, loss, t.cfg.Model.Attention.HeadDiversity)
-		if err != nil {
-			return err
-		}
-		b.SetLoss(total)
-		return nil
-	}
+	return t.buildModel(model, batch, true)
 }
 
 // predictive accumulates the S sampled next-token distributions of one
