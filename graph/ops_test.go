@@ -119,17 +119,17 @@ func TestCheckGradientsCatchesWrongGradient(t *testing.T) {
 
 func runForward(t *testing.T, dt DType, fn func(b *Builder) *Node) ([]float64, []int) {
 	t.Helper()
-	prog, err := Compile(NewParams(dt, 1), func(b *Builder) error {
-		b.Output("out", fn(b))
+	var shape []int
+	outs, err := Evaluate(NewParams(dt, 1), func(b *Builder) error {
+		out := fn(b)
+		shape = Shape(out)
+		b.Output("out", out)
 		return nil
-	}, false)
+	}, "out")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := prog.Run(); err != nil {
-		t.Fatal(err)
-	}
-	return prog.Output("out")
+	return outs[0], shape
 }
 
 func refSoftmax(row []float64) []float64 {
@@ -291,14 +291,11 @@ func TestDropout(t *testing.T) {
 			t.Fatalf("gradient %v at %d, want mask value %v", v, i, y[i])
 		}
 	}
-	eval, err := Compile(ps, fn, false)
+	outs, err := Evaluate(ps, fn, "y")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eval.Run(); err != nil {
-		t.Fatal(err)
-	}
-	if y, _ := eval.Output("y"); y[0] != 1 || y[len(y)-1] != 1 {
+	if y := outs[0]; y[0] != 1 || y[len(y)-1] != 1 {
 		t.Fatal("dropout active in an evaluation graph")
 	}
 }

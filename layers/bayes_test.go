@@ -331,18 +331,10 @@ func TestBayesKLNodes(t *testing.T) {
 
 func evalScalar(t *testing.T, fn func(b *graph.Builder) *graph.Node) float64 {
 	t.Helper()
-	prog, err := graph.Compile(graph.NewParams(graph.Float64, 1), func(b *graph.Builder) error {
+	return evaluate(t, graph.NewParams(graph.Float64, 1), func(b *graph.Builder) error {
 		b.Output("x", fn(b))
 		return nil
-	}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := prog.Run(); err != nil {
-		t.Fatal(err)
-	}
-	x, _ := prog.Output("x")
-	return x[0]
+	}, "x")[0][0]
 }
 
 // TestBayesLayerKL compares a layer's KL̄ with the constant prior against a

@@ -292,20 +292,12 @@ func TestDiversityPenaltyOnlyInTraining(t *testing.T) {
 // ps, q bound as the parameter "q".
 func evalWeights(t *testing.T, ps *graph.Params, kernel WeightsKernel, q, k, v []float64, causal bool) []float64 {
 	t.Helper()
-	prog, err := graph.Compile(ps, func(b *graph.Builder) error {
+	return evaluate(t, ps, func(b *graph.Builder) error {
 		mask := Mask{Keys: b.Constant("mask", []int{2, 3}, maskBN), Causal: causal}
 		qn := b.Param("q", attendShapes.q, func(*rand.Rand, []int) []float64 { return q })
 		b.Output("w", kernel.Weights(b, "att", qn, b.Constant("k", attendShapes.k, k), b.Constant("v", attendShapes.v, v), 2, mask))
 		return nil
-	}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := prog.Run(); err != nil {
-		t.Fatal(err)
-	}
-	w, _ := prog.Output("w")
-	return w
+	}, "w")[0]
 }
 
 func TestNewKernelDiversity(t *testing.T) {

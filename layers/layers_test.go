@@ -81,20 +81,13 @@ func TestScaledDotProductMatchesReference(t *testing.T) {
 	const n, m, d = 3, 4, 5
 	q, k, v := randn(rng, n*d), randn(rng, m*d), randn(rng, m*2)
 	mask := []float64{1, 0, 1, 1}
-	prog, err := graph.Compile(graph.NewParams(graph.Float64, 1), func(b *graph.Builder) error {
+	got := evaluate(t, graph.NewParams(graph.Float64, 1), func(b *graph.Builder) error {
 		out := ScaledDotProduct{}.Attend(b, "a",
 			b.Constant("q", []int{1, n, d}, q), b.Constant("k", []int{1, m, d}, k),
 			b.Constant("v", []int{1, m, 2}, v), 1, Mask{Keys: b.Constant("mask", []int{1, m}, mask)})
 		b.Output("out", out)
 		return nil
-	}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := prog.Run(); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := prog.Output("out")
+	}, "out")[0]
 	for i := range n {
 		w := make([]float64, m)
 		var z float64
@@ -127,6 +120,17 @@ func randn(rng *rand.Rand, n int) []float64 {
 		v[i] = rng.NormFloat64()
 	}
 	return v
+}
+
+// evaluate runs fn once as an evaluation graph over ps (graph.Evaluate)
+// and returns the named outputs in order, failing the test on any error.
+func evaluate(t *testing.T, ps *graph.Params, fn graph.BuildFunc, outputs ...string) [][]float64 {
+	t.Helper()
+	outs, err := graph.Evaluate(ps, fn, outputs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return outs
 }
 
 // setForward runs block on one batch of sets x [B, N, dx] with mask [B, N]

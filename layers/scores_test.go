@@ -86,21 +86,13 @@ func attendOnce(t *testing.T, ps *graph.Params, kernel Kernel, qScale float64, c
 	for i := range q {
 		q[i] *= qScale
 	}
-	prog, err := graph.Compile(ps, func(b *graph.Builder) error {
+	return evaluate(t, ps, func(b *graph.Builder) error {
 		mask := Mask{Keys: b.Constant("mask", []int{2, 3}, maskBN), Causal: causal}
 		b.Output("out", kernel.Attend(b, "att",
 			b.Constant("q", attendShapes.q, q), b.Constant("k", attendShapes.k, k),
 			b.Constant("v", attendShapes.v, v), 2, mask))
 		return nil
-	}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := prog.Run(); err != nil {
-		t.Fatal(err)
-	}
-	out, _ := prog.Output("out")
-	return out
+	}, "out")[0]
 }
 
 func assertClose(t *testing.T, what string, got, want []float64, tol float64) {
@@ -348,21 +340,16 @@ func TestScoredWeights(t *testing.T) {
 	for _, causal := range []bool{false, true} {
 		var got [2][]float64
 		for i, kernel := range []WeightsKernel{ScaledDotProduct{}, ScoredAttention{Score: ScoreScaledDot}} {
-			prog, err := graph.Compile(graph.NewParams(graph.Float64, 1), func(b *graph.Builder) error {
+			var shape []int
+			got[i] = evaluate(t, graph.NewParams(graph.Float64, 1), func(b *graph.Builder) error {
 				mask := Mask{Keys: b.Constant("mask", []int{2, 3}, maskBN), Causal: causal}
 				qn, kn, vn := b.Constant("q", attendShapes.q, q), b.Constant("k", attendShapes.k, k), b.Constant("v", attendShapes.v, v)
 				b.Output("out", kernel.Attend(b, "att", qn, kn, vn, 2, mask))
-				b.Output("weights", kernel.Weights(b, "att", qn, kn, vn, 2, mask))
+				w := kernel.Weights(b, "att", qn, kn, vn, 2, mask)
+				shape = graph.Shape(w)
+				b.Output("weights", w)
 				return nil
-			}, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := prog.Run(); err != nil {
-				t.Fatal(err)
-			}
-			var shape []int
-			got[i], shape = prog.Output("weights")
+			}, "weights")[0]
 			if !slices.Equal(shape, []int{2, 2, 3, 3}) {
 				t.Fatalf("weights have shape %v, want [2 2 3 3]", shape)
 			}

@@ -45,22 +45,17 @@ func segmenterLogits(t *testing.T, cfg SegmenterConfig, withClicks bool) []float
 		clear(clicked)
 		clear(values)
 	}
-	prog, err := graph.Compile(graph.NewParams(graph.Float64, 3), func(b *graph.Builder) error {
+	var shape []int
+	out := evaluate(t, graph.NewParams(graph.Float64, 3), func(b *graph.Builder) error {
 		logits, err := Segmenter{Config: cfg}.Forward(b, b.Constant("x", []int{B, P, 5}, x),
 			b.Constant("clicked", []int{B, P}, clicked), b.Constant("values", []int{B, P, cfg.Classes}, values))
 		if err != nil {
 			return err
 		}
+		shape = graph.Shape(logits)
 		b.Output("logits", logits)
 		return nil
-	}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := prog.Run(); err != nil {
-		t.Fatal(err)
-	}
-	out, shape := prog.Output("logits")
+	}, "logits")[0]
 	if len(shape) != 3 || shape[0] != B || shape[1] != P || shape[2] != cfg.Classes {
 		t.Fatalf("logits of shape %v", shape)
 	}

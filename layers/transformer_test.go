@@ -357,25 +357,18 @@ func TestCausalAttention(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))
 	q, k, v := randn(rng, B*T*d), randn(rng, B*T*d), randn(rng, B*T*d)
 	keyMask := []float64{1, 1, 1, 1, 0, 1} // second sentence: key 1 padded
-	prog, err := graph.Compile(graph.NewParams(graph.Float64, 1), func(b *graph.Builder) error {
+	outs := evaluate(t, graph.NewParams(graph.Float64, 1), func(b *graph.Builder) error {
 		mask := Mask{Keys: b.Constant("key_mask", []int{B, T}, keyMask), Causal: true}
 		qn, kn := b.Constant("q", []int{B, T, d}, q), b.Constant("k", []int{B, T, d}, k)
 		b.Output("out", ScaledDotProduct{}.Attend(b, "att", qn, kn, b.Constant("v", []int{B, T, d}, v), 1, mask))
 		b.Output("w", ScaledDotProduct{}.Weights(b, "att", qn, kn, nil, 1, mask))
 		return nil
-	}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := prog.Run(); err != nil {
-		t.Fatal(err)
-	}
+	}, "out", "w")
 	visible := []float64{
 		1, 0, 0, 1, 1, 0, 1, 1, 1,
 		1, 0, 0, 1, 0, 0, 1, 0, 1,
 	}
-	out, _ := prog.Output("out")
-	w, _ := prog.Output("w")
+	out, w := outs[0], outs[1]
 	for bi := range B {
 		for n := range T {
 			ref := make([]float64, T)

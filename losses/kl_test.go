@@ -194,7 +194,7 @@ func runKLGraph(t *testing.T, a, b []float64, kl func(a, b *graph.Node) (*graph.
 
 func runKLGraphAs(t *testing.T, dt graph.DType, a, b []float64, kl func(a, b *graph.Node) (*graph.Node, error)) []float64 {
 	t.Helper()
-	prog, err := graph.Compile(graph.NewParams(dt, 1), func(bl *graph.Builder) error {
+	outs, err := graph.Evaluate(graph.NewParams(dt, 1), func(bl *graph.Builder) error {
 		n := []int{len(a)}
 		out, err := kl(bl.Constant("a", n, a), bl.Constant("b", n, b))
 		if err != nil {
@@ -202,15 +202,11 @@ func runKLGraphAs(t *testing.T, dt graph.DType, a, b []float64, kl func(a, b *gr
 		}
 		bl.Output("kl", out)
 		return nil
-	}, false)
+	}, "kl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := prog.Run(); err != nil {
-		t.Fatal(err)
-	}
-	out, _ := prog.Output("kl")
-	return out
+	return outs[0]
 }
 
 // TestKLNodesMatchPlain: each table setting, and λ, α or μ moved away from
