@@ -36,8 +36,10 @@ reproduce: build
 # seq2seq-toy once per score function and once with relative positions:
 # test BLEU and ms/step of each (README, "Attention variants"). Finished
 # variants are reused; delete checkpoints/variants to start over.
+# SWEEP_FLAGS=--retime times the finished variants' steps again.
+SWEEP_FLAGS ?=
 variants: build
-	$(BIN) sweep --config seq2seq-toy --out checkpoints/variants \
+	$(BIN) sweep --config seq2seq-toy --out checkpoints/variants $(SWEEP_FLAGS) \
 		--variant scaled_dot \
 		--variant dot:model.attention.score=dot \
 		--variant bilinear:model.attention.score=bilinear \

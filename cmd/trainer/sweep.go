@@ -30,6 +30,7 @@ type sweepFlags struct {
 	variants []string
 	bar      string
 	timing   int
+	retime   bool
 }
 
 // variant is one row of a sweep: a name and its overrides.
@@ -66,7 +67,8 @@ on fresh weights after training, with nothing else running in this
 process). A variant is NAME or NAME:key=value[,key=value…] (so a value
 cannot hold a comma); --set applies to all of them. Each variant trains in --out/NAME; a sweep that is stopped
 resumes unfinished runs and reuses finished ones when started again. The
-table is also written to --out/results.md.
+table is also written to --out/results.md. --retime measures ms/step of
+finished variants again without retraining them.
 
   trainer sweep --config seq2seq-toy --out checkpoints/scores \
     --variant dot:model.attention.score=dot \
@@ -82,6 +84,7 @@ table is also written to --out/results.md.
 	cmd.Flags().StringArrayVar(&f.variants, "variant", nil, "NAME[:key=value,…] (repeatable, at least one)")
 	cmd.Flags().StringVar(&f.bar, "progress", "lines", "progress display: auto, bar or lines")
 	cmd.Flags().IntVar(&f.timing, "timing-steps", 20, "training steps timed per variant for ms/step")
+	cmd.Flags().BoolVar(&f.retime, "retime", false, "time the steps of finished variants again (on a quieter machine, say)")
 	cmd.MarkFlagRequired("out")
 	return cmd
 }
@@ -166,7 +169,13 @@ func sweepVariant(f sweepFlags, v variant, stdout, stderr io.Writer) (sweepResul
 			return r, badInput(fmt.Errorf("%s was measured with another config than this sweep's; delete %s, or choose another --out", resultPath, dir))
 		}
 		fmt.Fprintf(stderr, "== %s: finished earlier (%s)\n", v.name, resultPath)
-		return r, nil
+		if !f.retime {
+			return r, nil
+		}
+		if r.MsPerStep, err = timeSteps(cfg, f.timing); err != nil {
+			return r, err
+		}
+		return r, writeSweepResult(resultPath, r)
 	}
 	tf := trainFlags{config: f.config, out: dir, sets: sets, bar: f.bar}
 	if steps, _ := stepCheckpoints(dir); len(steps) > 0 {
@@ -194,12 +203,13 @@ func sweepVariant(f sweepFlags, v variant, stdout, stderr io.Writer) (sweepResul
 	if r.MsPerStep, err = timeSteps(t.cfg, f.timing); err != nil {
 		return r, err
 	}
-	if err := graph.WriteFileAtomic(resultPath, func(w io.Writer) error {
+	return r, writeSweepResult(resultPath, r)
+}
+
+func writeSweepResult(path string, r sweepResult) error {
+	return graph.WriteFileAtomic(path, func(w io.Writer) error {
 		return json.NewEncoder(w).Encode(r)
-	}); err != nil {
-		return r, err
-	}
-	return r, nil
+	})
 }
 
 // timeSteps returns the mean milliseconds of a training step of cfg on

@@ -38,6 +38,10 @@ func TestSweep(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "finished earlier") || !strings.HasSuffix(again, string(saved)) {
 		t.Errorf("second sweep: exit %d, stderr %q, stdout %q", code, stderr, again)
 	}
+	code, retimed, stderr := runCLI(t, append(slices.Clone(args), "--retime")...)
+	if code != 0 || !strings.Contains(retimed, "| base | `(preset)` |") || strings.Contains(stderr, "training in") {
+		t.Errorf("--retime: exit %d, stderr %q, stdout %q", code, stderr, retimed)
+	}
 	// Other overrides in the same directory must not reuse the results.
 	changed := append(slices.Clone(args), "--set", "optimizer.lr=0.01")
 	expectBadInput(t, changed, "another config", filepath.Join(out, "base"))
