@@ -63,27 +63,7 @@ func TestWeightAverage(t *testing.T) {
 // and eval scores the averaged weights: the best checkpoint's validation
 // score comes back when the checkpoint is loaded.
 func TestWeightAverageRun(t *testing.T) {
-	base := t.TempDir()
-	common := append([]string{"--set", "training.eval_every=10", "--set", "training.checkpoint_every=10",
-		"--set", "optimizer.schedule=constant", "--set", "training.ema_decay=0.9"}, tiny...)
-	straight, split := filepath.Join(base, "straight"), filepath.Join(base, "split")
-	if code, _, stderr := runCLI(t, append([]string{"train", "--out", straight, "--set", "training.steps=40"}, common...)...); code != 0 {
-		t.Fatal(stderr)
-	}
-	if code, _, stderr := runCLI(t, append([]string{"train", "--out", split, "--set", "training.steps=20"}, common...)...); code != 0 {
-		t.Fatal(stderr)
-	}
-	if code, _, stderr := runCLI(t, "train", "--resume", split, "--set", "training.steps=40"); code != 0 {
-		t.Fatal(stderr)
-	}
-	a, err := graph.ReadCheckpoint(filepath.Join(straight, stepCheckpointName(40)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := graph.ReadCheckpoint(filepath.Join(split, stepCheckpointName(40)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	straight, _, a, b := straightAndResumed(t, "--set", "training.ema_decay=0.9")
 	if len(a.Extra[emaExtra]) == 0 || !bytes.Equal(a.Extra[emaExtra], b.Extra[emaExtra]) {
 		t.Error("the weight average differs after resume")
 	}

@@ -148,30 +148,7 @@ func TestTrainEvalAndLearn(t *testing.T) {
 // TestResumeIsExact: 2N steps straight equal N steps, stop, and N more
 // with --resume, to the bit, in parameters and metrics.
 func TestResumeIsExact(t *testing.T) {
-	base := t.TempDir()
-	common := append([]string{"--set", "training.eval_every=10", "--set", "training.checkpoint_every=10",
-		"--set", "optimizer.schedule=constant"}, tiny...)
-	straight := filepath.Join(base, "straight")
-	if code, _, stderr := runCLI(t, append([]string{"train", "--out", straight, "--set", "training.steps=40"}, common...)...); code != 0 {
-		t.Fatal(stderr)
-	}
-	split := filepath.Join(base, "split")
-	// A constant schedule (after warm-up) does not depend on the run's
-	// length, so a 20-step run resumed to 40 steps is the 40-step run.
-	if code, _, stderr := runCLI(t, append([]string{"train", "--out", split, "--set", "training.steps=20"}, common...)...); code != 0 {
-		t.Fatal(stderr)
-	}
-	if code, _, stderr := runCLI(t, "train", "--resume", split, "--set", "training.steps=40"); code != 0 {
-		t.Fatal(stderr)
-	}
-	a, err := graph.ReadCheckpoint(filepath.Join(straight, stepCheckpointName(40)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := graph.ReadCheckpoint(filepath.Join(split, stepCheckpointName(40)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	straight, split, a, b := straightAndResumed(t)
 	for i := range a.Params {
 		for j := range a.Params[i].Values {
 			if math.Float64bits(a.Params[i].Values[j]) != math.Float64bits(b.Params[i].Values[j]) {
@@ -190,6 +167,36 @@ func TestResumeIsExact(t *testing.T) {
 			}
 		}
 	}
+}
+
+// straightAndResumed trains tiny maxnorm runs, with the extra --set
+// arguments, for 40 steps straight and for 20 steps resumed to 40, and
+// returns their directories and final checkpoints.
+func straightAndResumed(t *testing.T, extra ...string) (straight, split string, a, b *graph.Checkpoint) {
+	t.Helper()
+	base := t.TempDir()
+	common := append(append([]string{"--set", "training.eval_every=10", "--set", "training.checkpoint_every=10",
+		"--set", "optimizer.schedule=constant"}, extra...), tiny...)
+	straight, split = filepath.Join(base, "straight"), filepath.Join(base, "split")
+	if code, _, stderr := runCLI(t, append([]string{"train", "--out", straight, "--set", "training.steps=40"}, common...)...); code != 0 {
+		t.Fatal(stderr)
+	}
+	// A constant schedule (after warm-up) does not depend on the run's
+	// length, so a 20-step run resumed to 40 steps is the 40-step run.
+	if code, _, stderr := runCLI(t, append([]string{"train", "--out", split, "--set", "training.steps=20"}, common...)...); code != 0 {
+		t.Fatal(stderr)
+	}
+	if code, _, stderr := runCLI(t, "train", "--resume", split, "--set", "training.steps=40"); code != 0 {
+		t.Fatal(stderr)
+	}
+	var err error
+	if a, err = graph.ReadCheckpoint(filepath.Join(straight, stepCheckpointName(40))); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = graph.ReadCheckpoint(filepath.Join(split, stepCheckpointName(40))); err != nil {
+		t.Fatal(err)
+	}
+	return straight, split, a, b
 }
 
 func TestResumeRefusesConfigChanges(t *testing.T) {
