@@ -28,10 +28,26 @@ train: build
 bench:
 	$(GO) test ./layers ./cmd/trainer -run '^$$' -bench . -benchtime 50x
 
-# The long runs behind the README's results table.
+# The long runs behind the README's results table (make train, make variants
+# and make pretrain are the others).
+# Each run goes to checkpoints/reproduce/<name>; a run that has a best
+# checkpoint is only evaluated again (finish an interrupted one with
+# `trainer train --resume DIR`). About two hours on the 2-core machine.
+REP     := checkpoints/reproduce
+ENGFRA  ?= ../shared/data/eng-fra
 reproduce: build
-	$(BIN) train --config maxregression-paper --out checkpoints/maxregression-paper
-	$(BIN) eval --checkpoint checkpoints/maxregression-paper
+	for p in maxregression-paper seq2seq-toy segment-em maxnorm-em; do \
+		test -f $(REP)/$$p/best.ckpt || $(BIN) train --config $$p --out $(REP)/$$p --progress lines || exit 1; \
+		$(BIN) eval --checkpoint $(REP)/$$p || exit 1; done
+	test -f $(REP)/maxnorm-em-softmax/best.ckpt || $(BIN) train --config maxnorm-em --out $(REP)/maxnorm-em-softmax \
+		--set model.attention.kind=softmax --progress lines
+	for p in maxnorm-bayes seq2seq-toy-bayes; do \
+		test -f $(REP)/$$p/best.ckpt || $(BIN) train --config $$p --out $(REP)/$$p --progress lines || exit 1; \
+		$(BIN) eval --checkpoint $(REP)/$$p --samples 8 || exit 1; done
+	test -f $(REP)/eng-fra/best.ckpt || $(BIN) train --config seq2seq-tsv --out $(REP)/eng-fra --progress lines \
+		--set data.train_file=$(ENGFRA)/simple.train.tsv --set data.valid_file=$(ENGFRA)/simple.valid.tsv \
+		--set data.test_file=$(ENGFRA)/simple.test.tsv
+	$(BIN) eval --checkpoint $(REP)/eng-fra
 
 # seq2seq-toy once per score function and once with relative positions:
 # test BLEU and ms/step of each (README, "Attention variants"). Finished
