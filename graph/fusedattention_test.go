@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -296,34 +297,7 @@ func TestAttentionFloat32MatchesFloat64(t *testing.T) {
 			}
 			mask[c.m] = 0 // the second example's first key is padding
 			feeds["mask"] = mask
-			outs := map[DType][]float64{}
-			grads := map[DType]map[string][]float64{}
-			for dt, p := range progs {
-				for name, v := range feeds {
-					if p.HasInput(name) {
-						if err := p.Feed(name, v); err != nil {
-							t.Fatal(err)
-						}
-					}
-				}
-				if err := p.Run(); err != nil {
-					t.Fatal(err)
-				}
-				outs[dt], _ = p.Output("y")
-				g, err := p.Gradients()
-				if err != nil {
-					t.Fatal(err)
-				}
-				grads[dt] = g
-			}
-			if e := relDiff(outs[Float32], outs[Float64]); e > 1e-5 {
-				t.Fatalf("%s run %d: output rel diff %g", c.name, run, e)
-			}
-			for name, g64 := range grads[Float64] {
-				if e := relDiff(grads[Float32][name], g64); e > 1e-4 {
-					t.Fatalf("%s run %d: gradient of %s rel diff %g", c.name, run, name, e)
-				}
-			}
+			expectFloat32MatchesFloat64(t, progs, feeds, fmt.Sprintf("%s run %d", c.name, run))
 		}
 	}
 }
