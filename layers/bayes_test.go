@@ -197,12 +197,7 @@ func TestBayesTrainingGraph(t *testing.T) {
 			v := b.Param("v", attendShapes.v, graph.Normal(1))
 			out := a.Attend(b, "att", q, k, v, 2, Mask{Keys: b.Constant("mask", []int{2, 3}, maskBN)})
 			b.Output("out", out)
-			loss := graph.Sum(out)
-			for _, p := range b.Penalties() {
-				loss = graph.Add(loss, p)
-			}
-			b.SetLoss(loss)
-			if got := len(b.Penalties()); got != map[bool]int{true: 1, false: 0}[b.Training()] {
+			if got := len(setLossWithPenalties(b, out)); got != map[bool]int{true: 1, false: 0}[b.Training()] {
 				return fmt.Errorf("training %v: %d penalties", b.Training(), got)
 			}
 			return nil

@@ -238,12 +238,7 @@ func TestDiversityPenaltyOnlyInTraining(t *testing.T) {
 			kn, vn := b.Constant("k", attendShapes.k, k), b.Constant("v", attendShapes.v, v)
 			out := kernel.Attend(b, "att", qn, kn, vn, 2, mask)
 			b.Output("out", out)
-			loss := graph.Sum(out)
-			for _, p := range b.Penalties() {
-				loss = graph.Add(loss, p)
-			}
-			b.SetLoss(loss)
-			names = b.PenaltyNames()
+			names = setLossWithPenalties(b, out)
 			return nil
 		}, train)
 		if err != nil {
@@ -380,12 +375,7 @@ func TestSeq2SeqDiversity(t *testing.T) {
 					b.IndexInput("src", 2, 4), b.Input("src_mask", 2, 4),
 					b.IndexInput("tgt_in", 2, 3), b.Input("tgt_mask", 2, 3))
 				b.Output("logits", logits)
-				loss := graph.Sum(logits)
-				for _, p := range b.Penalties() {
-					loss = graph.Add(loss, p)
-				}
-				b.SetLoss(loss)
-				names = b.PenaltyNames()
+				names = setLossWithPenalties(b, logits)
 				return nil
 			}, train)
 			if err != nil {
@@ -413,4 +403,15 @@ func TestSeq2SeqDiversity(t *testing.T) {
 			}
 		}
 	}
+}
+
+// setLossWithPenalties sets the loss to Σx plus every recorded penalty and
+// returns the penalties' names.
+func setLossWithPenalties(b *graph.Builder, x *graph.Node) []string {
+	loss := graph.Sum(x)
+	for _, p := range b.Penalties() {
+		loss = graph.Add(loss, p)
+	}
+	b.SetLoss(loss)
+	return b.PenaltyNames()
 }
