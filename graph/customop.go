@@ -201,12 +201,15 @@ func (op customOp) Hashcode() uint32 {
 }
 func (op customOp) String() string { return op.k.name() }
 
+// DiffWRT marks the float inputs of an op without a gradient as
+// differentiable too, so that a loss that depends on parameters through
+// such an op fails to compile (SymDiff says why) instead of training them
+// with a silent zero gradient.
 func (op customOp) DiffWRT(n int) []bool {
-	_, ok := op.k.(differentiable)
 	c, partial := op.k.(constInputs)
 	out := make([]bool, n)
 	for i := range out {
-		out[i] = ok && !(partial && c.constInput(i)) && op.intInputs&(1<<i) == 0
+		out[i] = !(partial && c.constInput(i)) && op.intInputs&(1<<i) == 0
 	}
 	return out
 }

@@ -25,7 +25,8 @@ func Attention(q, k, v, keyMask *Node, heads int, causal bool) *Node {
 }
 
 // AttentionWeights returns the weights [B, H, N, M] that Attention uses,
-// for plots and inspection; it has no gradient.
+// for plots and inspection; it has no gradient, and a training loss that
+// reaches parameters through it fails to compile.
 func AttentionWeights(q, k, keyMask *Node, heads int, causal bool) *Node {
 	in := []*Node{q, k}
 	if keyMask != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -299,5 +300,19 @@ func TestAttentionFloat32MatchesFloat64(t *testing.T) {
 			feeds["mask"] = mask
 			expectFloat32MatchesFloat64(t, progs, feeds, fmt.Sprintf("%s run %d", c.name, run))
 		}
+	}
+}
+
+// TestAttentionWeightsHaveNoGradient: a loss that reaches parameters only
+// through AttentionWeights fails to compile, naming the op, instead of
+// training them with a zero gradient.
+func TestAttentionWeightsHaveNoGradient(t *testing.T) {
+	_, err := Compile(NewParams(Float64, 1), func(b *Builder) error {
+		q := b.Param("q", []int{1, 2, 4}, Normal(1))
+		b.SetLoss(Sum(AttentionWeights(q, q, nil, 2, false)))
+		return nil
+	}, true)
+	if err == nil || !strings.Contains(err.Error(), "has no gradient") {
+		t.Fatalf("error %v, want one saying the weights have no gradient", err)
 	}
 }
