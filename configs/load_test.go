@@ -62,6 +62,8 @@ func TestLoadErrors(t *testing.T) {
 		{"set wrong type", text, []string{"training.batch=big"}, []string{"--set training.batch=big", "integer"}},
 		{"set a section", text, []string{"model=3"}, []string{"model is a section"}},
 		{"set without value", text, []string{"training.steps"}, []string{"key=value"}},
+		{"sampling outside seq2seq", text, []string{"data.sampling=epochs"}, []string{`data.sampling = "epochs"`, "only task seq2seq"}},
+		{"final norm outside seq2seq", text, []string{"model.final_norm=true"}, []string{"model.final_norm = true"}},
 		{"missing field", strings.Replace(text, "  loss: mse\n", "", 1), nil, []string{"training.loss = (missing)"}},
 		{"two documents", text + "---\ntask: maxnorm\n", nil, []string{"second YAML document"}},
 		{"bad yaml", "task: [maxnorm\n", nil, []string{"run.yaml", "line"}},
@@ -83,6 +85,22 @@ func TestLoadErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSeq2SeqSampling: data.sampling takes with_replacement or epochs.
+func TestSeq2SeqSampling(t *testing.T) {
+	for _, c := range []struct {
+		value string
+		ok    bool
+	}{{"with_replacement", true}, {"epochs", true}, {"epoch", false}} {
+		_, err := Load("seq2seq-toy", []string{"data.sampling=" + c.value})
+		if (err == nil) != c.ok {
+			t.Errorf("data.sampling=%q: error %v, want ok = %v", c.value, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "with_replacement or epochs") {
+			t.Errorf("data.sampling=%q: error %q does not list the choices", c.value, err)
+		}
 	}
 }
 

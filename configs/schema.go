@@ -52,6 +52,11 @@ type Data struct {
 	MaxLen int `yaml:"max_len"`
 	// MinCount drops rarer training words from the vocabulary (<unk>).
 	MinCount int `yaml:"min_count"`
+	// Sampling is how seq2seq training batches are drawn: with_replacement
+	// (the default, also empty: each pair uniformly at random) or epochs
+	// (every pair once an epoch, reshuffled each epoch, as a PyTorch
+	// DataLoader with shuffle=True).
+	Sampling string `yaml:"sampling"`
 
 	// Segmentation images (task segment, datasets.Segmentation):
 	// ImageSize×ImageSize pixels cut into MinRegions to MaxRegions regions,
@@ -107,6 +112,9 @@ type Model struct {
 	DecLayers int     `yaml:"dec_layers"`
 	Dropout   float64 `yaml:"dropout"`
 	PreLN     bool    `yaml:"pre_ln"`
+	// FinalNorm adds a LayerNorm after the encoder and decoder stacks with
+	// post-LN too, as PyTorch's nn.Transformer has (pre-LN always has it).
+	FinalNorm bool `yaml:"final_norm"`
 }
 
 // Attention selects the attention kernel of every layer.

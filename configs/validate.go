@@ -20,6 +20,8 @@ func (c *Config) Validate() error {
 		{oneOf(c.Task, "maxnorm", "seq2seq", "segment", "mlm"), "task", "maxnorm, seq2seq, segment or mlm"},
 		{c.DType == "float32" || c.DType == "float64", "dtype", "float32 or float64"},
 		{c.Init.EncoderFrom == "" || c.Task == "seq2seq", "init.encoder_from", "empty: only task seq2seq starts from a pretrained encoder"},
+		{c.Data.Sampling == "" || c.Task == "seq2seq", "data.sampling", "empty: only task seq2seq reads it"},
+		{!c.Model.FinalNorm || c.Task == "seq2seq", "model.final_norm", "false: only task seq2seq has it"},
 	}
 	switch c.Task {
 	case "maxnorm":
@@ -114,6 +116,7 @@ func (c *Config) seq2seqChecks() []check {
 		check{t.LabelSmoothing >= 0 && t.LabelSmoothing < 1, "training.label_smoothing", "in [0, 1)"},
 		check{t.Beam > 0, "training.beam", "a positive integer"},
 		check{t.LengthPenalty >= 0, "training.length_penalty", "≥ 0"},
+		check{oneOf(c.Data.Sampling, "", "with_replacement", "epochs"), "data.sampling", "with_replacement or epochs"},
 	)
 }
 

@@ -123,11 +123,14 @@ func (l DecoderLayer) cross() MultiHeadAttention {
 }
 
 // Encoder is a stack of Layers encoder layers named Name.0, Name.1, …,
-// followed with pre-LN by a final LayerNorm Name.ln.
+// followed with pre-LN, or with FinalNorm, by a final LayerNorm Name.ln.
 type Encoder struct {
 	Name   string
 	Layers int
 	Layer  EncoderLayer // every field but Name is used for each layer
+	// FinalNorm adds the final LayerNorm with post-LN layers too, as
+	// PyTorch's nn.Transformer does.
+	FinalNorm bool
 }
 
 // Forward: x [B, S, Dim], mask [B, S] or nil → [B, S, Dim].
@@ -137,18 +140,19 @@ func (e Encoder) Forward(b *graph.Builder, x, mask *graph.Node) *graph.Node {
 		l.Name = fmt.Sprintf("%s.%d", e.Name, i)
 		x = l.Forward(b, x, mask)
 	}
-	if e.Layer.PreLN {
+	if e.Layer.PreLN || e.FinalNorm {
 		x = layerNorm(b, e.Name+".ln", x)
 	}
 	return x
 }
 
 // Decoder is a stack of Layers decoder layers named Name.0, Name.1, …,
-// followed with pre-LN by a final LayerNorm Name.ln.
+// followed with pre-LN, or with FinalNorm, by a final LayerNorm Name.ln.
 type Decoder struct {
-	Name   string
-	Layers int
-	Layer  DecoderLayer
+	Name      string
+	Layers    int
+	Layer     DecoderLayer
+	FinalNorm bool // as Encoder's
 }
 
 // Forward: y [B, T, Dim], tgtMask [B, T] or nil, memory [B, S, Dim],
@@ -158,7 +162,7 @@ func (d Decoder) Forward(b *graph.Builder, y, tgtMask, memory, srcMask *graph.No
 	for i := range d.Layers {
 		y = d.layer(i).Forward(b, y, tgtMask, memory, srcMask)
 	}
-	if d.Layer.PreLN {
+	if d.Layer.PreLN || d.FinalNorm {
 		y = layerNorm(b, d.Name+".ln", y)
 	}
 	return y
@@ -182,6 +186,9 @@ type Seq2SeqConfig struct {
 	// PreLN puts LayerNorm before each sub-layer; false is the paper's
 	// post-LN.
 	PreLN bool `yaml:"pre_ln" json:"pre_ln"`
+	// FinalNorm ends the encoder and decoder stacks with a LayerNorm with
+	// post-LN too, as nn.Transformer does; pre-LN stacks always end so.
+	FinalNorm bool `yaml:"final_norm" json:"final_norm"`
 	// SrcVocab and TgtVocab count the ids, the special tokens included.
 	SrcVocab int `yaml:"src_vocab" json:"src_vocab"`
 	TgtVocab int `yaml:"tgt_vocab" json:"tgt_vocab"`
@@ -222,7 +229,7 @@ func (c Seq2SeqConfig) Validate() error {
 //	logits = Decoder(Dropout(√d·E_tgt[tgtIn] + PE), memory) W_out + b_out
 //
 // Parameters: src_emb.table, tgt_emb.table, enc.<i>.*, dec.<i>.*, with
-// pre-LN enc.ln and dec.ln, and out (w [DModel, TgtVocab], b). Dropout
+// enc.ln and dec.ln with pre-LN or FinalNorm, and out (w [DModel, TgtVocab], b). Dropout
 // masks: src_emb.drop, tgt_emb.drop and the layers'.
 type Seq2Seq struct {
 	Config Seq2SeqConfig
@@ -256,7 +263,7 @@ func (m Seq2Seq) encode(b *graph.Builder, src, srcMask, tgtIn *graph.Node) (memo
 		panic(fmt.Errorf("seq2seq: source length %d or target length %d exceeds max_len %d", ss[1], ts[1], c.MaxLen))
 	}
 	selfKernel, _ := SelfAttentionKernel(c.Attention)
-	dec = Decoder{Name: "dec", Layers: c.DecLayers, Layer: DecoderLayer{
+	dec = Decoder{Name: "dec", Layers: c.DecLayers, FinalNorm: c.FinalNorm, Layer: DecoderLayer{
 		Dim: c.DModel, Heads: c.Heads, FF: c.FF, Dropout: c.Dropout, PreLN: c.PreLN, Kernel: kernel, SelfKernel: causalKernel(selfKernel)}}
 	memory = encodeSource(b, c, c.SrcVocab, src, srcMask)
 	return memory, embedTokens(b, "tgt_emb", c.TgtVocab, c.DModel, c.Dropout, tgtIn), dec
@@ -279,7 +286,7 @@ func embedTokens(b *graph.Builder, name string, vocab, dim int, dropout float64,
 // target fields are not read.
 func encodeSource(b *graph.Builder, c Seq2SeqConfig, vocab int, src, srcMask *graph.Node) *graph.Node {
 	selfKernel, _ := SelfAttentionKernel(c.Attention)
-	enc := Encoder{Name: "enc", Layers: c.EncLayers, Layer: EncoderLayer{
+	enc := Encoder{Name: "enc", Layers: c.EncLayers, FinalNorm: c.FinalNorm, Layer: EncoderLayer{
 		Dim: c.DModel, Heads: c.Heads, FF: c.FF, Dropout: c.Dropout, PreLN: c.PreLN, Kernel: selfKernel}}
 	return enc.Forward(b, embedTokens(b, "src_emb", vocab, c.DModel, c.Dropout, src), srcMask)
 }

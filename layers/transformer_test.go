@@ -61,6 +61,15 @@ func TestTransformerGradients(t *testing.T) {
 			tgt := b.Constant("tgt_mask", []int{2, 3}, tgtMaskBT)
 			return decoderLayer(true).Forward(b, y, tgt, mem, b.Constant("src_mask", []int{2, 4}, srcMaskBS))
 		}},
+		{"seq2seq-final-norm", func(b *graph.Builder) *graph.Node {
+			cfg := tinyConfig(false)
+			cfg.DecLayers, cfg.Dropout, cfg.FinalNorm = 1, 0, true
+			return Seq2Seq{Config: cfg}.Forward(b,
+				b.IndexConstant("src", []int{2, 4}, []int{4, 5, 6, 4, 5, 4, 0, 0}),
+				b.Constant("src_mask", []int{2, 4}, srcMaskBS),
+				b.IndexConstant("tgt_in", []int{2, 3}, []int{2, 4, 0, 2, 5, 4}),
+				b.Constant("tgt_mask", []int{2, 3}, tgtMaskBT))
+		}},
 		{"seq2seq", func(b *graph.Builder) *graph.Node {
 			cfg := tinyConfig(false)
 			cfg.DecLayers = 1
@@ -118,6 +127,24 @@ func TestTransformerParamNames(t *testing.T) {
 		}
 		if !ok {
 			t.Errorf("unexpected parameter %s", p.Name)
+		}
+	}
+}
+
+// TestFinalNorm: post-LN stacks end in a LayerNorm (enc.ln, dec.ln) only
+// with FinalNorm, as nn.Transformer's do.
+func TestFinalNorm(t *testing.T) {
+	for _, final := range []bool{false, true} {
+		ps := graph.NewParams(graph.Float64, 1)
+		cfg := tinyConfig(false)
+		cfg.FinalNorm = final
+		if _, err := graph.Compile(ps, seq2seqBuild(cfg, 1, 3, 2), false); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"enc.ln.g", "enc.ln.b", "dec.ln.g", "dec.ln.b"} {
+			if got := ps.Lookup(name) != nil; got != final {
+				t.Errorf("final_norm %v: parameter %s present = %v", final, name, got)
+			}
 		}
 	}
 }

@@ -64,7 +64,7 @@ func TestBayesMaxNormLoss(t *testing.T) {
 	if eval.HasInput(klWeightInput) || len(eval.PenaltyValues()) != 0 || eval.HasNoise() {
 		t.Fatal("the evaluation graph has a KL weight, penalties or noise")
 	}
-	if err := tk.feedTrain(rand.New(rand.NewPCG(1, 2)), train); err != nil {
+	if err := tk.feedTrain(rand.New(rand.NewPCG(1, 2)), train, 1); err != nil {
 		t.Fatal(err)
 	}
 	loss := map[int]float64{}

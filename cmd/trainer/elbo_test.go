@@ -33,7 +33,7 @@ func TestHeadDiversityObjective(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tk.feedTrain(rand.New(rand.NewPCG(1, 2)), train); err != nil {
+	if err := tk.feedTrain(rand.New(rand.NewPCG(1, 2)), train, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := train.Run(); err != nil {

@@ -63,7 +63,7 @@ func TestWeightAverage(t *testing.T) {
 // and eval scores the averaged weights: the best checkpoint's validation
 // score comes back when the checkpoint is loaded.
 func TestWeightAverageRun(t *testing.T) {
-	straight, _, a, b := straightAndResumed(t, "--set", "training.ema_decay=0.9")
+	straight, _, a, b := straightAndResumed(t, tiny, "--set", "training.ema_decay=0.9")
 	if len(a.Extra[emaExtra]) == 0 || !bytes.Equal(a.Extra[emaExtra], b.Extra[emaExtra]) {
 		t.Error("the weight average differs after resume")
 	}

@@ -79,6 +79,7 @@ func sameEncoder(ck, run configs.Model) error {
 		{"model.ff", ck.FF, run.FF},
 		{"model.enc_layers", ck.EncLayers, run.EncLayers},
 		{"model.pre_ln", ck.PreLN, run.PreLN},
+		{"model.final_norm", ck.FinalNorm, run.FinalNorm},
 	} {
 		if f.ck != f.run {
 			return fmt.Errorf("%s = %v in the checkpoint, %v in this run; the encoders must match", f.name, f.ck, f.run)

@@ -146,9 +146,28 @@ func TestTrainEvalAndLearn(t *testing.T) {
 }
 
 // TestResumeIsExact: 2N steps straight equal N steps, stop, and N more
-// with --resume, to the bit, in parameters and metrics.
+// with --resume, to the bit, in parameters and metrics; for translation
+// with epoch-wise sampling too, whose 40 steps of 8 pairs cross an epoch
+// of 200 pairs after the resume.
 func TestResumeIsExact(t *testing.T) {
-	straight, split, a, b := straightAndResumed(t)
+	for _, c := range []struct {
+		name   string
+		config []string
+	}{
+		{"maxnorm", tiny},
+		{"seq2seq-epochs", append(append([]string{}, tinySeq2Seq...), "--set", "data.sampling=epochs")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			straight, split, a, b := straightAndResumed(t, c.config)
+			expectSameRun(t, straight, split, a, b)
+		})
+	}
+}
+
+// expectSameRun fails unless two runs' checkpoints hold the same
+// parameters and their metrics files the same lines, to the bit.
+func expectSameRun(t *testing.T, straight, split string, a, b *graph.Checkpoint) {
+	t.Helper()
 	for i := range a.Params {
 		for j := range a.Params[i].Values {
 			if math.Float64bits(a.Params[i].Values[j]) != math.Float64bits(b.Params[i].Values[j]) {
@@ -169,21 +188,21 @@ func TestResumeIsExact(t *testing.T) {
 	}
 }
 
-// straightAndResumed trains tiny maxnorm runs, with the extra --set
-// arguments, for 40 steps straight and for 20 steps resumed to 40, and
-// returns their directories and final checkpoints.
-func straightAndResumed(t *testing.T, extra ...string) (straight, split string, a, b *graph.Checkpoint) {
+// straightAndResumed trains runs of config (tiny, say) with the extra
+// --set flags: 40 steps straight, and 20 steps resumed to 40, and returns
+// their directories and step-40 checkpoints.
+func straightAndResumed(t *testing.T, config []string, extra ...string) (straight, split string, a, b *graph.Checkpoint) {
 	t.Helper()
 	base := t.TempDir()
-	common := append(append([]string{"--set", "training.eval_every=10", "--set", "training.checkpoint_every=10",
-		"--set", "optimizer.schedule=constant"}, extra...), tiny...)
+	common := append(append(append([]string{}, config...), extra...), "--set", "training.eval_every=10",
+		"--set", "training.checkpoint_every=10", "--set", "optimizer.schedule=constant")
 	straight, split = filepath.Join(base, "straight"), filepath.Join(base, "split")
-	if code, _, stderr := runCLI(t, append([]string{"train", "--out", straight, "--set", "training.steps=40"}, common...)...); code != 0 {
+	if code, _, stderr := runCLI(t, append(append([]string{"train", "--out", straight}, common...), "--set", "training.steps=40")...); code != 0 {
 		t.Fatal(stderr)
 	}
 	// A constant schedule (after warm-up) does not depend on the run's
 	// length, so a 20-step run resumed to 40 steps is the 40-step run.
-	if code, _, stderr := runCLI(t, append([]string{"train", "--out", split, "--set", "training.steps=20"}, common...)...); code != 0 {
+	if code, _, stderr := runCLI(t, append(append([]string{"train", "--out", split}, common...), "--set", "training.steps=20")...); code != 0 {
 		t.Fatal(stderr)
 	}
 	if code, _, stderr := runCLI(t, "train", "--resume", split, "--set", "training.steps=40"); code != 0 {

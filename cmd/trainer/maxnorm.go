@@ -88,7 +88,7 @@ func feedSets(prog *graph.Program, batch datasets.SetBatch) error {
 	return prog.Feed("y", batch.Y)
 }
 
-func (t *maxNormTask) feedTrain(rng *rand.Rand, prog *graph.Program) error {
+func (t *maxNormTask) feedTrain(rng *rand.Rand, prog *graph.Program, _ int) error {
 	return feedSets(prog, t.data.Batch(rng, t.cfg.Training.Batch))
 }
 

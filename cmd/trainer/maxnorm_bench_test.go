@@ -47,7 +47,7 @@ func BenchmarkMaxNormStep(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := task.feedTrain(rand.New(rand.NewPCG(1, 1)), prog); err != nil {
+			if err := task.feedTrain(rand.New(rand.NewPCG(1, 1)), prog, 1); err != nil {
 				b.Fatal(err)
 			}
 			opt := graph.NewAdam(cfg.Optimizer.LR)

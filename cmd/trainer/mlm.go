@@ -235,7 +235,7 @@ func feedMasked(prog *graph.Program, mb datasets.MaskedBatch) error {
 
 // feedTrain draws the batch's sentences and its masking from rng, the
 // run's data generator, so a resumed run masks as an uninterrupted one.
-func (t *mlmTask) feedTrain(rng *rand.Rand, prog *graph.Program) error {
+func (t *mlmTask) feedTrain(rng *rand.Rand, prog *graph.Program, _ int) error {
 	rows := make([][]string, t.cfg.Training.Batch)
 	for i := range rows {
 		rows[i] = t.train[rng.IntN(len(t.train))]

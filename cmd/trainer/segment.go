@@ -159,7 +159,7 @@ func argmax(row []float64) int {
 	return best
 }
 
-func (t *segmentTask) feedTrain(rng *rand.Rand, prog *graph.Program) error {
+func (t *segmentTask) feedTrain(rng *rand.Rand, prog *graph.Program, _ int) error {
 	batch := t.data.Batch(rng, t.cfg.Training.Batch)
 	P, W := batch.Pixels, batch.Width
 	clicks := make([][]int, batch.Size)

@@ -24,7 +24,8 @@ type seq2seqTask struct {
 	srcLen     int // padded source length
 	tgtLen     int // padded decoder length: max_len words + <eos>
 	translator *layers.Translator
-	rows       int // the translator's batch rows
+	rows       int         // the translator's batch rows
+	order      *epochOrder // data.sampling epochs: the training pairs' order
 }
 
 const seq2seqEvalBatch = 128
@@ -52,9 +53,10 @@ func newSeq2SeqTask(cfg *configs.Config, state map[string][]byte) (*seq2seqTask,
 	if err := t.vocabularies(state); err != nil {
 		return nil, err
 	}
+	t.order = newEpochOrder(cfg.Seed, len(t.train))
 	m := cfg.Model
 	sc := layers.Seq2SeqConfig{DModel: m.Dim, Heads: m.Heads, FF: m.FF, EncLayers: m.EncLayers, DecLayers: m.DecLayers,
-		Dropout: m.Dropout, PreLN: m.PreLN, SrcVocab: t.src.Size(), TgtVocab: t.tgt.Size(), MaxLen: t.tgtLen,
+		Dropout: m.Dropout, PreLN: m.PreLN, FinalNorm: m.FinalNorm, SrcVocab: t.src.Size(), TgtVocab: t.tgt.Size(), MaxLen: t.tgtLen,
 		Attention: attentionConfig(m.Attention)}
 	if err := sc.Validate(); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
@@ -170,9 +172,13 @@ func feedPairs(prog *graph.Program, batch datasets.Batch) error {
 	return nil
 }
 
-func (t *seq2seqTask) feedTrain(rng *rand.Rand, prog *graph.Program) error {
+func (t *seq2seqTask) feedTrain(rng *rand.Rand, prog *graph.Program, step int) error {
 	pairs := make([]datasets.Pair, t.cfg.Training.Batch)
 	for i := range pairs {
+		if t.cfg.Data.Sampling == "epochs" {
+			pairs[i] = t.train[t.order.at((step-1)*len(pairs)+i)]
+			continue
+		}
 		pairs[i] = t.train[rng.IntN(len(t.train))]
 	}
 	batch, err := datasets.EncodeBatch(pairs, t.src, t.tgt, t.srcLen, t.tgtLen)

@@ -18,7 +18,7 @@ func (d *divergence) Error() string { return d.why }
 func (t *trainer) trainStep(next int) (loss, norm float64, err error) {
 	tr := t.cfg.Training
 	t.opt.LR = learningRate(t.cfg.Optimizer, next, tr.Steps)
-	if err := t.task.feedTrain(t.data, t.train); err != nil {
+	if err := t.task.feedTrain(t.data, t.train, next); err != nil {
 		return 0, 0, fmt.Errorf("step %d: %w", next, err)
 	}
 	t.train.DrawDropout(t.drop)

@@ -14,8 +14,9 @@ import (
 type task interface {
 	// build adds the model and its loss for a batch of the given size.
 	build(batch int) graph.BuildFunc
-	// feedTrain draws the next training batch from rng into prog.
-	feedTrain(rng *rand.Rand, prog *graph.Program) error
+	// feedTrain draws the batch of training step step (1-based) from rng
+	// into prog.
+	feedTrain(rng *rand.Rand, prog *graph.Program, step int) error
 	// evalBatch is the batch size of evaluation programs.
 	evalBatch() int
 	// evaluate scores an evaluation program on the "valid" or "test" set.
