@@ -28,37 +28,115 @@ func (b *Builder) Dropout(name string, x *Node, p float64) *Node {
 	return apply(mulKernel{constB: true}, x, mask)
 }
 
+// maskChunk is how many mask units one task of DrawDropout fills. The
+// masks are laid end to end and cut into chunks of this size, so the two
+// cores get equal shares whatever the masks' sizes.
+const maskChunk = 1 << 15
+
 // DrawDropout fills every dropout mask of the program from rng. The
 // training loop calls it before each Run, so the masks, like all the run's
-// randomness, come from the run's own seeded generator. Each 64-bit draw
-// decides two units: a unit is kept when its 32-bit half is below
-// (1−p)·2³², so it is kept with probability 1−p to within 2⁻³².
+// randomness, come from the run's own seeded generator.
+//
+// Each mask takes exactly one draw s = rng.Uint64(), in the order the
+// masks were built, and is then filled from a counter-based stream: unit
+// i (row-major) reads the 32-bit half u_i of
+//
+//	h_j = SplitMix64(s + (j+1)·γ),  j = ⌊i/2⌋,  γ = 0x9E3779B97F4A7C15,
+//
+// low half for even i, high half for odd i — h_j is the (j+1)-th output of
+// the SplitMix64 generator seeded with s (Steele, Lea & Flood, "Fast
+// splittable pseudorandom number generators", OOPSLA 2014, with the
+// finaliser of Vigna's splitmix64.c: z ← (z ⊕ z≫30)·0xBF58476D1CE4E5B9,
+// z ← (z ⊕ z≫27)·0x94D049BB133111EB, z ⊕ z≫31). The unit is 1/(1−p) when u_i < t = round((1−p)·2³²) and 0
+// otherwise, so it is kept with probability t/2³², within 2⁻³² of 1−p.
+//
+// Since unit i depends only on s and i, the masks are split over the
+// cores by index ranges (in C with AVX2 where available) and come out
+// bit-identical for a given rng state on any machine, with any GOMAXPROCS,
+// with or without cgo. Two masks' streams overlap only if their seeds
+// differ by a multiple of γ below their length (odds about n·2⁻⁶³).
 func (p *Program) DrawDropout(rng *rand.Rand) {
-	for _, d := range p.dropouts {
+	type fill struct {
+		data      any // []float32 or []float64
+		seed, thr uint64
+		keep      float64
+		off, n    int // units before this mask and in it
+	}
+	fills := make([]fill, len(p.dropouts))
+	total := 0
+	for i, d := range p.dropouts {
 		keep := 1 - d.p
-		thr := uint64(math.Round(keep * (1 << 32)))
-		switch m := p.inputs[d.name].value.Data().(type) {
+		data := p.inputs[d.name].value.Data()
+		n := 0
+		switch m := data.(type) {
 		case []float32:
-			fillMask(rng, m, thr, float32(1/keep))
+			n = len(m)
 		case []float64:
-			fillMask(rng, m, thr, 1/keep)
+			n = len(m)
 		}
+		fills[i] = fill{data: data, seed: rng.Uint64(), thr: uint64(math.Round(keep * (1 << 32))), keep: keep, off: total, n: n}
+		total += n
+	}
+	parallelFor((total+maskChunk-1)/maskChunk, func(_, c int) {
+		lo, hi := c*maskChunk, min((c+1)*maskChunk, total)
+		for _, f := range fills {
+			a, b := max(lo, f.off), min(hi, f.off+f.n)
+			if a >= b {
+				continue
+			}
+			first := a - f.off
+			switch m := f.data.(type) {
+			case []float32:
+				fillMask(m[first:b-f.off], f.seed, first, f.thr, float32(1/f.keep))
+			case []float64:
+				fillMask(m[first:b-f.off], f.seed, first, f.thr, 1/f.keep)
+			}
+		}
+	})
+}
+
+// maskGamma is SplitMix64's increment γ, ⌊2⁶⁴/φ⌋ made odd.
+const maskGamma = 0x9E3779B97F4A7C15
+
+// splitMix64 is SplitMix64's output function (its finaliser).
+func splitMix64(z uint64) uint64 {
+	z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
+	z = (z ^ z>>27) * 0x94D049BB133111EB
+	return z ^ z>>31
+}
+
+// fillMaskGo sets m [n] to units first … first+n−1 of the mask stream of
+// seed (see DrawDropout): scale where the unit's 32-bit uniform is below
+// thr, 0 elsewhere, without branches (the outcome is random). It is the
+// reference for dropout.c and the filler of pure-Go builds.
+func fillMaskGo[T float](m []T, seed uint64, first int, thr uint64, scale T) {
+	pick := func(u uint64) T {
+		return scale * T(int64((u-thr)>>63)) // 1 when u < thr ≤ 2³²
+	}
+	if len(m) == 0 {
+		return
+	}
+	s := seed + uint64(first/2+1)*maskGamma
+	i := 0
+	if first%2 == 1 { // starts on the high half of a pair
+		m[0] = pick(splitMix64(s) >> 32)
+		s += maskGamma
+		i = 1
+	}
+	for ; i+1 < len(m); i += 2 {
+		h := splitMix64(s)
+		s += maskGamma
+		m[i], m[i+1] = pick(h&0xFFFFFFFF), pick(h>>32)
+	}
+	if i < len(m) {
+		m[i] = pick(splitMix64(s) & 0xFFFFFFFF)
 	}
 }
 
-// fillMask sets m[i] to scale where the i-th 32-bit half of rng's draws is
-// below thr, and to 0 elsewhere, without branches (the outcome is random).
-func fillMask[T float](rng *rand.Rand, m []T, thr uint64, scale T) {
-	pick := func(u uint64) T {
-		kept := T((u - thr) >> 63) // 1 when u < thr
-		return scale * kept
-	}
-	i := 0
-	for ; i+1 < len(m); i += 2 {
-		u := rng.Uint64()
-		m[i], m[i+1] = pick(u&0xFFFFFFFF), pick(u>>32)
-	}
-	if i < len(m) {
-		m[i] = pick(rng.Uint64() & 0xFFFFFFFF)
-	}
+// maskKernel is one implementation of fillMask, for tests to compare with
+// fillMaskGo.
+type maskKernel struct {
+	name string
+	f32  func(m []float32, seed uint64, first int, thr uint64, scale float32)
+	f64  func(m []float64, seed uint64, first int, thr uint64, scale float64)
 }
