@@ -115,6 +115,9 @@ type Model struct {
 	// FinalNorm adds a LayerNorm after the encoder and decoder stacks with
 	// post-LN too, as PyTorch's nn.Transformer has (pre-LN always has it).
 	FinalNorm bool `yaml:"final_norm"`
+	// TieOutput shares the target embedding table with the output
+	// projection (seq2seq).
+	TieOutput bool `yaml:"tie_output"`
 }
 
 // Attention selects the attention kernel of every layer.

@@ -22,6 +22,7 @@ func (c *Config) Validate() error {
 		{c.Init.EncoderFrom == "" || c.Task == "seq2seq", "init.encoder_from", "empty: only task seq2seq starts from a pretrained encoder"},
 		{c.Data.Sampling == "" || c.Task == "seq2seq", "data.sampling", "empty: only task seq2seq reads it"},
 		{!c.Model.FinalNorm || c.Task == "seq2seq", "model.final_norm", "false: only task seq2seq has it"},
+		{!c.Model.TieOutput || c.Task == "seq2seq", "model.tie_output", "false: only task seq2seq has it"},
 	}
 	switch c.Task {
 	case "maxnorm":

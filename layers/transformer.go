@@ -189,6 +189,10 @@ type Seq2SeqConfig struct {
 	// FinalNorm ends the encoder and decoder stacks with a LayerNorm with
 	// post-LN too, as nn.Transformer does; pre-LN stacks always end so.
 	FinalNorm bool `yaml:"final_norm" json:"final_norm"`
+	// TieOutput makes the output projection the transposed target
+	// embedding table, logits = h E_tgtᵀ + b_out (Press & Wolf 2017;
+	// Vaswani et al. 2017 §3.4), instead of a weight of its own.
+	TieOutput bool `yaml:"tie_output" json:"tie_output"`
 	// SrcVocab and TgtVocab count the ids, the special tokens included.
 	SrcVocab int `yaml:"src_vocab" json:"src_vocab"`
 	TgtVocab int `yaml:"tgt_vocab" json:"tgt_vocab"`
@@ -229,8 +233,9 @@ func (c Seq2SeqConfig) Validate() error {
 //	logits = Decoder(Dropout(√d·E_tgt[tgtIn] + PE), memory) W_out + b_out
 //
 // Parameters: src_emb.table, tgt_emb.table, enc.<i>.*, dec.<i>.*, with
-// enc.ln and dec.ln with pre-LN or FinalNorm, and out (w [DModel, TgtVocab], b). Dropout
-// masks: src_emb.drop, tgt_emb.drop and the layers'.
+// enc.ln and dec.ln with pre-LN or FinalNorm, and out (w [DModel, TgtVocab]
+// unless TieOutput, and b). Dropout masks: src_emb.drop, tgt_emb.drop and
+// the layers'.
 type Seq2Seq struct {
 	Config Seq2SeqConfig
 }
@@ -240,8 +245,25 @@ type Seq2Seq struct {
 // logits [B, T, TgtVocab]; position t scores the token after tgtIn[:, t]
 // and depends on tgtIn[:, :t+1] only. S and T must not exceed MaxLen.
 func (m Seq2Seq) Forward(b *graph.Builder, src, srcMask, tgtIn, tgtMask *graph.Node) *graph.Node {
+	h, w, bias := m.Decode(b, src, srcMask, tgtIn, tgtMask)
+	return graph.Linear(h, w, bias)
+}
+
+// Decode is Forward up to the output projection, for losses that fuse
+// the projection with the loss (losses.ProjectedTokenCrossEntropy): it
+// returns the decoder's output h [B, T, DModel] and the projection's
+// weight w [DModel, TgtVocab] and bias [TgtVocab], logits = h w + bias.
+// With TieOutput, w is the transposed target embedding table.
+func (m Seq2Seq) Decode(b *graph.Builder, src, srcMask, tgtIn, tgtMask *graph.Node) (h, w, bias *graph.Node) {
 	memory, y, dec := m.encode(b, src, srcMask, tgtIn)
-	return dense(b, "out", dec.Forward(b, y, tgtMask, memory, srcMask), m.Config.TgtVocab)
+	h = dec.Forward(b, y, tgtMask, memory, srcMask)
+	c := m.Config
+	if !c.TieOutput {
+		w, bias = denseParams(b, "out", h, c.TgtVocab)
+		return h, w, bias
+	}
+	table := b.Param("tgt_emb.table", []int{c.TgtVocab, c.DModel}, nil)
+	return h, graph.Transpose(table, 1, 0), b.Param("out.b", []int{c.TgtVocab}, graph.Zeros)
 }
 
 // encode checks Forward's arguments and builds what its decoder reads: the

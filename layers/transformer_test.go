@@ -61,6 +61,15 @@ func TestTransformerGradients(t *testing.T) {
 			tgt := b.Constant("tgt_mask", []int{2, 3}, tgtMaskBT)
 			return decoderLayer(true).Forward(b, y, tgt, mem, b.Constant("src_mask", []int{2, 4}, srcMaskBS))
 		}},
+		{"seq2seq-tied-output", func(b *graph.Builder) *graph.Node {
+			cfg := tinyConfig(false)
+			cfg.DecLayers, cfg.Dropout, cfg.TieOutput = 1, 0, true
+			return Seq2Seq{Config: cfg}.Forward(b,
+				b.IndexConstant("src", []int{2, 4}, []int{4, 5, 6, 4, 5, 4, 0, 0}),
+				b.Constant("src_mask", []int{2, 4}, srcMaskBS),
+				b.IndexConstant("tgt_in", []int{2, 3}, []int{2, 4, 0, 2, 5, 4}),
+				b.Constant("tgt_mask", []int{2, 3}, tgtMaskBT))
+		}},
 		{"seq2seq-final-norm", func(b *graph.Builder) *graph.Node {
 			cfg := tinyConfig(false)
 			cfg.DecLayers, cfg.Dropout, cfg.FinalNorm = 1, 0, true
@@ -144,6 +153,57 @@ func TestFinalNorm(t *testing.T) {
 		for _, name := range []string{"enc.ln.g", "enc.ln.b", "dec.ln.g", "dec.ln.b"} {
 			if got := ps.Lookup(name) != nil; got != final {
 				t.Errorf("final_norm %v: parameter %s present = %v", final, name, got)
+			}
+		}
+	}
+}
+
+// TestTiedOutput: with TieOutput the logits are h E_tgtᵀ + b_out, computed
+// here by hand from the decoder's output, and there is no out.w.
+func TestTiedOutput(t *testing.T) {
+	const B, S, T = 2, 4, 3
+	cfg := tinyConfig(false)
+	cfg.TieOutput = true
+	ps := graph.NewParams(graph.Float64, 5)
+	var h, logits *graph.Node
+	prog, err := graph.Compile(ps, func(b *graph.Builder) error {
+		src, srcMask := b.IndexInput("src", B, S), b.Input("src_mask", B, S)
+		tgtIn, tgtMask := b.IndexInput("tgt_in", B, T), b.Input("tgt_mask", B, T)
+		var w, bias *graph.Node
+		h, w, bias = Seq2Seq{Config: cfg}.Decode(b, src, srcMask, tgtIn, tgtMask)
+		logits = graph.Linear(h, w, bias)
+		b.Output("h", h)
+		b.Output("logits", logits)
+		return nil
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps.Lookup("out.w") != nil {
+		t.Error("a tied model has its own out.w")
+	}
+	got := runSeq2Seq(t, prog, []int{4, 5, 6, 4, 5, 4, 0, 0}, srcMaskBS, []int{2, 4, 0, 2, 5, 4}, tgtMaskBT)
+	hv, _ := prog.Output("h")
+	// Give the bias values, so that it is read too.
+	bias := ps.Lookup("out.b")
+	bv := make([]float64, cfg.TgtVocab)
+	for i := range bv {
+		bv[i] = 0.1 * float64(i)
+	}
+	if err := bias.SetValues(bv); err != nil {
+		t.Fatal(err)
+	}
+	got = runSeq2Seq(t, prog, []int{4, 5, 6, 4, 5, 4, 0, 0}, srcMaskBS, []int{2, 4, 0, 2, 5, 4}, tgtMaskBT)
+	table := ps.Lookup("tgt_emb.table").Values()
+	d, v := cfg.DModel, cfg.TgtVocab
+	for r := range B * T {
+		for j := range v {
+			want := bv[j]
+			for k := range d {
+				want += hv[r*d+k] * table[j*d+k]
+			}
+			if math.Abs(got[r*v+j]-want) > 1e-12 {
+				t.Fatalf("logit [%d, %d] = %v, want h E^T + b = %v", r, j, got[r*v+j], want)
 			}
 		}
 	}

@@ -56,7 +56,7 @@ func newSeq2SeqTask(cfg *configs.Config, state map[string][]byte) (*seq2seqTask,
 	t.order = newEpochOrder(cfg.Seed, len(t.train))
 	m := cfg.Model
 	sc := layers.Seq2SeqConfig{DModel: m.Dim, Heads: m.Heads, FF: m.FF, EncLayers: m.EncLayers, DecLayers: m.DecLayers,
-		Dropout: m.Dropout, PreLN: m.PreLN, FinalNorm: m.FinalNorm, SrcVocab: t.src.Size(), TgtVocab: t.tgt.Size(), MaxLen: t.tgtLen,
+		Dropout: m.Dropout, PreLN: m.PreLN, FinalNorm: m.FinalNorm, TieOutput: m.TieOutput, SrcVocab: t.src.Size(), TgtVocab: t.tgt.Size(), MaxLen: t.tgtLen,
 		Attention: attentionConfig(m.Attention)}
 	if err := sc.Validate(); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
@@ -129,17 +129,24 @@ func (t *seq2seqTask) build(batch int) graph.BuildFunc {
 }
 
 // buildModel is model's teacher-forced graph and loss on a batch, with the
-// logits as an output if asked.
+// logits as an output if asked. Without them the output projection is
+// fused with the loss, which then skips the padded positions.
 func (t *seq2seqTask) buildModel(model layers.Seq2Seq, batch int, logitsOut bool) graph.BuildFunc {
 	return func(b *graph.Builder) error {
-		logits := model.Forward(b,
-			b.IndexInput("src", batch, t.srcLen), b.Input("src_mask", batch, t.srcLen),
-			b.IndexInput("tgt_in", batch, t.tgtLen), b.Input("tgt_mask", batch, t.tgtLen))
+		src, srcMask := b.IndexInput("src", batch, t.srcLen), b.Input("src_mask", batch, t.srcLen)
+		tgtIn, tgtMask := b.IndexInput("tgt_in", batch, t.tgtLen), b.Input("tgt_mask", batch, t.tgtLen)
+		tgtOut, lossMask := b.IndexInput("tgt_out", batch, t.tgtLen), b.Input("loss_mask", batch, t.tgtLen)
+		smoothing := t.cfg.Training.LabelSmoothing
+		var loss *graph.Node
+		var err error
 		if logitsOut {
+			logits := model.Forward(b, src, srcMask, tgtIn, tgtMask)
 			b.Output("logits", logits)
+			loss, err = losses.TokenCrossEntropy(b, "loss", logits, tgtOut, lossMask, smoothing)
+		} else {
+			h, w, bias := model.Decode(b, src, srcMask, tgtIn, tgtMask)
+			loss, err = losses.ProjectedTokenCrossEntropy(b, h, w, bias, tgtOut, lossMask, smoothing)
 		}
-		loss, err := losses.TokenCrossEntropy(b, "loss", logits, b.IndexInput("tgt_out", batch, t.tgtLen),
-			b.Input("loss_mask", batch, t.tgtLen), t.cfg.Training.LabelSmoothing)
 		if err != nil {
 			return err
 		}
