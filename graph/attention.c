@@ -5,7 +5,12 @@
 // dozen rows of 8–64 values: one call computes all its products, each row
 // of a result built as a sum of scaled rows (so vector lanes run along a
 // result's row), instead of four general matrix products with their call
-// and setup costs. Widths d, dv and the key count m are multiples of 8.
+// and setup costs. Widths d and dv are multiples of 8, at most 64; the key
+// count m is any 1 ≤ m ≤ 64: products whose rows run along the keys are
+// computed m8 = roundup(m, 8) wide against key rows padded with zeros,
+// and only their first m columns are read; n·m8 ≤ 64·64 fits the scratch.
+// The weights p and the dropout mask are [n×m], as fusedattention.go
+// lays them out.
 #include <string.h>
 #include <immintrin.h>
 #include "gemm.h"
@@ -58,56 +63,131 @@ static void rows_axpy(int nr, int nt, int w, float alpha, const float *c, int ld
 	}
 }
 
-// transpose_rows copies x [rows×w] (rows strided by ldx) into t [w×rows].
-static void transpose_rows(const float *x, int ldx, int rows, int w, float *t) {
-	for (int r = 0; r < rows; r++)
-		for (int c = 0; c < w; c++) t[(size_t)c * rows + r] = x[(size_t)r * ldx + c];
+// transpose_rows copies x [rows×w] (rows strided by ldx; w a multiple of
+// 8) into t [w×ld], t[c][r] = x[r][c], with the padding columns
+// rows ≤ r < ld set to 0; ld is rows rounded up to a multiple of 8. It
+// works on 8×8 blocks in registers (unpack, shuffle, swap halves): one
+// scalar store per element, each to another row of t, costs more than the
+// products that read t.
+__attribute__((target("avx2,fma")))
+static void transpose_rows(const float *x, int ldx, int rows, int w, float *t, int ld) {
+	for (int rb = 0; rb < ld; rb += 8) {
+		for (int cb = 0; cb < w; cb += 8) {
+			__m256 r[8], u[8], s[8];
+			for (int i = 0; i < 8; i++)
+				r[i] = rb + i < rows ? _mm256_loadu_ps(x + (size_t)(rb + i) * ldx + cb) : _mm256_setzero_ps();
+			for (int i = 0; i < 8; i += 2) {
+				u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+				u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+			}
+			for (int i = 0; i < 8; i += 4) {
+				s[i] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+				s[i + 1] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+				s[i + 2] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+				s[i + 3] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+			}
+			// s[i] holds column i of rows 0–3 in its low half and column
+			// i+4 in its high half; s[i+4] the same for rows 4–7.
+			for (int i = 0; i < 4; i++) {
+				_mm256_storeu_ps(t + (size_t)(cb + i) * ld + rb, _mm256_permute2f128_ps(s[i], s[i + 4], 0x20));
+				_mm256_storeu_ps(t + (size_t)(cb + i + 4) * ld + rb, _mm256_permute2f128_ps(s[i], s[i + 4], 0x31));
+			}
+		}
+	}
 }
 
 #define MAXW 64
 
+// tail_lanes is the lane mask of the 8 columns from j of a row of m:
+// lanes j+l < m.
+__attribute__((target("avx2,fma")))
+static inline __m256i tail_lanes(int j, int m) {
+	return _mm256_cmpgt_epi32(_mm256_set1_epi32(m - j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// hsum is the sum of the 8 lanes of s.
+__attribute__((target("avx2,fma")))
+static inline float hsum(__m256 s) {
+	__m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_add_ss(h, _mm_movehdup_ps(h));
+	return _mm_cvtss_f32(h);
+}
+
+// mul_rows sets y[j] = x[j] · d[j] for j < nm (y may be x).
+__attribute__((target("avx2,fma")))
+static void mul_rows(const float *x, const float *d, float *y, int nm) {
+	int j = 0;
+	for (; j + 8 <= nm; j += 8)
+		_mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(d + j)));
+	for (; j < nm; j++) y[j] = x[j] * d[j];
+}
+
 // pf_attn_head_fwd: p [n×m] ← softmax(q kᵀ · scale) over visible keys,
-// out [n×dv] (rows strided by ldo) ← p v.
+// out [n×dv] (rows strided by ldo) ← (p ⊙ drop) v, or p v when drop
+// [n×m] is NULL. p holds the weights before dropout.
 __attribute__((target("avx2,fma")))
 void pf_attn_head_fwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                       int n, int m, int d, int dv, float scale, const float *mask, int causal,
-                      float *p, float *out, int ldo) {
-	float kt[MAXW * MAXW];
-	transpose_rows(k, ldk, m, d, kt); // kt [d×m]
-	rows_axpy(n, d, m, scale, q, ldq, 1, kt, m, p, m);
+                      const float *drop, float *p, float *out, int ldo) {
+	const int m8 = (m + 7) & ~7;
+	float kt[MAXW * MAXW], s[MAXW * MAXW];
+	transpose_rows(k, ldk, m, d, kt, m8); // kt [d×m8]
+	if (m8 == m) {
+		rows_axpy(n, d, m, scale, q, ldq, 1, kt, m, p, m);
+	} else {
+		rows_axpy(n, d, m8, scale, q, ldq, 1, kt, m8, s, m8); // s [n×m8]
+		for (int i = 0; i < n; i++) memcpy(p + (size_t)i * m, s + (size_t)i * m8, sizeof(float) * (size_t)m);
+	}
 	pf_softmax_rows(p, n, m, mask, causal);
-	rows_axpy(n, m, dv, 1, p, m, 1, v, ldv, out, ldo);
+	const float *w = p;
+	if (drop) {
+		mul_rows(p, drop, s, n * m);
+		w = s;
+	}
+	rows_axpy(n, m, dv, 1, w, m, 1, v, ldv, out, ldo);
 }
 
-// pf_attn_head_bwd, with P the weights, G the output gradient:
-//   dv = Pᵀ G,  dP = G vᵀ,  dS = P ⊙ (dP − rowsum(P ⊙ dP)),
+// pf_attn_head_bwd, with P the weights [n×m], D the dropout mask [n×m]
+// (all ones when drop is NULL) and G the output gradient:
+//   dv = (P ⊙ D)ᵀ G,  dP = (G vᵀ) ⊙ D,  dS = P ⊙ (dP − rowsum(P ⊙ dP)),
 //   dq = dS k · scale,  dk = dSᵀ q · scale.
 __attribute__((target("avx2,fma")))
 void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
-                      const float *g, int ldg, const float *p, int n, int m, int d, int dv, float scale,
-                      float *dq, float *dk, float *dvv) {
+                      const float *g, int ldg, const float *p, const float *drop, int n, int m, int d, int dv,
+                      float scale, float *dq, float *dk, float *dvv) {
+	const int m8 = (m + 7) & ~7;
 	float vt[MAXW * MAXW], ds[MAXW * MAXW];
-	// dv [m×dv]: row j = Σ_i P[i][j] G[i]
-	rows_axpy(m, n, dv, 1, p, 1, m, g, ldg, dvv, ldv);
-	// dP [n×m]: row i = Σ_c G[i][c] vᵀ[c]
-	transpose_rows(v, ldv, m, dv, vt);
-	rows_axpy(n, dv, m, 1, g, ldg, 1, vt, m, ds, m);
+	// dv [m×dv]: row j = Σ_i (P ⊙ D)[i][j] G[i]
+	const float *w = p;
+	if (drop) {
+		mul_rows(p, drop, ds, n * m);
+		w = ds;
+	}
+	rows_axpy(m, n, dv, 1, w, 1, m, g, ldg, dvv, ldv);
+	// dP [n×m8]: row i = Σ_c G[i][c] vᵀ[c], columns from m on 0·G
+	transpose_rows(v, ldv, m, dv, vt, m8);
+	rows_axpy(n, dv, m8, 1, g, ldg, 1, vt, m8, ds, m8);
 	for (int i = 0; i < n; i++) {
-		const float *pr = p + (size_t)i * m;
-		float *dr = ds + (size_t)i * m;
+		const float *pr = p + (size_t)i * m, *dr0 = drop ? drop + (size_t)i * m : NULL;
+		float *dr = ds + (size_t)i * m8;
 		__m256 s = _mm256_setzero_ps();
-		for (int j = 0; j < m; j += 8) s = _mm256_fmadd_ps(_mm256_loadu_ps(pr + j), _mm256_loadu_ps(dr + j), s);
-		__m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-		h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-		h = _mm_add_ss(h, _mm_movehdup_ps(h));
-		__m256 dot = _mm256_set1_ps(_mm_cvtss_f32(h));
 		for (int j = 0; j < m; j += 8) {
-			__m256 pv = _mm256_loadu_ps(pr + j);
+			__m256i in = tail_lanes(j, m);
+			// columns past m: exactly 0, even when G holds infinities
+			__m256 x = _mm256_and_ps(_mm256_castsi256_ps(in), _mm256_loadu_ps(dr + j));
+			if (dr0) x = _mm256_mul_ps(x, _mm256_maskload_ps(dr0 + j, in));
+			_mm256_storeu_ps(dr + j, x);
+			s = _mm256_fmadd_ps(_mm256_maskload_ps(pr + j, in), x, s);
+		}
+		__m256 dot = _mm256_set1_ps(hsum(s));
+		for (int j = 0; j < m; j += 8) {
+			__m256 pv = _mm256_maskload_ps(pr + j, tail_lanes(j, m));
 			_mm256_storeu_ps(dr + j, _mm256_mul_ps(pv, _mm256_sub_ps(_mm256_loadu_ps(dr + j), dot)));
 		}
 	}
 	// dq [n×d]: row i = scale · Σ_j dS[i][j] k[j]
-	rows_axpy(n, m, d, scale, ds, m, 1, k, ldk, dq, ldq);
+	rows_axpy(n, m, d, scale, ds, m8, 1, k, ldk, dq, ldq);
 	// dk [m×d]: row j = scale · Σ_i dS[i][j] q[i]
-	rows_axpy(m, n, d, scale, ds, 1, m, q, ldq, dk, ldk);
+	rows_axpy(m, n, d, scale, ds, 1, m8, q, ldq, dk, ldk);
 }

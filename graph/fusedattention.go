@@ -16,9 +16,12 @@ import (
 // q: [B, N, H·d], k: [B, M, H·d], v: [B, M, H·dv] → [B, N, H·dv].
 // keyMask [B, M] (1 real, 0 padding) may be nil; causal lets query i see
 // keys j ≤ i only (N = M). Masked keys get weight exactly 0; a query with
-// no visible key reads out 0. Heads are strided views, so no transposes
-// are made, and the B·H products run on all cores. The backward pass is
-// analytic and recomputes the weights instead of storing them.
+// no visible key reads out 0; a NaN score at a visible key makes its row
+// NaN. Heads are strided views, so no transposes are made, and the B·H
+// heads run on all cores, each computed the same way whatever the core
+// count. The backward pass is analytic and reuses the weights [B, H, N, M]
+// the forward pass saved. In float32, with AVX2, a head with d and dv
+// multiples of 8 up to 64 and M ≤ 64 runs in attention.c.
 func Attention(q, k, v, keyMask *Node, heads int, causal bool) *Node {
 	a := attentionKernel{heads: heads, causal: causal, masked: keyMask != nil, saved: &savedWeights{}}
 	return apply(a, attentionInputs(q, k, v, keyMask)...)
@@ -46,13 +49,15 @@ func attentionInputs(q, k, v, mask *Node) []*Node {
 type attentionKernel struct {
 	heads          int
 	causal, masked bool
+	dropout        bool          // a dropout mask [B, H, N, M] is the last input
 	saved          *savedWeights // nil: the backward recomputes the weights
 }
 
 // savedWeights holds the weights [B, H, N, M] of an attention node's last
 // forward run for its backward pass, which the tape machine runs later in
 // the same run on the same inputs. fresh is set by the forward pass and
-// cleared by the backward, which recomputes if it is not set.
+// cleared by the backward, which recomputes if it is not set. With
+// dropout they are the weights before the mask is applied.
 type savedWeights struct {
 	p     any // []float32 or []float64
 	fresh bool
@@ -73,12 +78,40 @@ func weightsBuffer[T float](a attentionKernel, n int) []T {
 }
 
 func (a attentionKernel) name() string {
-	return fmt.Sprintf("attention(h=%d,causal=%v,masked=%v)", a.heads, a.causal, a.masked)
+	return fmt.Sprintf("attention(h=%d,causal=%v,masked=%v,dropout=%v)", a.heads, a.causal, a.masked, a.dropout)
 }
 
-// dims checks the shapes and returns B, N, M, d and dv per head.
-func (a attentionKernel) dims(q, k, v tensor.Shape, mask tensor.Shape) (b, n, m, d, dv int, err error) {
-	if len(q) != 3 || len(k) != 3 || (v != nil && len(v) != 3) {
+// operands splits a node's inputs — q, k, v (absent when hasV is false:
+// AttentionWeights), then the key mask and the dropout mask where a has
+// them — into their values.
+func operands[T float](a attentionKernel, in []*tensor.Dense, hasV bool) (q, k, v, mask, drop []T) {
+	q, k = in[0].Data().([]T), in[1].Data().([]T)
+	i := 2
+	if hasV {
+		v, i = in[2].Data().([]T), 3
+	}
+	if a.masked {
+		mask, i = in[i].Data().([]T), i+1
+	}
+	if a.dropout {
+		drop = in[i].Data().([]T)
+	}
+	return q, k, v, mask, drop
+}
+
+// dims checks the shapes of a node's inputs (laid out as for operands)
+// and returns B, N, M, d and dv per head (dv = 0 without v).
+func (a attentionKernel) dims(in []tensor.Shape, hasV bool) (b, n, m, d, dv int, err error) {
+	q, k := in[0], in[1]
+	var v tensor.Shape
+	i := 2
+	if hasV {
+		v, i = in[2], 3
+	}
+	if a.heads < 1 {
+		return 0, 0, 0, 0, 0, fmt.Errorf("attention: %d heads", a.heads)
+	}
+	if len(q) != 3 || len(k) != 3 || (hasV && len(v) != 3) {
 		return 0, 0, 0, 0, 0, fmt.Errorf("attention wants 3-D q, k, v; have %v, %v, %v", q, k, v)
 	}
 	b, n, m = q[0], q[1], k[1]
@@ -86,14 +119,22 @@ func (a attentionKernel) dims(q, k, v tensor.Shape, mask tensor.Shape) (b, n, m,
 		return 0, 0, 0, 0, 0, fmt.Errorf("attention: q %v and k %v do not fit %d heads", q, k, a.heads)
 	}
 	d = q[2] / a.heads
-	if v != nil {
+	if hasV {
 		if v[0] != b || v[1] != m || v[2]%a.heads != 0 {
 			return 0, 0, 0, 0, 0, fmt.Errorf("attention: v %v does not fit k %v and %d heads", v, k, a.heads)
 		}
 		dv = v[2] / a.heads
 	}
-	if a.masked && mask != nil && (len(mask) != 2 || mask[0] != b || mask[1] != m) {
-		return 0, 0, 0, 0, 0, fmt.Errorf("attention: key mask %v, want [%d %d]", mask, b, m)
+	if a.masked {
+		if mask := in[i]; len(mask) != 2 || mask[0] != b || mask[1] != m {
+			return 0, 0, 0, 0, 0, fmt.Errorf("attention: key mask %v, want [%d %d]", mask, b, m)
+		}
+		i++
+	}
+	if a.dropout {
+		if drop := in[i]; !drop.Eq(tensor.Shape{b, a.heads, n, m}) {
+			return 0, 0, 0, 0, 0, fmt.Errorf("attention: dropout mask %v, want [%d %d %d %d]", drop, b, a.heads, n, m)
+		}
 	}
 	if a.causal && n != m {
 		return 0, 0, 0, 0, 0, fmt.Errorf("attention: a causal mask needs as many queries as keys, have %d and %d", n, m)
@@ -101,12 +142,17 @@ func (a attentionKernel) dims(q, k, v tensor.Shape, mask tensor.Shape) (b, n, m,
 	return b, n, m, d, dv, nil
 }
 
-func (a attentionKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
-	var mask tensor.Shape
-	if a.masked {
-		mask = in[3]
+// shapes returns the shapes of ts.
+func shapes(ts []*tensor.Dense) []tensor.Shape {
+	s := make([]tensor.Shape, len(ts))
+	for i, t := range ts {
+		s[i] = t.Shape()
 	}
-	b, n, _, _, dv, err := a.dims(in[0], in[1], in[2], mask)
+	return s
+}
+
+func (a attentionKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	b, n, _, _, dv, err := a.dims(in, true)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +186,8 @@ func weights[T float](a attentionKernel, q, k, mask []T, bi, h, n, m, d int, p [
 
 // softmaxRowsGo replaces each row i of p [n×m] with its softmax over the
 // visible keys (j ≤ i when causal, mask[j] ≠ 0 when mask is given); other
-// keys get weight exactly 0, and a row with no visible key becomes 0.
+// keys get weight exactly 0, a row with no visible key becomes 0, and a
+// row with a NaN score at a visible key becomes NaN.
 func softmaxRowsGo[T float](p []T, n, m int, mask []T, causal bool) {
 	for i := range n {
 		row := p[i*m : (i+1)*m]
@@ -150,7 +197,8 @@ func softmaxRowsGo[T float](p []T, n, m int, mask []T, causal bool) {
 		}
 		mx := T(math.Inf(-1))
 		for j := range visible {
-			if (mask == nil || mask[j] != 0) && row[j] > mx {
+			// a NaN score sticks (x > NaN is false), so the row becomes NaN
+			if (mask == nil || mask[j] != 0) && (row[j] > mx || row[j] != row[j]) {
 				mx = row[j]
 			}
 		}
@@ -176,68 +224,79 @@ func softmaxRowsGo[T float](p []T, n, m int, mask []T, causal bool) {
 // attentionForward computes the readout, or (with wOut set) only the
 // weights [B, H, N, M].
 func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, wOut []T) {
-	q, k := in[0].Data().([]T), in[1].Data().([]T)
-	var v, mask []T
-	var vShape tensor.Shape
-	if wOut == nil {
-		v, vShape = in[2].Data().([]T), in[2].Shape()
-	}
-	if a.masked {
-		mask = in[len(in)-1].Data().([]T)
-	}
-	b, n, m, d, dv, _ := a.dims(in[0].Shape(), in[1].Shape(), vShape, nil)
+	hasV := wOut == nil
+	q, k, v, mask, drop := operands[T](a, in, hasV)
+	b, n, m, d, dv, _ := a.dims(shapes(in), hasV)
+	hd, hv := a.heads*d, a.heads*dv
 	var saved []T
-	if wOut == nil {
+	if hasV {
 		saved = weightsBuffer[T](a, b*a.heads*n*m)
 	}
-	scratch := make([][]T, runtime.GOMAXPROCS(0))
+	type buffers struct{ p, pd []T }
+	scratch := make([]*buffers, runtime.GOMAXPROCS(0))
 	parallelFor(b*a.heads, func(w, i int) {
 		bi, h := i/a.heads, i%a.heads
-		if wOut != nil {
+		if !hasV {
 			weights(a, q, k, mask, bi, h, n, m, d, wOut[i*n*m:(i+1)*n*m])
 			return
 		}
-		var p []T
+		if scratch[w] == nil {
+			scratch[w] = &buffers{p: make([]T, n*m)}
+		}
+		p := scratch[w].p
 		if saved != nil {
 			p = saved[i*n*m : (i+1)*n*m]
-		} else {
-			if scratch[w] == nil {
-				scratch[w] = make([]T, n*m)
-			}
-			p = scratch[w]
 		}
-		hd, hv := a.heads*d, a.heads*dv
-		if headForward32(a, q[bi*n*hd+h*d:], k[bi*m*hd+h*d:], v[bi*m*hv+h*dv:], mask, bi, n, m, d, dv, p, out[bi*n*hv+h*dv:]) {
+		var dh []T // this head's dropout mask [N, M]
+		if drop != nil {
+			dh = drop[i*n*m : (i+1)*n*m]
+		}
+		qh, kh, vh, oh := q[bi*n*hd+h*d:], k[bi*m*hd+h*d:], v[bi*m*hv+h*dv:], out[bi*n*hv+h*dv:]
+		if headForward32(a, qh, kh, vh, mask, dh, bi, n, m, d, dv, p, oh) {
 			return
 		}
 		weights(a, q, k, mask, bi, h, n, m, d, p)
-		gemm(false, false, n, dv, m, 1, p, m, v[bi*m*hv+h*dv:], hv, 0, out[bi*n*hv+h*dv:], hv)
+		if dh != nil {
+			if scratch[w].pd == nil {
+				scratch[w].pd = make([]T, n*m)
+			}
+			p = mulRows(p, dh, scratch[w].pd)
+		}
+		gemm(false, false, n, dv, m, 1, p, m, vh, hv, 0, oh, hv)
 	})
 	if saved != nil {
 		a.saved.fresh = true
 	}
 }
 
-// constInput: the key mask takes no gradient.
-func (a attentionKernel) constInput(i int) bool { return i == 3 }
+// mulRows sets y = x ⊙ d (equal lengths) and returns y.
+func mulRows[T float](x, d, y []T) []T {
+	for j := range y {
+		y[j] = x[j] * d[j]
+	}
+	return y
+}
+
+// constInput: the key mask and the dropout mask take no gradient.
+func (a attentionKernel) constInput(i int) bool { return i >= 3 }
 
 // grads packs dq, dk, dv from one backward pass and unpacks them.
 func (a attentionKernel) grads(in []*Node, _, g *Node) []*Node {
 	packed := apply(attentionGradKernel{a}, append(append([]*Node{}, in...), g)...)
 	gs := unpack(packed, in[0].Shape(), in[1].Shape(), in[2].Shape())
-	if a.masked {
+	for range in[3:] {
 		gs = append(gs, nil)
 	}
 	return gs
 }
 
-// attentionGradKernel computes, per head, with P the weights and G the
-// output gradient:
+// attentionGradKernel computes, per head, with P the weights, D the
+// dropout mask (all ones without dropout) and G the output gradient:
 //
-//	dv = Pᵀ G,  dP = G vᵀ,  dS = P ⊙ (dP − rowsum(P ⊙ dP)),
+//	dv = (P ⊙ D)ᵀ G,  dP = (G vᵀ) ⊙ D,  dS = P ⊙ (dP − rowsum(P ⊙ dP)),
 //	dq = dS k / √d,  dk = dSᵀ q / √d
 //
-// packed as [dq | dk | dv].
+// packed as [dq | dk | dv]. Its inputs are the attention node's, then G.
 type attentionGradKernel struct{ a attentionKernel }
 
 func (g attentionGradKernel) name() string { return "grad-" + g.a.name() }
@@ -255,13 +314,9 @@ func (g attentionGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []T) {
-	q, k, v := in[0].Data().([]T), in[1].Data().([]T), in[2].Data().([]T)
-	var mask []T
-	if a.masked {
-		mask = in[3].Data().([]T)
-	}
-	gOut := in[len(in)-1].Data().([]T)
-	b, n, m, d, dv, _ := a.dims(in[0].Shape(), in[1].Shape(), in[2].Shape(), nil)
+	ops, gOut := in[:len(in)-1], in[len(in)-1].Data().([]T)
+	q, k, v, mask, drop := operands[T](a, ops, true)
+	b, n, m, d, dv, _ := a.dims(shapes(ops), true)
 	dq, dk, dvv := packed[:len(q)], packed[len(q):len(q)+len(k)], packed[len(q)+len(k):]
 	hd, hv := a.heads*d, a.heads*dv
 	scale := T(1 / math.Sqrt(float64(d)))
@@ -286,13 +341,24 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 		} else {
 			weights(a, q, k, mask, bi, h, n, m, d, p)
 		}
-		gh := gOut[bi*n*hv+h*dv:]
-		if headBackward32(a, q[bi*n*hd+h*d:], k[bi*m*hd+h*d:], v[bi*m*hv+h*dv:], gh, p, n, m, d, dv, scale,
-			dq[bi*n*hd+h*d:], dk[bi*m*hd+h*d:], dvv[bi*m*hv+h*dv:]) {
+		var dh []T // this head's dropout mask [N, M]
+		if drop != nil {
+			dh = drop[i*n*m : (i+1)*n*m]
+		}
+		qh, kh, vh, gh := q[bi*n*hd+h*d:], k[bi*m*hd+h*d:], v[bi*m*hv+h*dv:], gOut[bi*n*hv+h*dv:]
+		dqh, dkh, dvh := dq[bi*n*hd+h*d:], dk[bi*m*hd+h*d:], dvv[bi*m*hv+h*dv:]
+		if headBackward32(a, qh, kh, vh, gh, p, dh, n, m, d, dv, scale, dqh, dkh, dvh) {
 			return
 		}
-		gemm(true, false, m, dv, n, 1, p, m, gh, hv, 0, dvv[bi*m*hv+h*dv:], hv)
-		gemm(false, true, n, m, dv, 1, gh, hv, v[bi*m*hv+h*dv:], hv, 0, dp, m)
+		if dh != nil {
+			gemm(true, false, m, dv, n, 1, mulRows(p, dh, dp), m, gh, hv, 0, dvh, hv)
+		} else {
+			gemm(true, false, m, dv, n, 1, p, m, gh, hv, 0, dvh, hv)
+		}
+		gemm(false, true, n, m, dv, 1, gh, hv, vh, hv, 0, dp, m)
+		if dh != nil {
+			mulRows(dp, dh, dp)
+		}
 		for r := range n {
 			pr, dr := p[r*m:(r+1)*m], dp[r*m:(r+1)*m]
 			var dot T
@@ -303,8 +369,8 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 				dr[j] = pr[j] * (dr[j] - dot)
 			}
 		}
-		gemm(false, false, n, d, m, scale, dp, m, k[bi*m*hd+h*d:], hd, 0, dq[bi*n*hd+h*d:], hd)
-		gemm(true, false, m, d, n, scale, dp, m, q[bi*n*hd+h*d:], hd, 0, dk[bi*m*hd+h*d:], hd)
+		gemm(false, false, n, d, m, scale, dp, m, kh, hd, 0, dqh, hd)
+		gemm(true, false, m, d, n, scale, dp, m, qh, hd, 0, dkh, hd)
 	})
 }
 
@@ -312,11 +378,7 @@ type attentionWeightsKernel struct{ a attentionKernel }
 
 func (w attentionWeightsKernel) name() string { return "weights-" + w.a.name() }
 func (w attentionWeightsKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
-	var mask tensor.Shape
-	if w.a.masked {
-		mask = in[2]
-	}
-	b, n, m, _, _, err := w.a.dims(in[0], in[1], nil, mask)
+	b, n, m, _, _, err := w.a.dims(in, false)
 	if err != nil {
 		return nil, err
 	}
@@ -334,8 +396,9 @@ func (w attentionWeightsKernel) do(in []*tensor.Dense, out *tensor.Dense) error 
 
 // headForward32 runs one float32 head's forward in attention.c where it
 // applies (q, k, v, out: the head's first rows, strided as whole rows of
-// H heads), and reports whether it did.
-func headForward32[T float](a attentionKernel, q, k, v, mask []T, bi, n, m, d, dv int, p, out []T) bool {
+// H heads; drop: the head's dropout mask [N, M] or nil), and reports
+// whether it did.
+func headForward32[T float](a attentionKernel, q, k, v, mask, drop []T, bi, n, m, d, dv int, p, out []T) bool {
 	q32, ok := any(q).([]float32)
 	if !ok {
 		return false
@@ -346,17 +409,19 @@ func headForward32[T float](a attentionKernel, q, k, v, mask []T, bi, n, m, d, d
 	}
 	hd, hv := a.heads*d, a.heads*dv
 	return attnHeadFwd32(q32, hd, any(k).([]float32), hd, any(v).([]float32), hv, n, m, d, dv,
-		float32(1/math.Sqrt(float64(d))), mrow, a.causal, any(p).([]float32), any(out).([]float32), hv)
+		float32(1/math.Sqrt(float64(d))), mrow, a.causal, any(drop).([]float32), any(p).([]float32),
+		any(out).([]float32), hv)
 }
 
 // headBackward32 runs one float32 head's backward in attention.c where it
 // applies, and reports whether it did.
-func headBackward32[T float](a attentionKernel, q, k, v, g, p []T, n, m, d, dv int, scale T, dq, dk, dvOut []T) bool {
+func headBackward32[T float](a attentionKernel, q, k, v, g, p, drop []T, n, m, d, dv int, scale T, dq, dk, dvOut []T) bool {
 	q32, ok := any(q).([]float32)
 	if !ok {
 		return false
 	}
 	hd, hv := a.heads*d, a.heads*dv
 	return attnHeadBwd32(q32, hd, any(k).([]float32), hd, any(v).([]float32), hv, any(g).([]float32), hv,
-		any(p).([]float32), n, m, d, dv, float32(scale), any(dq).([]float32), any(dk).([]float32), any(dvOut).([]float32))
+		any(p).([]float32), any(drop).([]float32), n, m, d, dv, float32(scale),
+		any(dq).([]float32), any(dk).([]float32), any(dvOut).([]float32))
 }

@@ -16,10 +16,10 @@ void pf_colsum(const float *x, int rows, int d, float *s);
 void pf_adam_f32(float *w, const float *g, double *m, double *v, int n, const double *c);
 void pf_attn_head_fwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                       int n, int m, int d, int dv, float scale, const float *mask, int causal,
-                      float *p, float *out, int ldo);
+                      const float *drop, float *p, float *out, int ldo);
 void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
-                      const float *g, int ldg, const float *p, int n, int m, int d, int dv, float scale,
-                      float *dq, float *dk, float *dvv);
+                      const float *g, int ldg, const float *p, const float *drop, int n, int m, int d, int dv,
+                      float scale, float *dq, float *dk, float *dvv);
 void pf_mul(const float *a, const float *b, float *y, int n);
 void pf_add_repeat(const float *a, const float *b, float *y, int n, int d);
 void pf_relu_grad(const float *x, const float *g, float *y, int n);

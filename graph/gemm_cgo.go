@@ -126,39 +126,49 @@ func adam32(w, g []float32, m, v []float64, c *[10]float64) bool {
 }
 
 // attnHeadOK reports whether attention.c takes a head of n queries, m
-// keys and widths d, dv.
+// keys and widths d, dv: d and dv multiples of 8 up to 64, any m up to 64,
+// and n rows of m rounded up to 8 in its 64×64 scratch.
 func attnHeadOK(n, m, d, dv int) bool {
-	return hasAVX2() != 0 && n > 0 && m > 0 && m%8 == 0 && d%8 == 0 && dv%8 == 0 &&
-		m <= 64 && d <= 64 && dv <= 64 && d > 0 && dv > 0 && n*m <= 64*64
+	m8 := (m + 7) &^ 7
+	return hasAVX2() != 0 && n > 0 && m > 0 && d > 0 && dv > 0 && d%8 == 0 && dv%8 == 0 &&
+		m <= 64 && d <= 64 && dv <= 64 && n*m8 <= 64*64
 }
 
 // attnHeadFwd32 runs attention.c's forward for one head: p [n×m] gets the
-// weights and out (rows strided by ldo) the readout. It reports whether it
-// did.
+// weights and out (rows strided by ldo) the readout (p ⊙ drop) v, or p v
+// when drop [n×m] is nil. It reports whether it did.
 func attnHeadFwd32(q []float32, ldq int, k []float32, ldk int, v []float32, ldv, n, m, d, dv int,
-	scale float32, mask []float32, causal bool, p, out []float32, ldo int) bool {
-	if !attnHeadOK(n, m, d, dv) {
+	scale float32, mask []float32, causal bool, drop, p, out []float32, ldo int) bool {
+	if !attnHeadOK(n, m, d, dv) || len(p) < n*m || (drop != nil && len(drop) < n*m) {
 		return false
 	}
-	var mp *C.float
+	var mp, dp *C.float
 	if mask != nil {
 		mp = (*C.float)(&mask[0])
 	}
+	if drop != nil {
+		dp = (*C.float)(&drop[0])
+	}
 	C.pf_attn_head_fwd((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
-		C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, cbool(causal),
+		C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, cbool(causal), dp,
 		(*C.float)(&p[0]), (*C.float)(&out[0]), C.int(ldo))
 	return true
 }
 
 // attnHeadBwd32 runs attention.c's backward for one head from its weights
-// p, writing dq, dk, dv (strided as q, k, v). It reports whether it did.
+// p [n×m] and dropout mask drop [n×m] (nil: none), writing dq, dk, dv
+// (strided as q, k, v). It reports whether it did.
 func attnHeadBwd32(q []float32, ldq int, k []float32, ldk int, v []float32, ldv int, g []float32, ldg int,
-	p []float32, n, m, d, dv int, scale float32, dq, dk, dvv []float32) bool {
-	if !attnHeadOK(n, m, d, dv) {
+	p, drop []float32, n, m, d, dv int, scale float32, dq, dk, dvv []float32) bool {
+	if !attnHeadOK(n, m, d, dv) || len(p) < n*m || (drop != nil && len(drop) < n*m) {
 		return false
 	}
+	var dp *C.float
+	if drop != nil {
+		dp = (*C.float)(&drop[0])
+	}
 	C.pf_attn_head_bwd((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
-		(*C.float)(&g[0]), C.int(ldg), (*C.float)(&p[0]), C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale),
+		(*C.float)(&g[0]), C.int(ldg), (*C.float)(&p[0]), dp, C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale),
 		(*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dvv[0]))
 	return true
 }

@@ -54,11 +54,11 @@ func adam32(_, _ []float32, _, _ []float64, _ *[10]float64) bool { return false 
 // attnHeadFwd32 and attnHeadBwd32 have no pure-Go fast path: attention
 // runs its matrix products.
 func attnHeadFwd32([]float32, int, []float32, int, []float32, int, int, int, int, int,
-	float32, []float32, bool, []float32, []float32, int) bool {
+	float32, []float32, bool, []float32, []float32, []float32, int) bool {
 	return false
 }
 func attnHeadBwd32([]float32, int, []float32, int, []float32, int, []float32, int,
-	[]float32, int, int, int, int, float32, []float32, []float32, []float32) bool {
+	[]float32, []float32, int, int, int, int, float32, []float32, []float32, []float32) bool {
 	return false
 }
 

@@ -37,44 +37,73 @@ static inline __m256 exp_le0(__m256 x) {
 
 // pf_softmax_rows replaces each row i of p [n×m] with its softmax over the
 // visible keys: j < m, or j ≤ i when causal, and mask[j] ≠ 0 when mask is
-// given. Other keys get weight 0; a row with no visible key becomes 0.
+// given. Other keys get weight 0; a row with no visible key becomes 0, and
+// a row with a NaN score at a visible key becomes NaN.
 // Vector lanes past the visible keys are masked out, so a row's values
-// do not depend on what lies beyond them.
+// do not depend on what lies beyond them; only a vector that would cross
+// the row's end is loaded and stored masked (maskmov is slow on AMD).
 __attribute__((target("avx2,fma")))
 void pf_softmax_rows(float *p, int n, int m, const float *mask, int causal) {
 	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	const __m256 zero = _mm256_setzero_ps(), ninf = _mm256_set1_ps(-INFINITY);
 	for (int i = 0; i < n; i++) {
 		float *row = p + (size_t)i * m;
 		int vis = causal && i + 1 < m ? i + 1 : m;
-		float mx = -INFINITY;
-		for (int j = 0; j < vis; j++) {
-			if ((!mask || mask[j] != 0) && row[j] > mx) mx = row[j];
+		// the max over the visible keys; a NaN score sticks, so the row
+		// becomes NaN
+		__m256 vmx = ninf, nan = zero;
+		for (int j = 0; j < vis; j += 8) {
+			__m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(vis - j), lane);
+			__m256 keep = _mm256_castsi256_ps(in);
+			int whole = j + 8 <= m;
+			__m256 x = whole ? _mm256_loadu_ps(row + j) : _mm256_maskload_ps(row + j, in);
+			if (mask) {
+				__m256 mk = whole ? _mm256_loadu_ps(mask + j) : _mm256_maskload_ps(mask + j, in);
+				keep = _mm256_and_ps(keep, _mm256_cmp_ps(mk, zero, _CMP_NEQ_UQ));
+			}
+			x = _mm256_blendv_ps(ninf, x, keep);
+			nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+			vmx = _mm256_max_ps(vmx, x);
 		}
+		__m128 h = _mm_max_ps(_mm256_castps256_ps128(vmx), _mm256_extractf128_ps(vmx, 1));
+		h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+		h = _mm_max_ss(h, _mm_movehdup_ps(h));
+		float mx = _mm256_movemask_ps(nan) ? NAN : _mm_cvtss_f32(h);
 		if (mx == -INFINITY) {
 			memset(row, 0, sizeof(float) * (size_t)m);
 			continue;
 		}
-		__m256 vmx = _mm256_set1_ps(mx), zs = _mm256_setzero_ps();
+		__m256 zs = zero;
+		vmx = _mm256_set1_ps(mx);
 		for (int j = 0; j < vis; j += 8) {
 			// keep: lanes j+l < vis with a visible key
 			__m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(vis - j), lane);
 			__m256 keep = _mm256_castsi256_ps(in);
-			__m256 x = _mm256_maskload_ps(row + j, in);
+			int whole = j + 8 <= m;
+			__m256 x = whole ? _mm256_loadu_ps(row + j) : _mm256_maskload_ps(row + j, in);
 			if (mask) {
-				__m256 mk = _mm256_maskload_ps(mask + j, in);
-				keep = _mm256_and_ps(keep, _mm256_cmp_ps(mk, _mm256_setzero_ps(), _CMP_NEQ_UQ));
+				__m256 mk = whole ? _mm256_loadu_ps(mask + j) : _mm256_maskload_ps(mask + j, in);
+				keep = _mm256_and_ps(keep, _mm256_cmp_ps(mk, zero, _CMP_NEQ_UQ));
 			}
-			__m256 ex = _mm256_and_ps(keep, exp_le0(_mm256_min_ps(_mm256_setzero_ps(), _mm256_sub_ps(x, vmx))));
-			_mm256_maskstore_ps(row + j, in, ex);
+			__m256 ex = _mm256_and_ps(keep, exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(x, vmx))));
+			if (whole) {
+				_mm256_storeu_ps(row + j, ex); // lanes from vis on: 0, cleared below anyway
+			} else {
+				_mm256_maskstore_ps(row + j, in, ex);
+			}
 			zs = _mm256_add_ps(zs, ex);
 		}
-		__m128 h = _mm_add_ps(_mm256_castps256_ps128(zs), _mm256_extractf128_ps(zs, 1));
+		h = _mm_add_ps(_mm256_castps256_ps128(zs), _mm256_extractf128_ps(zs, 1));
 		h = _mm_add_ps(h, _mm_movehl_ps(h, h));
 		h = _mm_add_ss(h, _mm_movehdup_ps(h));
 		__m256 vz = _mm256_set1_ps(_mm_cvtss_f32(h));
 		for (int j = 0; j < vis; j += 8) {
-			__m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(vis - j), lane);
-			_mm256_maskstore_ps(row + j, in, _mm256_div_ps(_mm256_maskload_ps(row + j, in), vz));
+			if (j + 8 <= m) {
+				_mm256_storeu_ps(row + j, _mm256_div_ps(_mm256_loadu_ps(row + j), vz));
+			} else {
+				__m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(vis - j), lane);
+				_mm256_maskstore_ps(row + j, in, _mm256_div_ps(_mm256_maskload_ps(row + j, in), vz));
+			}
 		}
 		if (vis < m) memset(row + vis, 0, sizeof(float) * (size_t)(m - vis));
 	}

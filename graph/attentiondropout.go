@@ -1,0 +1,39 @@
+package graph
+
+// AttentionDropout is Attention with dropout on the attention weights, as
+// PyTorch's nn.MultiheadAttention applies it (its dropout argument:
+// "Dropout probability on attn_output_weights"; nn.Transformer passes its
+// dropout, 0.1 by default), per head h:
+//
+//	P_h = softmax(q_h k_hᵀ / √d + mask),   out_h = (P_h ⊙ D_h) v_h
+//
+// q: [B, N, H·d], k: [B, M, H·d], v: [B, M, H·dv], keyMask: [B, M] or nil
+// → [B, N, H·dv]. D: [B, H, N, M] is a dropout mask input called name,
+// holding Bernoulli(1−p)/(1−p) values that Program.DrawDropout draws from
+// the run's generator before each run, as for Builder.Dropout. Masked
+// keys keep weight exactly 0, and a query with no visible key still reads
+// out 0. In an evaluation graph, or with p = 0, it is exactly
+// Attention(q, k, v, keyMask, heads, causal).
+func (b *Builder) AttentionDropout(name string, q, k, v, keyMask *Node, heads int, causal bool, p float64) *Node {
+	if !b.train || p <= 0 {
+		return Attention(q, k, v, keyMask, heads, causal)
+	}
+	if p >= 1 {
+		fail("attention dropout %s: p = %g, want < 1", name, p)
+	}
+	qs, ks := Shape(q), Shape(k)
+	if len(qs) != 3 || len(ks) != 3 || heads < 1 {
+		fail("attention dropout %s: q %v, k %v and %d heads, want 3-D q and k and at least 1 head", name, qs, ks, heads)
+	}
+	drop := b.Input(name, qs[0], heads, qs[1], ks[1])
+	b.dropouts = append(b.dropouts, dropoutMask{name: name, p: p})
+	return attentionDropped(q, k, v, keyMask, drop, heads, causal)
+}
+
+// attentionDropped is Attention with the weights multiplied by drop
+// [B, H, N, M] before the readout: out_h = (P_h ⊙ D_h) v_h. drop takes no
+// gradient.
+func attentionDropped(q, k, v, keyMask, drop *Node, heads int, causal bool) *Node {
+	a := attentionKernel{heads: heads, causal: causal, masked: keyMask != nil, dropout: true, saved: &savedWeights{}}
+	return apply(a, append(attentionInputs(q, k, v, keyMask), drop)...)
+}
