@@ -64,6 +64,7 @@ func TestLoadErrors(t *testing.T) {
 		{"set without value", text, []string{"training.steps"}, []string{"key=value"}},
 		{"sampling outside seq2seq", text, []string{"data.sampling=epochs"}, []string{`data.sampling = "epochs"`, "only task seq2seq"}},
 		{"final norm outside seq2seq", text, []string{"model.final_norm=true"}, []string{"model.final_norm = true"}},
+		{"attention dropout with EM", text, []string{"model.attention.kind=em", "model.attention.dropout=0.1"}, []string{"model.attention.dropout = 0.1", "scaled_dot"}},
 		{"missing field", strings.Replace(text, "  loss: mse\n", "", 1), nil, []string{"training.loss = (missing)"}},
 		{"two documents", text + "---\ntask: maxnorm\n", nil, []string{"second YAML document"}},
 		{"bad yaml", "task: [maxnorm\n", nil, []string{"run.yaml", "line"}},

@@ -158,6 +158,9 @@ type Attention struct {
 	// λ‖AAᵀ − I‖² over each layer's per-head attention rows (Lin et al.
 	// 2017); 0 leaves it out.
 	HeadDiversity float64 `yaml:"head_diversity"`
+	// Dropout on the attention weights of softmax scaled_dot attention,
+	// as nn.MultiheadAttention's dropout; 0 is off.
+	Dropout float64 `yaml:"dropout"`
 }
 
 // Optimizer is Adam with decoupled weight decay and a learning-rate

@@ -46,6 +46,10 @@ type AttentionConfig struct {
 	// HeadDiversity). The weight itself is applied by the objective; it
 	// must be ≥ 0.
 	HeadDiversity float64 `yaml:"head_diversity" json:"head_diversity"`
+	// Dropout is the rate of dropout on the attention weights of softmax
+	// scaled_dot attention in training graphs, as nn.MultiheadAttention
+	// has it (nn.Transformer uses its dropout there); 0 turns it off.
+	Dropout float64 `yaml:"dropout" json:"dropout"`
 }
 
 // Mask says which keys each query may see.
@@ -93,11 +97,18 @@ func newKernel(cfg AttentionConfig) (Kernel, error) {
 	if cfg.RelativePositions < 0 {
 		return nil, fmt.Errorf("relative_positions must be ≥ 0, is %d", cfg.RelativePositions)
 	}
+	if cfg.Dropout < 0 || cfg.Dropout >= 1 {
+		return nil, fmt.Errorf("attention dropout must be in [0, 1), is %g", cfg.Dropout)
+	}
+	plain := (cfg.Kind == "" || cfg.Kind == "softmax") && (cfg.Score == "" || cfg.Score == ScoreScaledDot) && cfg.RelativePositions == 0
+	if cfg.Dropout > 0 && !plain {
+		return nil, fmt.Errorf("attention dropout needs softmax scaled_dot attention without relative positions")
+	}
 	switch cfg.Kind {
 	case "", "softmax":
 		switch cfg.Score {
 		case "", ScoreScaledDot:
-			return ScaledDotProduct{}, nil
+			return ScaledDotProduct{Dropout: cfg.Dropout}, nil
 		case ScoreDot, ScoreBilinear, ScoreAdditive:
 			return ScoredAttention{Score: cfg.Score}, nil
 		}
@@ -122,12 +133,16 @@ func newKernel(cfg AttentionConfig) (Kernel, error) {
 //	out_h = softmax(q_h k_hᵀ / √d + mask) v_h
 //
 // with masked keys given weight exactly 0. It runs as graph.Attention, one
-// fused op with an analytic backward pass.
-type ScaledDotProduct struct{}
+// fused op with an analytic backward pass. With Dropout p > 0, training
+// graphs drop attention weights, out_h = (P_h ⊙ D_h) v_h with D_h
+// Bernoulli(1−p)/(1−p), the mask named <layer>.attn_drop.
+type ScaledDotProduct struct {
+	Dropout float64
+}
 
 // Attend implements Kernel.
-func (ScaledDotProduct) Attend(_ *graph.Builder, _ string, q, k, v *graph.Node, heads int, mask Mask) *graph.Node {
-	return graph.Attention(q, k, v, mask.Keys, heads, mask.Causal)
+func (s ScaledDotProduct) Attend(b *graph.Builder, name string, q, k, v *graph.Node, heads int, mask Mask) *graph.Node {
+	return b.AttentionDropout(name+".attn_drop", q, k, v, mask.Keys, heads, mask.Causal, s.Dropout)
 }
 
 // Weights implements WeightsKernel. The weights are graph.AttentionWeights,

@@ -209,6 +209,62 @@ func TestTiedOutput(t *testing.T) {
 	}
 }
 
+// TestAttentionDropout: with attention dropout, a training graph draws a
+// weights mask per attention layer, [B, H, N, M], and dropping changes
+// the loss; an evaluation graph has no mask and equals the model without
+// attention dropout, to the bit.
+func TestAttentionDropout(t *testing.T) {
+	const B, S, T = 2, 4, 3
+	cfg := tinyConfig(false)
+	cfg.Dropout = 0
+	src, tgt := []int{4, 5, 6, 4, 5, 4, 0, 0}, []int{2, 4, 0, 2, 5, 4}
+	build := func(cfg Seq2SeqConfig) graph.BuildFunc {
+		return func(b *graph.Builder) error {
+			logits := Seq2Seq{Config: cfg}.Forward(b, b.IndexInput("src", B, S), b.Input("src_mask", B, S),
+				b.IndexInput("tgt_in", B, T), b.Input("tgt_mask", B, T))
+			b.Output("logits", logits)
+			b.SetLoss(graph.Sum(logits))
+			return nil
+		}
+	}
+	dropped := cfg
+	dropped.Attention.Dropout = 0.5
+	ps := graph.NewParams(graph.Float64, 3)
+	train, err := graph.Compile(ps, build(dropped), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, shape := range map[string][]int{
+		"enc.0.self.attn_drop": {B, 2, S, S}, "dec.1.self.attn_drop": {B, 2, T, T}, "dec.0.cross.attn_drop": {B, 2, T, S},
+	} {
+		if got := train.InputShape(name); !slices.Equal(got, shape) {
+			t.Errorf("mask %s has shape %v, want %v", name, got, shape)
+		}
+	}
+	plain, err := graph.Compile(ps, build(cfg), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eval, err := graph.Compile(ps, build(dropped), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eval.HasInput("enc.0.self.attn_drop") {
+		t.Error("an evaluation graph declares an attention dropout mask")
+	}
+	want := runSeq2Seq(t, plain, src, srcMaskBS, tgt, tgtMaskBT)
+	if got := runSeq2Seq(t, eval, src, srcMaskBS, tgt, tgtMaskBT); !slices.Equal(got, want) {
+		t.Error("evaluation with attention dropout differs from the model without it")
+	}
+	train.DrawDropout(rand.New(rand.NewPCG(1, 1)))
+	if got := runSeq2Seq(t, train, src, srcMaskBS, tgt, tgtMaskBT); slices.Equal(got, want) {
+		t.Error("dropping attention weights changed nothing")
+	}
+	if _, err := NewKernel(AttentionConfig{Score: ScoreAdditive, Dropout: 0.1}); err == nil {
+		t.Error("attention dropout accepted for the additive score")
+	}
+}
+
 // seq2seqBuild adds a Seq2Seq model over inputs src, src_mask, tgt_in,
 // tgt_mask of batch B, source length S and target length T, with its
 // logits as output "logits".

@@ -85,9 +85,10 @@ func sameEncoder(ck, run configs.Model) error {
 			return fmt.Errorf("%s = %v in the checkpoint, %v in this run; the encoders must match", f.name, f.ck, f.run)
 		}
 	}
-	// The regulariser's weight adds no parameter.
+	// The regulariser's weight and attention dropout add no parameter.
 	a, b := ck.Attention, run.Attention
 	a.HeadDiversity, b.HeadDiversity = 0, 0
+	a.Dropout, b.Dropout = 0, 0
 	if a != b {
 		return fmt.Errorf("model.attention is %+v in the checkpoint, %+v in this run; the encoders must match", a, b)
 	}

@@ -184,5 +184,5 @@ func attentionConfig(a configs.Attention) layers.AttentionConfig {
 	return layers.AttentionConfig{Kind: a.Kind, KeyIters: a.KeyIters, ValueIters: a.ValueIters,
 		PropagateIters: a.PropagateIters, AdaptAlpha: a.AdaptAlpha, AdaptBeta: a.AdaptBeta, AdaptPi: a.AdaptPi, Prior: a.Prior,
 		Score: a.Score, RelativePositions: a.RelativePositions, HeadDiversity: a.HeadDiversity,
-		K: a.K, Sigma: a.Sigma, PriorRate: a.PriorRate, PriorSigma: a.PriorSigma}
+		K: a.K, Sigma: a.Sigma, PriorRate: a.PriorRate, PriorSigma: a.PriorSigma, Dropout: a.Dropout}
 }
