@@ -18,9 +18,9 @@ import (
 // Gorgonia graphs have static shapes, so a Translator compiles one
 // evaluation program of the full size — rows × srcLen source ids and
 // rows × tgtLen target ids — and every decoding step runs it whole: the
-// prefix <bos> y1 … yt is fed padded to tgtLen and the logits are read at
-// position t, the last of the prefix. The causal mask makes that position
-// blind to the padding after it, so this is exact. It re-encodes the
+// prefix <bos> y1 … yt is fed padded to tgtLen and the logits are
+// computed at position t only, the last of the prefix. The causal mask
+// makes that position blind to the padding after it, so this is exact. It re-encodes the
 // source and recomputes the whole prefix at every step (no key/value
 // cache): simple and correct, O(tgtLen) times the cost of incremental
 // decoding, which is fine for evaluation of small models.
@@ -215,6 +215,7 @@ type Translator struct {
 	rows, srcLen   int
 	tgtLen, vocab  int
 	src, tgtIn     []int
+	last           []int // each row's last prefix position, r·tgtLen + t
 	srcMask, tgtMk []float64
 }
 
@@ -224,10 +225,14 @@ func NewTranslator(params *graph.Params, model Seq2Seq, rows, srcLen, tgtLen int
 		return nil, fmt.Errorf("translator: rows %d, source length %d, target length %d must be positive", rows, srcLen, tgtLen)
 	}
 	prog, err := graph.Compile(params, func(b *graph.Builder) error {
-		logits := model.Forward(b,
+		h, w, bias := model.Decode(b,
 			b.IndexInput("src", rows, srcLen), b.Input("src_mask", rows, srcLen),
 			b.IndexInput("tgt_in", rows, tgtLen), b.Input("tgt_mask", rows, tgtLen))
-		b.Output("logits", logits)
+		// Only each row's last prefix position is scored: its decoder
+		// output is gathered before the output layer, which so costs
+		// one row of tgtLen.
+		flat := graph.Reshape(h, rows*tgtLen, model.Config.DModel)
+		b.Output("logits", graph.Linear(graph.Embedding(flat, b.IndexInput("last", rows)), w, bias)) // [rows, V]
 		return nil
 	}, false)
 	if err != nil {
@@ -235,7 +240,7 @@ func NewTranslator(params *graph.Params, model Seq2Seq, rows, srcLen, tgtLen int
 	}
 	return &Translator{
 		prog: prog, rows: rows, srcLen: srcLen, tgtLen: tgtLen, vocab: model.Config.TgtVocab,
-		src: make([]int, rows*srcLen), srcMask: make([]float64, rows*srcLen),
+		src: make([]int, rows*srcLen), srcMask: make([]float64, rows*srcLen), last: make([]int, rows),
 		tgtIn: make([]int, rows*tgtLen), tgtMk: make([]float64, rows*tgtLen),
 	}, nil
 }
@@ -274,6 +279,10 @@ func (tr *Translator) LogProbs(src, prefixes [][]int) ([][]float64, error) {
 		for j := range p {
 			tr.tgtMk[r*tr.tgtLen+j] = 1
 		}
+		tr.last[r] = r*tr.tgtLen + len(p) - 1
+	}
+	if err := tr.prog.FeedIndices("last", tr.last); err != nil {
+		return nil, err
 	}
 	if err := tr.prog.FeedIndices("src", tr.src); err != nil {
 		return nil, err
@@ -290,11 +299,10 @@ func (tr *Translator) LogProbs(src, prefixes [][]int) ([][]float64, error) {
 	if err := tr.prog.Run(); err != nil {
 		return nil, fmt.Errorf("translate: %w", err)
 	}
-	logits, _ := tr.prog.Output("logits") // [rows, tgtLen, V]
+	logits, _ := tr.prog.Output("logits") // [rows, V]
 	out := make([][]float64, n)
 	for r := range n {
-		at := (r*tr.tgtLen + len(prefixes[r]) - 1) * tr.vocab
-		out[r] = logSoftmax(logits[at : at+tr.vocab])
+		out[r] = logSoftmax(logits[r*tr.vocab : (r+1)*tr.vocab])
 	}
 	return out, nil
 }
