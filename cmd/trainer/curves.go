@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -49,10 +50,12 @@ run's metric is X or more.
 	return cmd
 }
 
-// series is one run's metric by step.
+// series is one run's metric by step, and the run's training wall time
+// (seconds) at the steps whose lines record it.
 type series struct {
 	label  string
 	values map[int]float64
+	wall   map[int]float64
 }
 
 func runCurves(f curvesFlags, runs []string, stdout io.Writer) error {
@@ -100,7 +103,7 @@ func runCurves(f curvesFlags, runs []string, stdout io.Writer) error {
 	if !math.IsNaN(f.reach) {
 		fmt.Fprintf(&b, "\nfirst step with %s ≥ %g:\n", f.metric, f.reach)
 		for _, s := range all {
-			fmt.Fprintf(&b, "  %-12s %s\n", s.label, firstReach(s.values, f.reach))
+			fmt.Fprintf(&b, "  %-12s %s\n", s.label, firstReach(s, f.reach))
 		}
 	}
 	if _, err := io.WriteString(stdout, b.String()); err != nil {
@@ -129,16 +132,21 @@ func runCurves(f curvesFlags, runs []string, stdout io.Writer) error {
 	return writeCurves(f.out, f.metric, "step", f.metric, common, lines)
 }
 
-// firstReach is the first step at which values is at least bar, or "never".
-func firstReach(values map[int]float64, bar float64) string {
-	steps := make([]int, 0, len(values))
-	for step := range values {
+// firstReach is the first step at which s's values are at least bar, with
+// the wall time of training to it when the run logged it, or "never".
+func firstReach(s series, bar float64) string {
+	steps := make([]int, 0, len(s.values))
+	for step := range s.values {
 		steps = append(steps, step)
 	}
 	slices.Sort(steps)
 	for _, step := range steps {
-		if values[step] >= bar {
-			return fmt.Sprintf("step %d (%.4g)", step, values[step])
+		if s.values[step] >= bar {
+			at := fmt.Sprintf("step %d (%.4g)", step, s.values[step])
+			if w, ok := s.wall[step]; ok {
+				at += fmt.Sprintf(", after %s of training", time.Duration(w*float64(time.Second)).Round(time.Second))
+			}
+			return at
 		}
 	}
 	return "never"
@@ -152,7 +160,7 @@ func readSeries(run, metric string) (series, error) {
 		return series{}, fmt.Errorf("curves: %w", err)
 	}
 	defer file.Close()
-	s := series{values: map[int]float64{}}
+	s := series{values: map[int]float64{}, wall: map[int]float64{}}
 	sc := bufio.NewScanner(file)
 	sc.Buffer(make([]byte, 0, 1<<16), 1<<24)
 	for line := 1; sc.Scan(); line++ {
@@ -166,6 +174,9 @@ func readSeries(run, metric string) (series, error) {
 		step, hasStep := fields["step"].(float64)
 		if isNum && hasStep {
 			s.values[int(step)] = v
+			if w, ok := fields["wall_sec"].(float64); ok {
+				s.wall[int(step)] = w
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {

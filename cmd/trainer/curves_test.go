@@ -23,7 +23,7 @@ func TestCurves(t *testing.T) {
 	a := writeRun(t, filepath.Join(dir, "a"), `{"step":100,"train_loss":3}
 {"step":250,"valid_bleu":50.5}
 {"step":500,"valid_bleu":91}
-{"step":750,"valid_bleu":96}
+{"step":750,"valid_bleu":96,"wall_sec":131.6}
 `)
 	b := writeRun(t, filepath.Join(dir, "b"), `{"step":250,"valid_bleu":80}
 {"valid_bleu":12}
@@ -42,7 +42,7 @@ func TestCurves(t *testing.T) {
 | 750 | 96 | |
 
 first step with valid_bleu ≥ 95:
-  scratch      step 750 (96)
+  scratch      step 750 (96), after 2m12s of training
   b            step 500 (95.5)
 `
 	if stdout != want {

@@ -92,7 +92,9 @@ func readMetrics(t *testing.T, dir string) []map[string]float64 {
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			t.Fatalf("metrics line %q: %v", sc.Text(), err)
 		}
-		delete(m, "steps_per_sec") // wall time, the one thing allowed to differ
+		// Wall times, the one thing allowed to differ.
+		delete(m, "steps_per_sec")
+		delete(m, "wall_sec")
 		out = append(out, m)
 	}
 	return out
@@ -160,7 +162,39 @@ func TestResumeIsExact(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			straight, split, a, b := straightAndResumed(t, c.config)
 			expectSameRun(t, straight, split, a, b)
+			expectWallClock(t, split)
 		})
+	}
+}
+
+// expectWallClock fails unless every validation line of a run records
+// its training wall time, never decreasing, also across a resume.
+func expectWallClock(t *testing.T, dir string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, metricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, evals := 0.0, 0
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		if _, isEval := m["valid_mse"]; !isEval {
+			if _, isEval = m["valid_bleu"]; !isEval {
+				continue
+			}
+		}
+		evals++
+		w, ok := m["wall_sec"].(float64)
+		if !ok || w < last {
+			t.Fatalf("validation line %q: wall_sec missing or below the previous %v", line, last)
+		}
+		last = w
+	}
+	if evals == 0 {
+		t.Fatal("no validation line")
 	}
 }
 

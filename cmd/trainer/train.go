@@ -68,6 +68,9 @@ type loopState struct {
 	PenaltySums map[string]float64 `json:"penalty_sums,omitempty"`
 	Best        float64            `json:"best"`      // best validation score so far
 	BestStep    int                `json:"best_step"` // 0 before the first evaluation
+	// WallSec is the run's training wall time in seconds up to the
+	// checkpoint, summed over sessions when it is resumed.
+	WallSec float64 `json:"wall_sec,omitempty"`
 }
 
 // trainer is one run in progress.
@@ -89,6 +92,17 @@ type trainer struct {
 	avg     *weightAverage // nil unless training.ema_decay > 0
 	out     io.Writer
 	log     *os.File
+	// started is when this session's training loop began.
+	started time.Time
+}
+
+// wallSec is the run's training wall time so far, in seconds: the earlier
+// sessions' and this one's.
+func (t *trainer) wallSec() float64 {
+	if t.started.IsZero() {
+		return t.loop.WallSec
+	}
+	return t.loop.WallSec + time.Since(t.started).Seconds()
 }
 
 func runTrain(ctx context.Context, f trainFlags, stdout, stderr io.Writer) error {
@@ -295,7 +309,9 @@ func (t *trainer) checkpoint() (*graph.Checkpoint, error) {
 	if ck.RNG["dropout"], err = t.dropSrc.MarshalBinary(); err != nil {
 		return nil, err
 	}
-	if ck.Extra["loop"], err = json.Marshal(t.loop); err != nil {
+	loop := t.loop
+	loop.WallSec = t.wallSec()
+	if ck.Extra["loop"], err = json.Marshal(loop); err != nil {
 		return nil, err
 	}
 	ck.Extra["config_name"] = []byte(t.cfg.Name)
@@ -343,7 +359,9 @@ func (t *trainer) evaluate() (map[string]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("step %d: evaluate: %w", t.step, err)
 	}
-	fields := map[string]any{}
+	// wall_sec times the run, as the validation curves of PyTorch
+	// baselines are reported in minutes; tests ignore it.
+	fields := map[string]any{"wall_sec": t.wallSec()}
 	for k, v := range m {
 		t.metrics[k] = v
 		fields[k] = v
@@ -390,6 +408,7 @@ func (t *trainer) run(ctx context.Context, p progress) error {
 		lastGood = steps[len(steps)-1]
 	}
 	start := time.Now()
+	t.started = start
 	startStep := t.step
 	for t.step < tr.Steps {
 		select {
