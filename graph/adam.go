@@ -71,16 +71,23 @@ func (a *Adam) stepGrads(prog *Program) ([]any, float64, error) {
 		if err != nil {
 			return nil, 0, err
 		}
-		if !finite(g) {
-			return nil, 0, fmt.Errorf("gradient of %s is not finite", prm.Name)
-		}
 		grads[i] = g
 		switch d := g.(type) {
 		case []float32:
+			// A float32 square is below 1.2e77, so the float64 sum is
+			// finite exactly when every value is: no separate check.
+			s := sq
 			for _, x := range d {
-				sq += float64(x) * float64(x)
+				s += float64(x) * float64(x)
 			}
+			if math.IsNaN(s) || math.IsInf(s, 0) {
+				return nil, 0, fmt.Errorf("gradient of %s is not finite", prm.Name)
+			}
+			sq = s
 		case []float64:
+			if !finite(g) {
+				return nil, 0, fmt.Errorf("gradient of %s is not finite", prm.Name)
+			}
 			for _, x := range d {
 				sq += x * x
 			}
@@ -108,6 +115,11 @@ func (a *Adam) Step(prog *Program) (float64, error) {
 	t := float64(a.state.Step)
 	bc1 := 1 - math.Pow(a.Beta1, t)
 	bc2 := 1 - math.Pow(a.Beta2, t)
+	// The update is element-wise: chunks of every parameter are shared
+	// between the cores.
+	type chunk struct{ i, lo, hi int }
+	var chunks []chunk
+	ms, vs := make([][]float64, len(prog.used)), make([][]float64, len(prog.used))
 	for i, prm := range prog.used {
 		n := shapeSize(prm.Shape)
 		m, v := a.state.M[prm.Name], a.state.V[prm.Name]
@@ -115,15 +127,27 @@ func (a *Adam) Step(prog *Program) (float64, error) {
 			m, v = make([]float64, n), make([]float64, n)
 			a.state.M[prm.Name], a.state.V[prm.Name] = m, v
 		}
-		switch w := prm.value.Data().(type) {
-		case []float32:
-			adamUpdate(a, w, grads[i].([]float32), m, v, scale, bc1, bc2)
-		case []float64:
-			adamUpdate(a, w, grads[i].([]float64), m, v, scale, bc1, bc2)
+		ms[i], vs[i] = m, v
+		for lo := 0; lo < n; lo += adamChunk {
+			chunks = append(chunks, chunk{i, lo, min(lo+adamChunk, n)})
 		}
 	}
+	parallelFor(len(chunks), func(_, c int) {
+		ch := chunks[c]
+		m, v := ms[ch.i][ch.lo:ch.hi], vs[ch.i][ch.lo:ch.hi]
+		switch w := prog.used[ch.i].value.Data().(type) {
+		case []float32:
+			adamUpdate(a, w[ch.lo:ch.hi], grads[ch.i].([]float32)[ch.lo:ch.hi], m, v, scale, bc1, bc2)
+		case []float64:
+			adamUpdate(a, w[ch.lo:ch.hi], grads[ch.i].([]float64)[ch.lo:ch.hi], m, v, scale, bc1, bc2)
+		}
+	})
 	return norm, nil
 }
+
+// adamChunk is how many values of a parameter one task of Adam.Step
+// updates.
+const adamChunk = 4096
 
 func adamUpdate[T float32 | float64](a *Adam, w, g []T, m, v []float64, scale, bc1, bc2 float64) {
 	decay := 1 - a.LR*a.WeightDecay

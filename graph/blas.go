@@ -2,7 +2,6 @@ package graph
 
 import (
 	"runtime"
-	"sync"
 )
 
 // float is the element type of a graph's values.
@@ -27,38 +26,36 @@ func gemmBias[T float](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T,
 		// Few rows and many columns (a weight gradient of a wide output
 		// layer, say): split the columns, so each thread packs only its
 		// half of B.
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			gemmKernel(tA, tB, m, cols, k, alpha, a, lda, b, ldb, beta, c, ldc, bias)
-		}()
 		bOff := cols
 		if tB {
 			bOff = cols * ldb
 		}
-		var rest []T
-		if bias != nil {
-			rest = bias[cols:]
-		}
-		gemmKernel(tA, tB, m, n-cols, k, alpha, a, lda, b[bOff:], ldb, beta, c[cols:], ldc, rest)
-		wg.Wait()
+		runShares(2, func(w int) {
+			if w == 0 {
+				gemmKernel(tA, tB, m, cols, k, alpha, a, lda, b, ldb, beta, c, ldc, bias)
+				return
+			}
+			var rest []T
+			if bias != nil {
+				rest = bias[cols:]
+			}
+			gemmKernel(tA, tB, m, n-cols, k, alpha, a, lda, b[bOff:], ldb, beta, c[cols:], ldc, rest)
+		})
 		return
 	}
 	if m >= 16 && m*n*k >= 1<<18 && runtime.GOMAXPROCS(0) > 1 {
 		half := m / 2
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			gemmKernel(tA, tB, half, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias)
-		}()
 		aOff := half * lda
 		if tA {
 			aOff = half
 		}
-		gemmKernel(tA, tB, m-half, n, k, alpha, a[aOff:], lda, b, ldb, beta, c[half*ldc:], ldc, bias)
-		wg.Wait()
+		runShares(2, func(w int) {
+			if w == 0 {
+				gemmKernel(tA, tB, half, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias)
+				return
+			}
+			gemmKernel(tA, tB, m-half, n, k, alpha, a[aOff:], lda, b, ldb, beta, c[half*ldc:], ldc, bias)
+		})
 		return
 	}
 	gemmKernel(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias)
@@ -66,19 +63,22 @@ func gemmBias[T float](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T,
 
 // splitColumns returns where to split a float32 product's columns between
 // two threads, or 0 to split its rows (or not at all). It splits columns
-// when there are few rows and many columns, at a multiple of 16 that
+// when there are few rows (a weight gradient xᵀ·g over many tokens, say:
+// each thread then packs half of B rather than all of it), at a multiple
+// of 16 that
 // leaves both halves 16 or more wide with k ≥ 32: then every element is
 // computed by gemm.c's packed kernel, as without the split, and the
 // values do not depend on the number of threads.
 func splitColumns[T float](c []T, m, n, k int) int {
-	if _, ok := any(c).([]float32); !ok || !packedGemm() || m > 128 || n < 256 || k < 32 || m*n*k < 1<<18 {
+	if _, ok := any(c).([]float32); !ok || !packedGemm() || m > 128 || n < 32 || k < 32 || m*n*k < 1<<18 {
 		return 0
 	}
 	return n / 32 * 16
 }
 
-// parallelFor runs f(i) for i in [0, n) on up to GOMAXPROCS goroutines,
-// each with its own worker index for scratch space. Gorgonia's tape
+// parallelFor runs f(i) for i in [0, n) on up to GOMAXPROCS goroutines
+// (the caller and workers.go's helpers), each with its own worker index
+// for scratch space: worker w takes i ≡ w (mod workers). Gorgonia's tape
 // machine runs one op at a time, so this is how a step uses both cores.
 func parallelFor(n int, f func(worker, i int)) {
 	workers := min(runtime.GOMAXPROCS(0), n)
@@ -88,17 +88,11 @@ func parallelFor(n int, f func(worker, i int)) {
 		}
 		return
 	}
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += workers {
-				f(w, i)
-			}
-		}()
-	}
-	wg.Wait()
+	runShares(workers, func(w int) {
+		for i := w; i < n; i += workers {
+			f(w, i)
+		}
+	})
 }
 
 // scaleRows sets c ← β·c on an m×n block, the whole of gemm when k = 0.

@@ -285,13 +285,19 @@ func (u unpackKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 	n := u.shape.get().TotalSize()
 	switch src := in[0].Data().(type) {
 	case []float32:
-		copy(out.Data().([]float32), src[u.offset:u.offset+n])
+		copyParallel(out.Data().([]float32), src[u.offset:u.offset+n])
 	case []float64:
-		copy(out.Data().([]float64), src[u.offset:u.offset+n])
+		copyParallel(out.Data().([]float64), src[u.offset:u.offset+n])
 	default:
 		return fmt.Errorf("unsupported dtype %T", src)
 	}
 	return nil
+}
+
+// copyParallel copies src into dst (equal lengths), in parts on both
+// cores when it is large.
+func copyParallel[T float](dst, src []T) {
+	splitRange(len(src), 16, func(lo, hi int) { copy(dst[lo:hi], src[lo:hi]) })
 }
 
 // unpack splits a packed node into nodes of the given shapes.

@@ -44,10 +44,13 @@ func (addKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func addRepeat[T float](a, b, y []T) {
-	if a32, ok := any(a).([]float32); ok && addRepeat32(a32, any(b).([]float32), any(y).([]float32)) {
-		return
-	}
-	addRepeatGo(a, b, y)
+	splitRange(len(a), len(b), func(lo, hi int) {
+		a, y := a[lo:hi], y[lo:hi]
+		if a32, ok := any(a).([]float32); ok && addRepeat32(a32, any(b).([]float32), any(y).([]float32)) {
+			return
+		}
+		addRepeatGo(a, b, y)
+	})
 }
 
 // addRepeatGo is addRepeat in Go.
@@ -115,10 +118,13 @@ func (mulKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func mulInto[T float](a, b, y []T) {
-	if a32, ok := any(a).([]float32); ok && mul32(a32, any(b).([]float32), any(y).([]float32)) {
-		return
-	}
-	mulIntoGo(a, b, y)
+	splitRange(len(a), 8, func(lo, hi int) {
+		a, b, y := a[lo:hi], b[lo:hi], y[lo:hi]
+		if a32, ok := any(a).([]float32); ok && mul32(a32, any(b).([]float32), any(y).([]float32)) {
+			return
+		}
+		mulIntoGo(a, b, y)
+	})
 }
 
 // mulIntoGo is mulInto in Go.
@@ -157,10 +163,12 @@ func (k scaleKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func scaleInto[T float](x []T, c T, y []T) {
-	y = y[:len(x)]
-	for i, v := range x {
-		y[i] = v * c
-	}
+	splitRange(len(x), 8, func(lo, hi int) {
+		x, y := x[lo:hi], y[lo:hi]
+		for i, v := range x {
+			y[i] = v * c
+		}
+	})
 }
 
 // grads: dx = c·g.

@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"gorgonia.org/tensor"
 )
@@ -53,7 +54,7 @@ func (k layerNormKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 			s.mean32, s.rstd32 = make([]float32, rows), make([]float32, rows)
 		}
 		x, g, b := in[0].Data().([]float32), in[1].Data().([]float32), in[2].Data().([]float32)
-		if layerNormFwd32(x, g, b, y, k.eps, s.mean32, s.rstd32) {
+		if layerNormFwdRows32(x, g, b, y, k.eps, s.mean32, s.rstd32) {
 			s.fresh, s.fast = true, true
 			return nil
 		}
@@ -65,6 +66,59 @@ func (k layerNormKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 	}
 	s.fresh, s.fast = true, false
 	return nil
+}
+
+// layerNormFwdRows32 is layerNormFwd32 with the rows split between the
+// cores (each row's values do not depend on the split).
+func layerNormFwdRows32(x, g, b, y []float32, eps float64, mean, rstd []float32) bool {
+	d := len(g)
+	if d == 0 || len(x)%d != 0 || len(mean) != len(x)/d {
+		return false
+	}
+	var failed atomic.Bool
+	splitRange(len(x), d, func(lo, hi int) {
+		if !layerNormFwd32(x[lo:hi], g, b, y[lo:hi], eps, mean[lo/d:hi/d], rstd[lo/d:hi/d]) {
+			failed.Store(true)
+		}
+	})
+	return !failed.Load()
+}
+
+// layerNormBwdRows32 is layerNormBwd32 over two halves of the rows, on
+// both cores when there are two: dgamma and dbeta are the first half's
+// sums plus the second's. The halves are the same with any number of
+// cores, so the values are too.
+func layerNormBwdRows32(x, g, gOut, mean, rstd, dx, dgamma, dbeta []float32) bool {
+	d := len(g)
+	if d == 0 || len(x)%d != 0 || len(mean) != len(x)/d {
+		return false
+	}
+	rows := len(x) / d
+	if len(x) < 2*minPart || rows < 2 {
+		return layerNormBwd32(x, g, gOut, mean, rstd, dx, dgamma, dbeta)
+	}
+	h := rows / 2 * d
+	part := make([]float32, 2*d) // the second half's dgamma, dbeta
+	var failed atomic.Bool
+	runShares(2, func(w int) {
+		ok := false
+		if w == 0 {
+			ok = layerNormBwd32(x[:h], g, gOut[:h], mean[:h/d], rstd[:h/d], dx[:h], dgamma, dbeta)
+		} else {
+			ok = layerNormBwd32(x[h:], g, gOut[h:], mean[h/d:], rstd[h/d:], dx[h:], part[:d], part[d:])
+		}
+		if !ok {
+			failed.Store(true)
+		}
+	})
+	if failed.Load() {
+		return false
+	}
+	for j := range d {
+		dgamma[j] += part[j]
+		dbeta[j] += part[d+j]
+	}
+	return true
 }
 
 // stats64 returns float64 buffers for rows' statistics.
@@ -156,7 +210,7 @@ func (g layerNormGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 		if fresh && s.fast && len(s.mean32) == rows {
 			clear(dgamma)
 			clear(dbeta)
-			if layerNormBwd32(x, gam, gOut, s.mean32, s.rstd32, dx, dgamma, dbeta) {
+			if layerNormBwdRows32(x, gam, gOut, s.mean32, s.rstd32, dx, dgamma, dbeta) {
 				return nil
 			}
 		}

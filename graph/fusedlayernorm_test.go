@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -86,4 +87,41 @@ func relDiff(a, b []float64) float64 {
 		nb += b[i] * b[i]
 	}
 	return math.Sqrt(d) / math.Max(math.Sqrt(math.Max(na, nb)), 1e-300)
+}
+
+// TestLayerNormBwdRowsSplit: the float32 backward over two halves of the
+// rows gives the same bits with one core or two, and matches the
+// one-pass kernel to float32 rounding.
+func TestLayerNormBwdRowsSplit(t *testing.T) {
+	const rows, d = 512, 64
+	rng := rand.New(rand.NewPCG(5, 5))
+	x := to32(Normal(1)(rng, []int{rows * d}))
+	gam := to32(Normal(1)(rng, []int{d}))
+	bet := to32(Normal(1)(rng, []int{d}))
+	gOut := to32(Normal(1)(rng, []int{rows * d}))
+	y := make([]float32, rows*d)
+	mean, rstd := make([]float32, rows), make([]float32, rows)
+	if !layerNormFwdRows32(x, gam, bet, y, 1e-5, mean, rstd) {
+		t.Skip("no AVX2 layer norm kernel")
+	}
+	run := func(procs int) []float32 {
+		prev := runtime.GOMAXPROCS(procs)
+		defer runtime.GOMAXPROCS(prev)
+		out := make([]float32, rows*d+2*d)
+		if !layerNormBwdRows32(x, gam, gOut, mean, rstd, out[:rows*d], out[rows*d:rows*d+d], out[rows*d+d:]) {
+			t.Fatal("split backward declined")
+		}
+		return out
+	}
+	one, two := run(1), run(2)
+	whole := make([]float32, rows*d+2*d)
+	layerNormBwd32(x, gam, gOut, mean, rstd, whole[:rows*d], whole[rows*d:rows*d+d], whole[rows*d+d:])
+	for i := range one {
+		if one[i] != two[i] {
+			t.Fatalf("element %d: %v with one core, %v with two", i, one[i], two[i])
+		}
+		if diff := math.Abs(float64(one[i] - whole[i])); diff > 1e-4*(1+math.Abs(float64(whole[i]))) {
+			t.Fatalf("element %d: %v split, %v in one pass", i, one[i], whole[i])
+		}
+	}
 }

@@ -44,6 +44,17 @@ func (reluGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 // gradient selects without branches: the sign of a pre-activation is a
 // coin flip, and mispredicted branches cost 3× the arithmetic.
 func relu[T float](x, g, y []T) {
+	splitRange(len(x), 8, func(lo, hi int) {
+		var gp []T
+		if g != nil {
+			gp = g[lo:hi]
+		}
+		reluPart(x[lo:hi], gp, y[lo:hi])
+	})
+}
+
+// reluPart is relu on one part of the values.
+func reluPart[T float](x, g, y []T) {
 	y = y[:len(x)]
 	if g == nil {
 		if x32, ok := any(x).([]float32); ok && relu32(x32, any(y).([]float32)) {

@@ -121,10 +121,11 @@ func BenchmarkGemm(b *testing.B) {
 // whatever rows it is computed with, so splitting C's rows between
 // goroutines (or tiling them differently) cannot change a bit; nor does
 // splitting its columns, for the wide products gemm splits that way
-// ({64, 600, 100}), bias included.
+// ({64, 600, 100}, and the weight-gradient shapes {64, 64, 1024} and
+// {48, 48, 512}), bias included.
 func TestGemmRowSplitIsExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
-	for _, sz := range [][3]int{{64, 256, 300}, {100, 20, 64}, {37, 64, 16}, {64, 600, 100}} {
+	for _, sz := range [][3]int{{64, 256, 300}, {100, 20, 64}, {37, 64, 16}, {64, 600, 100}, {64, 64, 1024}, {48, 48, 512}} {
 		m, n, k := sz[0], sz[1], sz[2]
 		for _, tA := range []bool{false, true} {
 			for _, tB := range []bool{false, true} {

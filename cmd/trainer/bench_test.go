@@ -13,15 +13,17 @@ import (
 // of the Transformer: batch 64, source and target length 16,
 // vocabularies of 64, d_model 64, 4 heads, feed-forward 256, 2 encoder and
 // 2 decoder layers, dropout 0.1, label-smoothed cross-entropy; float32.
+// The loss is built as the trainer builds it (seq2seqTask.buildModel):
+// Seq2Seq.Decode and the fused ProjectedTokenCrossEntropy.
 // PyTorch 1.13 on 2 cores: 27.4 ms.
 func BenchmarkSeq2SeqStep(b *testing.B) {
 	const batch, n, vocab = 64, 16, 64
 	cfg := layers.Seq2SeqConfig{DModel: 64, Heads: 4, FF: 256, EncLayers: 2, DecLayers: 2, Dropout: 0.1,
 		SrcVocab: vocab, TgtVocab: vocab, MaxLen: n}
 	prog, err := graph.Compile(graph.NewParams(graph.Float32, 1), func(bd *graph.Builder) error {
-		logits := layers.Seq2Seq{Config: cfg}.Forward(bd, bd.IndexInput("src", batch, n), bd.Input("src_mask", batch, n),
+		h, w, bias := layers.Seq2Seq{Config: cfg}.Decode(bd, bd.IndexInput("src", batch, n), bd.Input("src_mask", batch, n),
 			bd.IndexInput("tgt_in", batch, n), bd.Input("tgt_mask", batch, n))
-		loss, err := losses.TokenCrossEntropy(bd, "loss", logits, bd.IndexInput("tgt_out", batch, n), bd.Input("loss_mask", batch, n), 0.1)
+		loss, err := losses.ProjectedTokenCrossEntropy(bd, h, w, bias, bd.IndexInput("tgt_out", batch, n), bd.Input("loss_mask", batch, n), 0.1)
 		bd.SetLoss(loss)
 		return err
 	}, true)

@@ -1,0 +1,56 @@
+package graph
+
+import (
+	"runtime"
+	"sync/atomic"
+	"testing"
+)
+
+// TestRunShares: every share runs exactly once, with its own index, for
+// any number of shares and cores, also when a share starts a nested
+// section (which then finds the helpers busy and runs on its caller).
+func TestRunShares(t *testing.T) {
+	for _, procs := range []int{1, 2, 4} {
+		prev := runtime.GOMAXPROCS(procs)
+		for _, c := range []struct{ n, nested int }{{0, 0}, {1, 0}, {2, 0}, {3, 0}, {9, 0}, {2, 2}, {3, 4}} {
+			counts := make([]atomic.Int32, c.n)
+			var inner atomic.Int32
+			for range 50 {
+				runShares(c.n, func(w int) {
+					counts[w].Add(1)
+					runShares(c.nested, func(int) { inner.Add(1) })
+				})
+			}
+			for w := range counts {
+				if got := counts[w].Load(); got != 50 {
+					t.Errorf("GOMAXPROCS %d, %d shares: share %d ran %d times, want 50", procs, c.n, w, got)
+				}
+			}
+			if got, want := inner.Load(), int32(50*c.n*c.nested); got != want {
+				t.Errorf("GOMAXPROCS %d, %d shares × %d nested: %d nested runs, want %d", procs, c.n, c.nested, got, want)
+			}
+		}
+		runtime.GOMAXPROCS(prev)
+	}
+}
+
+// TestSplitRange: the parts cover [0, n) once, in order-free disjoint
+// pieces whose inner bounds fall on multiples of align.
+func TestSplitRange(t *testing.T) {
+	for _, c := range []struct{ n, align int }{{0, 8}, {5, 8}, {minPart, 8}, {2*minPart + 3, 8}, {65536, 64}, {3 * minPart, 100}} {
+		seen := make([]atomic.Int32, c.n)
+		splitRange(c.n, c.align, func(lo, hi int) {
+			if lo%c.align != 0 || (hi != c.n && hi%c.align != 0) {
+				t.Errorf("n %d align %d: part [%d, %d) not aligned", c.n, c.align, lo, hi)
+			}
+			for i := lo; i < hi; i++ {
+				seen[i].Add(1)
+			}
+		})
+		for i := range seen {
+			if seen[i].Load() != 1 {
+				t.Fatalf("n %d align %d: element %d covered %d times", c.n, c.align, i, seen[i].Load())
+			}
+		}
+	}
+}
