@@ -15,11 +15,11 @@ package graph
 // out 0. In an evaluation graph, or with p = 0, it is exactly
 // Attention(q, k, v, keyMask, heads, causal).
 func (b *Builder) AttentionDropout(name string, q, k, v, keyMask *Node, heads int, causal bool, p float64) *Node {
-	if !b.train || p <= 0 {
-		return Attention(q, k, v, keyMask, heads, causal)
+	if !(p >= 0 && p < 1) { // NaN too
+		fail("attention dropout %s: p = %g, want in [0, 1)", name, p)
 	}
-	if p >= 1 {
-		fail("attention dropout %s: p = %g, want < 1", name, p)
+	if !b.train || p == 0 {
+		return Attention(q, k, v, keyMask, heads, causal)
 	}
 	qs, ks := Shape(q), Shape(k)
 	if len(qs) != 3 || len(ks) != 3 || heads < 1 {

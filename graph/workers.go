@@ -37,12 +37,15 @@ type helper struct {
 	t      task
 }
 
-// task is a share of a parallel section: f(w), then done.
+// task is a share of a parallel section: f(w), then done. A panic in f
+// is caught in the helper and raised again on the caller by runShares,
+// as if the caller had run the share.
 type task struct {
-	f    func(w int)
-	w    int
-	done sync.WaitGroup
-	fin  atomic.Bool
+	f        func(w int)
+	w        int
+	done     sync.WaitGroup
+	fin      atomic.Bool
+	panicked any
 }
 
 // helperPool holds the helpers, started on first use; it grows to
@@ -103,7 +106,7 @@ func (p *helperPool) ensure(n int) []*helper {
 // post hands f(w) to the claimed helper h.
 func (h *helper) post(f func(w int), w int) {
 	t := &h.t
-	t.f, t.w = f, w
+	t.f, t.w, t.panicked = f, w, nil
 	t.fin.Store(false)
 	t.done.Add(1)
 	h.job.Store(t)
@@ -131,12 +134,20 @@ func (h *helper) loop() {
 			}
 			h.asleep.Store(false)
 		}
-		f := t.f
-		t.f = nil
-		f(t.w)
+		t.run()
+	}
+}
+
+// run runs the task's share and marks it done, even if the share panics.
+func (t *task) run() {
+	defer func() {
+		t.panicked = recover()
 		t.fin.Store(true)
 		t.done.Done()
-	}
+	}()
+	f := t.f
+	t.f = nil
+	f(t.w)
 }
 
 // poll waits up to helperSpin for a job, yielding the processor to any
@@ -187,13 +198,25 @@ func runShares(n int, f func(w int)) {
 	for i, h := range hs {
 		h.post(f, i+1)
 	}
+	// Even when a share panics (Program.Run turns that into an error),
+	// the helpers finish theirs and are released before the caller goes
+	// on, so none keeps writing into buffers the next run reuses.
+	defer func() {
+		first := recover() // the caller's own share's panic, if any
+		for _, h := range hs {
+			h.t.wait()
+			if first == nil {
+				first = h.t.panicked
+			}
+			h.busy.Store(false)
+		}
+		if first != nil {
+			panic(first)
+		}
+	}()
 	f(0)
 	for w := len(hs) + 1; w < n; w++ {
 		f(w)
-	}
-	for _, h := range hs {
-		h.t.wait()
-		h.busy.Store(false)
 	}
 }
 

@@ -34,6 +34,51 @@ func TestRunShares(t *testing.T) {
 	}
 }
 
+// TestRunSharesPanic: a share that panics, on the caller or on a helper,
+// panics on the caller after every share has finished, and leaves the
+// helpers free: the next section runs all its shares again.
+func TestRunSharesPanic(t *testing.T) {
+	prev := runtime.GOMAXPROCS(2)
+	defer runtime.GOMAXPROCS(prev)
+	for _, bad := range []int{0, 1} {
+		var ran atomic.Int32
+		func() {
+			defer func() {
+				if r := recover(); r != "share failed" {
+					t.Errorf("share %d panics: recovered %v, want the share's panic", bad, r)
+				}
+			}()
+			runShares(2, func(w int) {
+				ran.Add(1)
+				if w == bad {
+					panic("share failed")
+				}
+			})
+		}()
+		if got := ran.Load(); got != 2 {
+			t.Errorf("share %d panics: %d shares ran, want 2", bad, got)
+		}
+		var again atomic.Int32
+		for range 20 {
+			runShares(2, func(int) { again.Add(1) })
+		}
+		if got := again.Load(); got != 40 {
+			t.Errorf("after a panic in share %d: %d shares ran in 20 sections of 2", bad, got)
+		}
+	}
+	var busy int
+	if hs := helpers.helpers.Load(); hs != nil {
+		for _, h := range *hs {
+			if h.busy.Load() {
+				busy++
+			}
+		}
+	}
+	if busy != 0 {
+		t.Errorf("%d helpers left claimed after the panics", busy)
+	}
+}
+
 // TestSplitRange: the parts cover [0, n) once, in order-free disjoint
 // pieces whose inner bounds fall on multiples of align.
 func TestSplitRange(t *testing.T) {

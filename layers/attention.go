@@ -97,7 +97,7 @@ func newKernel(cfg AttentionConfig) (Kernel, error) {
 	if cfg.RelativePositions < 0 {
 		return nil, fmt.Errorf("relative_positions must be ≥ 0, is %d", cfg.RelativePositions)
 	}
-	if cfg.Dropout < 0 || cfg.Dropout >= 1 {
+	if !(cfg.Dropout >= 0 && cfg.Dropout < 1) { // NaN too
 		return nil, fmt.Errorf("attention dropout must be in [0, 1), is %g", cfg.Dropout)
 	}
 	plain := (cfg.Kind == "" || cfg.Kind == "softmax") && (cfg.Score == "" || cfg.Score == ScoreScaledDot) && cfg.RelativePositions == 0
@@ -137,6 +137,7 @@ func newKernel(cfg AttentionConfig) (Kernel, error) {
 // graphs drop attention weights, out_h = (P_h ⊙ D_h) v_h with D_h
 // Bernoulli(1−p)/(1−p), the mask named <layer>.attn_drop.
 type ScaledDotProduct struct {
+	// Dropout is the rate p of dropout on the weights; 0 is off.
 	Dropout float64
 }
 

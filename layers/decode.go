@@ -281,20 +281,21 @@ func (tr *Translator) LogProbs(src, prefixes [][]int) ([][]float64, error) {
 		}
 		tr.last[r] = r*tr.tgtLen + len(p) - 1
 	}
-	if err := tr.prog.FeedIndices("last", tr.last); err != nil {
-		return nil, err
+	for _, f := range []struct {
+		name string
+		ids  []int
+	}{{"last", tr.last}, {"src", tr.src}, {"tgt_in", tr.tgtIn}} {
+		if err := tr.prog.FeedIndices(f.name, f.ids); err != nil {
+			return nil, fmt.Errorf("translate: feed %s: %w", f.name, err)
+		}
 	}
-	if err := tr.prog.FeedIndices("src", tr.src); err != nil {
-		return nil, err
-	}
-	if err := tr.prog.Feed("src_mask", tr.srcMask); err != nil {
-		return nil, err
-	}
-	if err := tr.prog.FeedIndices("tgt_in", tr.tgtIn); err != nil {
-		return nil, err
-	}
-	if err := tr.prog.Feed("tgt_mask", tr.tgtMk); err != nil {
-		return nil, err
+	for _, f := range []struct {
+		name string
+		v    []float64
+	}{{"src_mask", tr.srcMask}, {"tgt_mask", tr.tgtMk}} {
+		if err := tr.prog.Feed(f.name, f.v); err != nil {
+			return nil, fmt.Errorf("translate: feed %s: %w", f.name, err)
+		}
 	}
 	if err := tr.prog.Run(); err != nil {
 		return nil, fmt.Errorf("translate: %w", err)

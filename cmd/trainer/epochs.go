@@ -25,7 +25,7 @@ func newEpochOrder(seed uint64, n int) *epochOrder {
 func (o *epochOrder) at(k int) int {
 	if e := k / o.n; e != o.epoch {
 		// The stream tag keeps these generators apart from the run's
-		// others, which are seeded with the seed alone.
+		// other generators of the same seed, whose tags are small.
 		o.perm = rand.New(rand.NewPCG(o.seed, 0xe90c5<<32|uint64(e))).Perm(o.n)
 		o.epoch = e
 	}

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
+
+	"probformer/configs"
 )
 
 // TestEpochOrderVisitsEachOnce: each epoch is a permutation, epochs differ,
@@ -40,5 +44,49 @@ func TestEpochOrderVisitsEachOnce(t *testing.T) {
 		return d
 	}()) {
 		t.Fatal("seeds 7 and 8 give the same order")
+	}
+}
+
+// TestEpochSamplingDrawsEachPairOnce: with data.sampling epochs the
+// batches of a seq2seq run's first epoch hold every training pair once,
+// and the second epoch starts another order; with_replacement repeats
+// some pairs within an epoch's worth of draws.
+func TestEpochSamplingDrawsEachPairOnce(t *testing.T) {
+	for _, c := range []struct {
+		sampling string
+		once     bool
+	}{{"epochs", true}, {"with_replacement", false}} {
+		cfg, err := configs.Load("seq2seq-toy", []string{"data.train_pairs=96", "data.valid_pairs=8", "data.test_pairs=8",
+			"training.batch=8", "data.sampling=" + c.sampling})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk, err := newSeq2SeqTask(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(tk.train)
+		rng := rand.New(rand.NewPCG(1, 2))
+		seen := map[string]int{}
+		var draws []string
+		for step := 1; len(draws) < 2*n; step++ {
+			for _, p := range tk.batchPairs(rng, step) {
+				draws = append(draws, strings.Join(p.Src, " ")+"\t"+strings.Join(p.Tgt, " "))
+			}
+		}
+		for _, d := range draws[:n] {
+			seen[d]++
+		}
+		distinct := map[string]bool{}
+		for _, p := range tk.train {
+			distinct[strings.Join(p.Src, " ")+"\t"+strings.Join(p.Tgt, " ")] = true
+		}
+		once := len(seen) == len(distinct)
+		if once != c.once {
+			t.Errorf("sampling %s: the first %d draws hold %d of %d distinct pairs", c.sampling, n, len(seen), len(distinct))
+		}
+		if c.once && slices.Equal(draws[:n], draws[n:2*n]) {
+			t.Errorf("sampling %s: the second epoch repeats the first's order", c.sampling)
+		}
 	}
 }

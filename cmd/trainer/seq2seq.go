@@ -180,6 +180,16 @@ func feedPairs(prog *graph.Program, batch datasets.Batch) error {
 }
 
 func (t *seq2seqTask) feedTrain(rng *rand.Rand, prog *graph.Program, step int) error {
+	batch, err := datasets.EncodeBatch(t.batchPairs(rng, step), t.src, t.tgt, t.srcLen, t.tgtLen)
+	if err != nil {
+		return err
+	}
+	return feedPairs(prog, batch)
+}
+
+// batchPairs draws the training pairs of step (1-based): with data.sampling
+// epochs the next ones of the epoch order, else uniformly from rng.
+func (t *seq2seqTask) batchPairs(rng *rand.Rand, step int) []datasets.Pair {
 	pairs := make([]datasets.Pair, t.cfg.Training.Batch)
 	for i := range pairs {
 		if t.cfg.Data.Sampling == "epochs" {
@@ -188,11 +198,7 @@ func (t *seq2seqTask) feedTrain(rng *rand.Rand, prog *graph.Program, step int) e
 		}
 		pairs[i] = t.train[rng.IntN(len(t.train))]
 	}
-	batch, err := datasets.EncodeBatch(pairs, t.src, t.tgt, t.srcLen, t.tgtLen)
-	if err != nil {
-		return err
-	}
-	return feedPairs(prog, batch)
+	return pairs
 }
 
 func (t *seq2seqTask) evalBatch() int { return seq2seqEvalBatch }
@@ -223,7 +229,7 @@ func (t *seq2seqTask) evaluate(params *graph.Params, prog *graph.Program, split 
 			return nil, err
 		}
 		if err := prog.Run(); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("evaluate %s: %w", split, err)
 		}
 		var w float64
 		for _, m := range batch.TgtMask {

@@ -68,8 +68,9 @@ type loopState struct {
 	PenaltySums map[string]float64 `json:"penalty_sums,omitempty"`
 	Best        float64            `json:"best"`      // best validation score so far
 	BestStep    int                `json:"best_step"` // 0 before the first evaluation
-	// WallSec is the run's training wall time in seconds up to the
-	// checkpoint, summed over sessions when it is resumed.
+	// WallSec is the wall time in seconds of the run's training loop up to
+	// the checkpoint (steps, validations and checkpoints; not loading),
+	// summed over sessions when it is resumed.
 	WallSec float64 `json:"wall_sec,omitempty"`
 }
 
@@ -96,8 +97,9 @@ type trainer struct {
 	started time.Time
 }
 
-// wallSec is the run's training wall time so far, in seconds: the earlier
-// sessions' and this one's.
+// wallSec is the wall time of the run's training loop so far, in
+// seconds, validations and checkpoints included: the earlier sessions'
+// and this one's.
 func (t *trainer) wallSec() float64 {
 	if t.started.IsZero() {
 		return t.loop.WallSec
@@ -359,8 +361,9 @@ func (t *trainer) evaluate() (map[string]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("step %d: evaluate: %w", t.step, err)
 	}
-	// wall_sec times the run, as the validation curves of PyTorch
-	// baselines are reported in minutes; tests ignore it.
+	// wall_sec times the run (loop, validations and checkpoints), as the
+	// validation curves of PyTorch baselines are reported in minutes;
+	// tests ignore it.
 	fields := map[string]any{"wall_sec": t.wallSec()}
 	for k, v := range m {
 		t.metrics[k] = v
