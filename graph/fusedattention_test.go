@@ -291,14 +291,7 @@ func TestAttentionFloat32MatchesFloat64(t *testing.T) {
 			b.SetLoss(Mean(Square(Sub(y, b.Input("t", batch, c.n, c.dim)))))
 			return nil
 		}
-		progs := map[DType]*Program{}
-		for _, dt := range []DType{Float32, Float64} {
-			p, err := Compile(NewParams(dt, 4), fn, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			progs[dt] = p
-		}
+		progs := compileBothDTypes(t, fn, 4)
 		rng := rand.New(rand.NewPCG(6, 6))
 		for run := range 2 {
 			feeds := map[string][]float64{}

@@ -24,14 +24,7 @@ func TestLayerNormFloat32MatchesFloat64(t *testing.T) {
 			b.SetLoss(Mean(Square(Sub(y, b.Input("t", rows, d)))))
 			return nil
 		}
-		progs := map[DType]*Program{}
-		for _, dt := range []DType{Float32, Float64} {
-			p, err := Compile(NewParams(dt, 9), fn, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			progs[dt] = p
-		}
+		progs := compileBothDTypes(t, fn, 9)
 		for run := range 2 {
 			x, tgt := make([]float64, rows*d), make([]float64, rows*d)
 			for i := range x {
@@ -46,6 +39,21 @@ func TestLayerNormFloat32MatchesFloat64(t *testing.T) {
 // expectFloat32MatchesFloat64 feeds the float32 and the float64 program
 // the same inputs, runs both, and checks that output "y" agrees to 1e-5
 // and every gradient to 1e-4 (relative norms).
+// compileBothDTypes compiles fn as a training program in float32 and in
+// float64, with parameters drawn from seed, for expectFloat32MatchesFloat64.
+func compileBothDTypes(t *testing.T, fn BuildFunc, seed uint64) map[DType]*Program {
+	t.Helper()
+	progs := map[DType]*Program{}
+	for _, dt := range []DType{Float32, Float64} {
+		p, err := Compile(NewParams(dt, seed), fn, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		progs[dt] = p
+	}
+	return progs
+}
+
 func expectFloat32MatchesFloat64(t *testing.T, progs map[DType]*Program, feeds map[string][]float64, what string) {
 	t.Helper()
 	outs := map[DType][]float64{}

@@ -61,34 +61,9 @@ func TestTransformerGradients(t *testing.T) {
 			tgt := b.Constant("tgt_mask", []int{2, 3}, tgtMaskBT)
 			return decoderLayer(true).Forward(b, y, tgt, mem, b.Constant("src_mask", []int{2, 4}, srcMaskBS))
 		}},
-		{"seq2seq-tied-output", func(b *graph.Builder) *graph.Node {
-			cfg := tinyConfig(false)
-			cfg.DecLayers, cfg.Dropout, cfg.TieOutput = 1, 0, true
-			return Seq2Seq{Config: cfg}.Forward(b,
-				b.IndexConstant("src", []int{2, 4}, []int{4, 5, 6, 4, 5, 4, 0, 0}),
-				b.Constant("src_mask", []int{2, 4}, srcMaskBS),
-				b.IndexConstant("tgt_in", []int{2, 3}, []int{2, 4, 0, 2, 5, 4}),
-				b.Constant("tgt_mask", []int{2, 3}, tgtMaskBT))
-		}},
-		{"seq2seq-final-norm", func(b *graph.Builder) *graph.Node {
-			cfg := tinyConfig(false)
-			cfg.DecLayers, cfg.Dropout, cfg.FinalNorm = 1, 0, true
-			return Seq2Seq{Config: cfg}.Forward(b,
-				b.IndexConstant("src", []int{2, 4}, []int{4, 5, 6, 4, 5, 4, 0, 0}),
-				b.Constant("src_mask", []int{2, 4}, srcMaskBS),
-				b.IndexConstant("tgt_in", []int{2, 3}, []int{2, 4, 0, 2, 5, 4}),
-				b.Constant("tgt_mask", []int{2, 3}, tgtMaskBT))
-		}},
-		{"seq2seq", func(b *graph.Builder) *graph.Node {
-			cfg := tinyConfig(false)
-			cfg.DecLayers = 1
-			cfg.Dropout = 0 // CheckGradients draws no dropout masks
-			return Seq2Seq{Config: cfg}.Forward(b,
-				b.IndexConstant("src", []int{2, 4}, []int{4, 5, 6, 4, 5, 4, 0, 0}),
-				b.Constant("src_mask", []int{2, 4}, srcMaskBS),
-				b.IndexConstant("tgt_in", []int{2, 3}, []int{2, 4, 0, 2, 5, 4}),
-				b.Constant("tgt_mask", []int{2, 3}, tgtMaskBT))
-		}},
+		{"seq2seq-tied-output", tinySeq2SeqLogits(func(c *Seq2SeqConfig) { c.TieOutput = true })},
+		{"seq2seq-final-norm", tinySeq2SeqLogits(func(c *Seq2SeqConfig) { c.FinalNorm = true })},
+		{"seq2seq", tinySeq2SeqLogits(func(*Seq2SeqConfig) {})},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -101,6 +76,22 @@ func TestTransformerGradients(t *testing.T) {
 				t.Fatal("no parameter checked")
 			}
 		})
+	}
+}
+
+// tinySeq2SeqLogits is the logits of tinyConfig(false) with one decoder
+// layer and no dropout (CheckGradients draws no dropout masks), changed by
+// edit, on a fixed padded batch.
+func tinySeq2SeqLogits(edit func(*Seq2SeqConfig)) func(b *graph.Builder) *graph.Node {
+	return func(b *graph.Builder) *graph.Node {
+		cfg := tinyConfig(false)
+		cfg.DecLayers, cfg.Dropout = 1, 0
+		edit(&cfg)
+		return Seq2Seq{Config: cfg}.Forward(b,
+			b.IndexConstant("src", []int{2, 4}, []int{4, 5, 6, 4, 5, 4, 0, 0}),
+			b.Constant("src_mask", []int{2, 4}, srcMaskBS),
+			b.IndexConstant("tgt_in", []int{2, 3}, []int{2, 4, 0, 2, 5, 4}),
+			b.Constant("tgt_mask", []int{2, 3}, tgtMaskBT))
 	}
 }
 
