@@ -59,6 +59,16 @@ type MaskedLM struct {
 // Forward: ids [B, S] in [0, Vocab] (Vocab is [MASK]), mask [B, S] (1
 // real, 0 padding) → logits [B, S, Vocab]. S must not exceed MaxLen.
 func (m MaskedLM) Forward(b *graph.Builder, ids, mask *graph.Node) *graph.Node {
+	h, w, bias := m.Encode(b, ids, mask)
+	return graph.Linear(h, w, bias)
+}
+
+// Encode is Forward up to the prediction head, for losses that fuse the
+// head with the loss (losses.ProjectedTokenCrossEntropy, which then
+// scores the masked positions only): it returns the encoder's output h
+// [B, S, DModel] and the head's weight w [DModel, Vocab] and bias [Vocab],
+// logits = h w + bias.
+func (m MaskedLM) Encode(b *graph.Builder, ids, mask *graph.Node) (h, w, bias *graph.Node) {
 	c := m.Config
 	if err := c.Validate(); err != nil {
 		panic(fmt.Errorf("masked LM: %w", err))
@@ -70,6 +80,7 @@ func (m MaskedLM) Forward(b *graph.Builder, ids, mask *graph.Node) *graph.Node {
 	if s[1] > c.MaxLen {
 		panic(fmt.Errorf("masked LM: length %d exceeds max_len %d", s[1], c.MaxLen))
 	}
-	h := encodeSource(b, c.encoder(), c.Vocab+1, ids, mask)
-	return dense(b, "mlm.out", h, c.Vocab)
+	h = encodeSource(b, c.encoder(), c.Vocab+1, ids, mask)
+	w, bias = denseParams(b, "mlm.out", h, c.Vocab)
+	return h, w, bias
 }

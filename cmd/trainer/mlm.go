@@ -202,14 +202,23 @@ func (t *mlmTask) state() (map[string][]byte, error) {
 
 func (t *mlmTask) build(batch int) graph.BuildFunc {
 	return func(b *graph.Builder) error {
-		logits := t.model.Forward(b, b.IndexInput("src", batch, t.length), b.Input("src_mask", batch, t.length))
-		loss, err := losses.TokenCrossEntropy(b, "loss", logits, b.IndexInput("targets", batch, t.length),
-			b.Input("loss_mask", batch, t.length), t.cfg.Training.LabelSmoothing)
+		src, srcMask := b.IndexInput("src", batch, t.length), b.Input("src_mask", batch, t.length)
+		targets, lossMask := b.IndexInput("targets", batch, t.length), b.Input("loss_mask", batch, t.length)
+		smoothing := t.cfg.Training.LabelSmoothing
+		var loss *graph.Node
+		var err error
+		if b.Training() {
+			// The head is fused with the loss, which scores only the
+			// masked positions (about 15%).
+			h, w, bias := t.model.Encode(b, src, srcMask)
+			loss, err = losses.ProjectedTokenCrossEntropy(b, h, w, bias, targets, lossMask, smoothing)
+		} else {
+			logits := t.model.Forward(b, src, srcMask)
+			b.Output("logits", logits) // [B, S, Vocab]
+			loss, err = losses.TokenCrossEntropy(b, "loss", logits, targets, lossMask, smoothing)
+		}
 		if err != nil {
 			return err
-		}
-		if !b.Training() {
-			b.Output("logits", logits) // [B, S, Vocab]
 		}
 		total, err := objective(b, loss, t.cfg.Model.Attention.HeadDiversity)
 		if err != nil {
