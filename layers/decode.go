@@ -133,77 +133,160 @@ type BeamOptions struct {
 // up to Size hypotheses, best Score first. The scorer must accept Size
 // rows (the beams are run as the batch). With Size 1 it is Greedy.
 func BeamSearch(s Scorer, src []int, opt BeamOptions) ([]Hypothesis, error) {
+	hyps, err := BeamSearchBatch(s, [][]int{src}, opt, opt.Size)
+	if err != nil {
+		return nil, err
+	}
+	return hyps[0], nil
+}
+
+// BeamSearchBatch is BeamSearch on each of srcs, with the beams of up to
+// rows/Size sentences scored together in each call of s (which must accept
+// rows rows, at least Size). A sentence's hypotheses are those BeamSearch
+// gives it alone, since the scorer scores each row on its own.
+func BeamSearchBatch(s Scorer, srcs [][]int, opt BeamOptions, rows int) ([][]Hypothesis, error) {
 	if opt.Size <= 0 {
 		return nil, fmt.Errorf("beam search: beam size %d, want > 0", opt.Size)
 	}
 	if opt.MaxLen <= 0 {
 		return nil, fmt.Errorf("beam search: max length %d, want > 0", opt.MaxLen)
 	}
-	type beam struct {
-		prefix  []int // <bos> y1 … yt
-		logProb float64
+	if rows < opt.Size {
+		return nil, fmt.Errorf("beam search: %d scorer rows, want at least the beam size %d", rows, opt.Size)
 	}
+	out := make([][]Hypothesis, len(srcs))
+	group := rows / opt.Size
+	for start := 0; start < len(srcs); start += group {
+		searches := make([]*beamSearch, min(group, len(srcs)-start))
+		for i := range searches {
+			searches[i] = newBeamSearch(srcs[start+i], opt)
+		}
+		for range opt.MaxLen {
+			var srcRows, prefixes [][]int
+			var owners []*beamSearch
+			for _, b := range searches {
+				if b.finished() {
+					continue
+				}
+				for _, bm := range b.beams {
+					srcRows, prefixes = append(srcRows, b.src), append(prefixes, bm.prefix)
+				}
+				owners = append(owners, b)
+			}
+			if len(owners) == 0 {
+				break
+			}
+			lps, err := s.LogProbs(srcRows, prefixes)
+			if err != nil {
+				return nil, fmt.Errorf("beam search: %w", err)
+			}
+			for _, b := range owners {
+				n := len(b.beams)
+				b.advance(lps[:n])
+				lps = lps[n:]
+			}
+		}
+		for i, b := range searches {
+			out[start+i] = b.results()
+		}
+	}
+	return out, nil
+}
+
+// beamSearch is one sentence's search in progress (see BeamSearch).
+type beamSearch struct {
+	src   []int
+	opt   BeamOptions
+	beams []beam // live prefixes; nil once the search has stopped
+	done  []Hypothesis
+}
+
+// beam is a live prefix <bos> y1 … yt and its log-probability.
+type beam struct {
+	prefix  []int
+	logProb float64
+}
+
+func newBeamSearch(src []int, opt BeamOptions) *beamSearch {
+	return &beamSearch{src: src, opt: opt, beams: []beam{{prefix: []int{datasets.BOSID}}}}
+}
+
+func (b *beamSearch) finished() bool { return len(b.beams) == 0 }
+
+// hyp is a hypothesis of the generated tokens (without <bos>).
+func (b *beamSearch) hyp(tokens []int, logProb float64, finished bool) Hypothesis {
+	n := len(tokens)
+	if finished {
+		n++
+	}
+	return Hypothesis{Tokens: slices.Clone(tokens), LogProb: logProb,
+		Score: logProb / LengthPenalty(n, b.opt.Alpha), Finished: finished}
+}
+
+// advance extends the live prefixes by one token, given each one's
+// next-token log-probabilities lps[i].
+func (b *beamSearch) advance(lps [][]float64) {
 	type candidate struct {
 		beam, token int
 		logProb     float64
 	}
-	hyp := func(tokens []int, logProb float64, finished bool) Hypothesis {
-		n := len(tokens)
-		if finished {
-			n++
-		}
-		return Hypothesis{Tokens: slices.Clone(tokens), LogProb: logProb,
-			Score: logProb / LengthPenalty(n, opt.Alpha), Finished: finished}
-	}
-	beams := []beam{{prefix: []int{datasets.BOSID}}}
-	var done []Hypothesis
-	for range opt.MaxLen {
-		srcs, pres := make([][]int, len(beams)), make([][]int, len(beams))
-		for i, b := range beams {
-			srcs[i], pres[i] = src, b.prefix
-		}
-		lps, err := s.LogProbs(srcs, pres)
-		if err != nil {
-			return nil, fmt.Errorf("beam search: %w", err)
-		}
-		var cands []candidate
-		for i, b := range beams {
-			for v, lp := range lps[i] {
-				cands = append(cands, candidate{beam: i, token: v, logProb: b.logProb + lp})
-			}
-		}
-		// Stable: ties go to the earlier beam, then the lower id, as in Greedy.
-		sort.SliceStable(cands, func(a, b int) bool { return cands[a].logProb > cands[b].logProb })
-		var next []beam
-		for rank, c := range cands {
-			if rank >= opt.Size && len(next) == opt.Size {
-				break
-			}
-			prefix := beams[c.beam].prefix
-			if c.token == datasets.EOSID {
-				if rank < opt.Size {
-					done = append(done, hyp(prefix[1:], c.logProb, true))
-				}
+	// Only the best 2·Size extensions can matter: each beam has one <eos>
+	// extension, so at most Size of them precede the Size that continue.
+	// They are kept in order as the extensions go by (ties to the earlier
+	// beam, then the lower id, as in Greedy), instead of sorting all
+	// Size·V of them.
+	k := 2 * b.opt.Size
+	cands := make([]candidate, 0, k+1)
+	for i, bm := range b.beams {
+		for v, lp := range lps[i] {
+			c := candidate{beam: i, token: v, logProb: bm.logProb + lp}
+			if len(cands) == k && !(c.logProb > cands[k-1].logProb) {
 				continue
 			}
-			if len(next) < opt.Size {
-				next = append(next, beam{prefix: append(slices.Clone(prefix), c.token), logProb: c.logProb})
+			at := len(cands)
+			for at > 0 && c.logProb > cands[at-1].logProb {
+				at--
+			}
+			cands = slices.Insert(cands, at, c)
+			if len(cands) > k {
+				cands = cands[:k]
 			}
 		}
-		beams = next
-		if len(done) >= opt.Size || len(beams) == 0 {
-			beams = nil
+	}
+	var next []beam
+	for rank, c := range cands {
+		if rank >= b.opt.Size && len(next) == b.opt.Size {
 			break
 		}
+		prefix := b.beams[c.beam].prefix
+		if c.token == datasets.EOSID {
+			if rank < b.opt.Size {
+				b.done = append(b.done, b.hyp(prefix[1:], c.logProb, true))
+			}
+			continue
+		}
+		if len(next) < b.opt.Size {
+			next = append(next, beam{prefix: append(slices.Clone(prefix), c.token), logProb: c.logProb})
+		}
 	}
-	for _, b := range beams {
-		done = append(done, hyp(b.prefix[1:], b.logProb, false))
+	b.beams = next
+	if len(b.done) >= b.opt.Size {
+		b.beams = nil
 	}
-	sort.SliceStable(done, func(a, b int) bool { return done[a].Score > done[b].Score })
-	if len(done) > opt.Size {
-		done = done[:opt.Size]
+}
+
+// results ends the search: the unfinished prefixes join the finished
+// hypotheses, and the best Size are returned, best Score first.
+func (b *beamSearch) results() []Hypothesis {
+	done := b.done
+	for _, bm := range b.beams {
+		done = append(done, b.hyp(bm.prefix[1:], bm.logProb, false))
 	}
-	return done, nil
+	sort.SliceStable(done, func(x, y int) bool { return done[x].Score > done[y].Score })
+	if len(done) > b.opt.Size {
+		done = done[:b.opt.Size]
+	}
+	return done
 }
 
 // Translator is the Scorer of a Seq2Seq model: one compiled evaluation

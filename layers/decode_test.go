@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -206,6 +207,29 @@ func TestBeamSearchOnModel(t *testing.T) {
 			}
 		}
 		t.Logf("source %v: greedy %v (%.4f), beam %v (%.4f)", src, greedy[i].Tokens, greedy[i].LogProb, four[0].Tokens, four[0].LogProb)
+	}
+	// Batched, several sentences' beams share each scorer call (here 11
+	// rows: two sentences of 4 beams a call, the last group smaller), and
+	// each sentence gets what it gets alone, to the bit.
+	batchTr, err := NewTranslator(ps, model, 11, S, T)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batched, err := BeamSearchBatch(batchTr, decodeSources, BeamOptions{Size: 4, MaxLen: T, Alpha: 0.6}, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, src := range decodeSources {
+		alone, err := BeamSearch(beam4, src, BeamOptions{Size: 4, MaxLen: T, Alpha: 0.6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(batched[i], alone) {
+			t.Errorf("source %v: batched beam search gives %+v, alone %+v", src, batched[i], alone)
+		}
+	}
+	if _, err := BeamSearchBatch(batchTr, decodeSources, BeamOptions{Size: 4, MaxLen: T}, 3); err == nil {
+		t.Error("a batch of 3 rows accepted for beams of 4")
 	}
 }
 

@@ -306,16 +306,18 @@ func (t *seq2seqTask) translate(params *graph.Params, srcs [][]string, beam int)
 		}
 		return out, nil
 	}
-	tr, err := t.decoder(params, beam)
+	// The beams of several sentences fill each batch of the translator.
+	rows := beam * max(1, seq2seqEvalBatch/beam)
+	tr, err := t.decoder(params, rows)
 	if err != nil {
 		return nil, err
 	}
-	for i, src := range ids {
-		hyps, err := layers.BeamSearch(tr, src, layers.BeamOptions{Size: beam, MaxLen: t.tgtLen, Alpha: t.cfg.Training.LengthPenalty})
-		if err != nil {
-			return nil, err
-		}
-		out[i] = t.tgt.Decode(hyps[0].Tokens)
+	hyps, err := layers.BeamSearchBatch(tr, ids, layers.BeamOptions{Size: beam, MaxLen: t.tgtLen, Alpha: t.cfg.Training.LengthPenalty}, rows)
+	if err != nil {
+		return nil, err
+	}
+	for i, h := range hyps {
+		out[i] = t.tgt.Decode(h[0].Tokens)
 	}
 	return out, nil
 }
