@@ -14,6 +14,7 @@
 #include <string.h>
 #include <immintrin.h>
 #include "gemm.h"
+#include "simd.h"
 
 // axpy_block computes R rows of rows_axpy, each NV vectors wide: R·NV ≤ 8
 // independent accumulators hide the FMA latency. R and NV are constants
@@ -103,15 +104,6 @@ static void transpose_rows(const float *x, int ldx, int rows, int w, float *t, i
 __attribute__((target("avx2,fma")))
 static inline __m256i tail_lanes(int j, int m) {
 	return _mm256_cmpgt_epi32(_mm256_set1_epi32(m - j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-// hsum is the sum of the 8 lanes of s.
-__attribute__((target("avx2,fma")))
-static inline float hsum(__m256 s) {
-	__m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-	h = _mm_add_ss(h, _mm_movehdup_ps(h));
-	return _mm_cvtss_f32(h);
 }
 
 // mul_rows sets y[j] = x[j] · d[j] for j < nm (y may be x).

@@ -7,14 +7,7 @@
 #include <string.h>
 #include <immintrin.h>
 #include "gemm.h"
-
-__attribute__((target("avx2,fma")))
-static inline float hsum(__m256 v) {
-	__m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-	h = _mm_add_ss(h, _mm_movehdup_ps(h));
-	return _mm_cvtss_f32(h);
-}
+#include "simd.h"
 
 // pf_layernorm_fwd normalises rows of x [rows×d] (d a multiple of 8) into
 // y with gain g and bias b, recording each row's mean and 1/√(σ²+ε).

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <immintrin.h>
 #include "gemm.h"
+#include "simd.h"
 
 // Callers clamp with _mm256_min_ps(zero, d), zero first: minps returns its
 // second operand when either is NaN, so a NaN score stays NaN (and the
@@ -93,10 +94,7 @@ void pf_softmax_rows(float *p, int n, int m, const float *mask, int causal) {
 			}
 			zs = _mm256_add_ps(zs, ex);
 		}
-		h = _mm_add_ps(_mm256_castps256_ps128(zs), _mm256_extractf128_ps(zs, 1));
-		h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-		h = _mm_add_ss(h, _mm_movehdup_ps(h));
-		__m256 vz = _mm256_set1_ps(_mm_cvtss_f32(h));
+		__m256 vz = _mm256_set1_ps(hsum(zs));
 		for (int j = 0; j < vis; j += 8) {
 			if (j + 8 <= m) {
 				_mm256_storeu_ps(row + j, _mm256_div_ps(_mm256_loadu_ps(row + j), vz));
