@@ -419,29 +419,44 @@ func TestProjectedCrossEntropyKeepsBuffers(t *testing.T) {
 // Linear + SoftmaxCrossEntropy + the masked mean, as the trainer builds
 // it today.
 func BenchmarkProjectedCrossEntropy(b *testing.B) {
-	shape, v := []int{64, 11, 64}, 4459
-	mask := xentPadMask(704, 11, 7, 8) // 480 live rows: 31.8% padding
-	y := xentTargets(rand.New(rand.NewPCG(1, 1)), 704, v)
-	for _, c := range []struct {
+	full := make([]float64, 1024)
+	for i := range full {
+		full[i] = 1
+	}
+	for _, sz := range []struct {
 		name  string
-		fused bool
-	}{{"fused", true}, {"composed", false}} {
-		b.Run(c.name, func(b *testing.B) {
-			p, err := projXentGraph(NewParams(Float32, 1), shape, v, true, 0.1, c.fused, true)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := p.FeedIndices("y", y); err != nil {
-				b.Fatal(err)
-			}
-			if err := p.Feed("mask", mask); err != nil {
-				b.Fatal(err)
-			}
-			for b.Loop() {
-				if err := p.Run(); err != nil {
+		shape []int
+		v     int
+		mask  []float64
+	}{
+		// English→French: 480 live rows of 704, 31.8% padding.
+		{"engfra", []int{64, 11, 64}, 4459, xentPadMask(704, 11, 7, 8)},
+		// BenchmarkSeq2SeqStep's output layer: no padding.
+		{"bench64", []int{64, 16, 64}, 64, full},
+	} {
+		rows := sz.shape[0] * sz.shape[1]
+		y := xentTargets(rand.New(rand.NewPCG(1, 1)), rows, sz.v)
+		for _, c := range []struct {
+			name  string
+			fused bool
+		}{{"fused", true}, {"composed", false}} {
+			b.Run(sz.name+"/"+c.name, func(b *testing.B) {
+				p, err := projXentGraph(NewParams(Float32, 1), sz.shape, sz.v, true, 0.1, c.fused, true)
+				if err != nil {
 					b.Fatal(err)
 				}
-			}
-		})
+				if err := p.FeedIndices("y", y); err != nil {
+					b.Fatal(err)
+				}
+				if err := p.Feed("mask", sz.mask); err != nil {
+					b.Fatal(err)
+				}
+				for b.Loop() {
+					if err := p.Run(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
