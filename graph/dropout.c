@@ -77,12 +77,18 @@ __attribute__((target("avx2"))) static inline __m256i keep8(__m256i h, __m256i t
 	return _mm256_cmpgt_epi32(tflip, _mm256_xor_si256(h, flip));
 }
 
+// counters4 holds the SplitMix64 states of the four outputs that give
+// units first … first+7 (first even).
+__attribute__((target("avx2"))) static inline __m256i counters4(uint64_t seed, uint64_t first) {
+	return _mm256_add_epi64(_mm256_set1_epi64x((long long)(seed + (first / 2 + 1) * GAMMA)),
+	                        _mm256_setr_epi64x(0, (long long)GAMMA, (long long)(2 * GAMMA), (long long)(3 * GAMMA)));
+}
+
 // The AVX2 kernels fill whole groups of eight units from an even first
 // and return how many units they filled; thr must be below 2³².
 __attribute__((target("avx2"))) static size_t mask_f32_avx2(float *m, size_t n, uint64_t seed, uint64_t first,
                                                             uint64_t thr, float scale) {
-	__m256i s = _mm256_add_epi64(_mm256_set1_epi64x((long long)(seed + (first / 2 + 1) * GAMMA)),
-	                             _mm256_setr_epi64x(0, (long long)GAMMA, (long long)(2 * GAMMA), (long long)(3 * GAMMA)));
+	__m256i s = counters4(seed, first);
 	const __m256i step = _mm256_set1_epi64x((long long)(4 * GAMMA));
 	const __m256i tflip = _mm256_set1_epi32((int)((uint32_t)thr ^ 0x80000000u));
 	const __m256 sc = _mm256_set1_ps(scale);
@@ -97,8 +103,7 @@ __attribute__((target("avx2"))) static size_t mask_f32_avx2(float *m, size_t n, 
 
 __attribute__((target("avx2"))) static size_t mask_f64_avx2(double *m, size_t n, uint64_t seed, uint64_t first,
                                                             uint64_t thr, double scale) {
-	__m256i s = _mm256_add_epi64(_mm256_set1_epi64x((long long)(seed + (first / 2 + 1) * GAMMA)),
-	                             _mm256_setr_epi64x(0, (long long)GAMMA, (long long)(2 * GAMMA), (long long)(3 * GAMMA)));
+	__m256i s = counters4(seed, first);
 	const __m256i step = _mm256_set1_epi64x((long long)(4 * GAMMA));
 	const __m256i tflip = _mm256_set1_epi32((int)((uint32_t)thr ^ 0x80000000u));
 	const __m256d sc = _mm256_set1_pd(scale);

@@ -512,6 +512,17 @@ func runAttentionKernel[T float](t *testing.T, c attnCase, x attnData) attnResul
 		dk: toFloat64(packed[nq : nq+nk]), dv: toFloat64(packed[nq+nk:])}
 }
 
+// expectZeroRow fails, with the message format and args and the first
+// value that is not, unless every value of row is exactly 0.
+func expectZeroRow(t *testing.T, row []float64, format string, args ...any) {
+	t.Helper()
+	for _, v := range row {
+		if v != 0 {
+			t.Fatalf(format+" %v", append(args, v)...)
+		}
+	}
+}
+
 // expectExactZeros checks what masking promises exactly: weight 0 on keys
 // a query does not see, readout and dq 0 for a query that sees no key, and
 // dk and dv 0 for a padding key.
@@ -532,31 +543,17 @@ func expectExactZeros(t *testing.T, c attnCase, x attnData, r attnResult, what s
 			if seen {
 				continue
 			}
-			for e := range hv {
-				if o := r.out[(bi*c.n+i)*hv+e]; o != 0 {
-					t.Fatalf("%s: example %d query %d sees no key, reads out %v", what, bi, i, o)
-				}
-			}
-			for e := range hd {
-				if g := r.dq[(bi*c.n+i)*hd+e]; g != 0 {
-					t.Fatalf("%s: example %d query %d sees no key, has dq %v", what, bi, i, g)
-				}
-			}
+			at := bi*c.n + i
+			expectZeroRow(t, r.out[at*hv:(at+1)*hv], "%s: example %d query %d sees no key, reads out", what, bi, i)
+			expectZeroRow(t, r.dq[at*hd:(at+1)*hd], "%s: example %d query %d sees no key, has dq", what, bi, i)
 		}
 		for j := range c.m {
 			if x.mask == nil || x.mask[bi*c.m+j] != 0 {
 				continue
 			}
-			for e := range hd {
-				if g := r.dk[(bi*c.m+j)*hd+e]; g != 0 {
-					t.Fatalf("%s: example %d padding key %d has dk %v", what, bi, j, g)
-				}
-			}
-			for e := range hv {
-				if g := r.dv[(bi*c.m+j)*hv+e]; g != 0 {
-					t.Fatalf("%s: example %d padding key %d has dv %v", what, bi, j, g)
-				}
-			}
+			at := bi*c.m + j
+			expectZeroRow(t, r.dk[at*hd:(at+1)*hd], "%s: example %d padding key %d has dk", what, bi, j)
+			expectZeroRow(t, r.dv[at*hv:(at+1)*hv], "%s: example %d padding key %d has dv", what, bi, j)
 		}
 	}
 }

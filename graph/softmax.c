@@ -36,6 +36,22 @@ static inline __m256 exp_le0(__m256 x) {
 	return _mm256_andnot_ps(under, y);
 }
 
+// load_visible loads the scores row[j … j+8), masked past the row's end
+// unless whole, and sets in to the lanes j+l < vis and keep to those of
+// them whose key is visible (mask[j+l] ≠ 0 when mask is given).
+__attribute__((target("avx2,fma")))
+static inline __m256 load_visible(const float *row, const float *mask, int j, int vis, int whole, __m256i *in,
+                                  __m256 *keep) {
+	*in = _mm256_cmpgt_epi32(_mm256_set1_epi32(vis - j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+	*keep = _mm256_castsi256_ps(*in);
+	__m256 x = whole ? _mm256_loadu_ps(row + j) : _mm256_maskload_ps(row + j, *in);
+	if (mask) {
+		__m256 mk = whole ? _mm256_loadu_ps(mask + j) : _mm256_maskload_ps(mask + j, *in);
+		*keep = _mm256_and_ps(*keep, _mm256_cmp_ps(mk, _mm256_setzero_ps(), _CMP_NEQ_UQ));
+	}
+	return x;
+}
+
 // pf_softmax_rows replaces each row i of p [n×m] with its softmax over the
 // visible keys: j < m, or j ≤ i when causal, and mask[j] ≠ 0 when mask is
 // given. Other keys get weight 0; a row with no visible key becomes 0, and
@@ -54,14 +70,10 @@ void pf_softmax_rows(float *p, int n, int m, const float *mask, int causal) {
 		// becomes NaN
 		__m256 vmx = ninf, nan = zero;
 		for (int j = 0; j < vis; j += 8) {
-			__m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(vis - j), lane);
-			__m256 keep = _mm256_castsi256_ps(in);
+			__m256i in;
+			__m256 keep;
 			int whole = j + 8 <= m;
-			__m256 x = whole ? _mm256_loadu_ps(row + j) : _mm256_maskload_ps(row + j, in);
-			if (mask) {
-				__m256 mk = whole ? _mm256_loadu_ps(mask + j) : _mm256_maskload_ps(mask + j, in);
-				keep = _mm256_and_ps(keep, _mm256_cmp_ps(mk, zero, _CMP_NEQ_UQ));
-			}
+			__m256 x = load_visible(row, mask, j, vis, whole, &in, &keep);
 			x = _mm256_blendv_ps(ninf, x, keep);
 			nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 			vmx = _mm256_max_ps(vmx, x);
@@ -77,15 +89,10 @@ void pf_softmax_rows(float *p, int n, int m, const float *mask, int causal) {
 		__m256 zs = zero;
 		vmx = _mm256_set1_ps(mx);
 		for (int j = 0; j < vis; j += 8) {
-			// keep: lanes j+l < vis with a visible key
-			__m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(vis - j), lane);
-			__m256 keep = _mm256_castsi256_ps(in);
+			__m256i in;
+			__m256 keep;
 			int whole = j + 8 <= m;
-			__m256 x = whole ? _mm256_loadu_ps(row + j) : _mm256_maskload_ps(row + j, in);
-			if (mask) {
-				__m256 mk = whole ? _mm256_loadu_ps(mask + j) : _mm256_maskload_ps(mask + j, in);
-				keep = _mm256_and_ps(keep, _mm256_cmp_ps(mk, zero, _CMP_NEQ_UQ));
-			}
+			__m256 x = load_visible(row, mask, j, vis, whole, &in, &keep);
 			__m256 ex = _mm256_and_ps(keep, exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(x, vmx))));
 			if (whole) {
 				_mm256_storeu_ps(row + j, ex); // lanes from vis on: 0, cleared below anyway
