@@ -56,6 +56,12 @@ type AttentionConfig struct {
 type Mask struct {
 	// Keys [B, M]: 1 for a real key, 0 for padding; nil if none is padded.
 	Keys *graph.Node
+	// Queries [B, N]: 1 for a real query, 0 for padding; nil if none is
+	// padded. Softmax attention treats each query alone and may ignore
+	// it; kernels that sum over queries (EM's key adaptation, the
+	// Bayesian KL mean) leave padded queries out of those sums, so that
+	// padding changes nothing for the real elements.
+	Queries *graph.Node
 	// Causal lets query i see keys j ≤ i only (self-attention of a
 	// decoder; N = M).
 	Causal bool
