@@ -7,13 +7,16 @@ import (
 	"probformer/graph"
 )
 
-// EMKernel is probabilistic attention (em-math.md): each head's keys and
+// EMKernel is probabilistic attention (em/MATH.md): each head's keys and
 // values are a Gaussian mixture whose keys, precisions and priors adapt to
 // the queries by unrolled EM before the values are read out, with the
 // priors' hyperparameters learned per head (<name>.em.*).
 //
-// A memory shared by all queries has no causal form, so a decoder's
-// self-attention stays softmax (see DecoderLayer.SelfKernel).
+// The key adaptation (em/MATH.md §4) sums over the query units, so
+// Mask.Queries is passed on to em as its query mask: padded queries are
+// left out of those sums, and padding changes nothing for the real
+// elements. A memory shared by all queries has no causal form, so a
+// decoder's self-attention stays softmax (see DecoderLayer.SelfKernel).
 type EMKernel struct {
 	Config em.Config
 }
@@ -50,10 +53,18 @@ func (k EMKernel) Weights(b *graph.Builder, name string, q, key, v *graph.Node, 
 	return w
 }
 
+// attend: q [B, N, H·d], key [B, M, H·d], v [B, M, H·dv] → out
+// [B, H, N, dv] and weights [B, H, N, M], both with zero rows at padded
+// queries. The Kernel interface has no error result, so an error panics,
+// as in em.Kernel.Attend; graph.Compile recovers it as its error.
 func (k EMKernel) attend(b *graph.Builder, name string, q, key, v *graph.Node, heads int, mask Mask) (out, weights *graph.Node) {
 	if mask.Causal {
 		panic(fmt.Errorf("%s: em attention has no causal form", name))
 	}
-	return em.Kernel{Config: k.Config}.Attend(b, name,
-		splitHeads(q, heads), splitHeads(key, heads), splitHeads(v, heads), mask.Keys)
+	res, err := em.Attend(b, name, k.Config, splitHeads(q, heads), splitHeads(key, heads), splitHeads(v, heads),
+		mask.Keys, &em.Extras{QueryMask: mask.Queries})
+	if err != nil {
+		panic(err)
+	}
+	return res.Readout, res.Weights
 }

@@ -20,7 +20,9 @@ type MultiHeadAttention struct {
 }
 
 // Forward attends from x [B, N, dx] to y [B, M, dy] under mask and
-// returns [B, N, Dim].
+// returns [B, N, Dim]. mask.Keys [B, M] masks y's padding and
+// mask.Queries [B, N] x's (see Mask); rows of padded queries are
+// computed but meaningless.
 func (m MultiHeadAttention) Forward(b *graph.Builder, x, y *graph.Node, mask Mask) *graph.Node {
 	m.check()
 	q := dense(b, m.Name+".q", x, m.Dim)

@@ -23,7 +23,7 @@ func (l DecoderLayer) CrossWeights(b *graph.Builder, y, tgtMask, memory, srcMask
 		// As sublayer does: pre-LN normalises the sub-layer's input.
 		h = layerNorm(b, l.Name+".ln2", h)
 	}
-	return l.cross().Weights(b, h, memory, Mask{Keys: srcMask})
+	return l.cross().Weights(b, h, memory, l.crossMask(tgtMask, srcMask))
 }
 
 // CrossAttention returns the weights [B, H, T, S] with which decoder

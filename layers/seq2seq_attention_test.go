@@ -50,7 +50,7 @@ func crossReferenceBuild(cfg Seq2SeqConfig, batch, srcLen, tgtLen, layer int) gr
 		}
 		name := fmt.Sprintf("dec.%d", layer)
 		self := MultiHeadAttention{Name: name + ".self", Dim: cfg.DModel, Heads: cfg.Heads, Kernel: selfKernel}
-		causal := Mask{Keys: tgtMask, Causal: true}
+		causal := Mask{Keys: tgtMask, Queries: tgtMask, Causal: true}
 		var q *graph.Node
 		if cfg.PreLN {
 			h := layerNorm(b, name+".ln1", y)
@@ -59,7 +59,7 @@ func crossReferenceBuild(cfg Seq2SeqConfig, batch, srcLen, tgtLen, layer int) gr
 			q = layerNorm(b, name+".ln1", graph.Add(y, self.Forward(b, y, y, causal)))
 		}
 		cross := MultiHeadAttention{Name: name + ".cross", Dim: cfg.DModel, Heads: cfg.Heads, Kernel: kernel}
-		b.Output("weights", cross.Weights(b, q, memory, Mask{Keys: srcMask}))
+		b.Output("weights", cross.Weights(b, q, memory, Mask{Keys: srcMask, Queries: tgtMask}))
 		return nil
 	}
 }

@@ -24,15 +24,20 @@ type MAB struct {
 	Kernel    Kernel
 }
 
-// Forward: x [B, N, dx], y [B, M, dy], yMask [B, M] or nil → [B, N, Dim].
-func (m MAB) Forward(b *graph.Builder, x, y, yMask *graph.Node) *graph.Node {
+// Forward: x [B, N, dx], xMask [B, N] or nil, y [B, M, dy], yMask [B, M]
+// or nil → [B, N, Dim]. The masks hold 1 for a real element and 0 for
+// padding. yMask hides padded keys; xMask is the kernel's query mask,
+// which kernels that sum over queries (EM's key adaptation, the Bayesian
+// KL) need so that padded rows of x change nothing for the real ones.
+// Rows of padded queries are computed but meaningless.
+func (m MAB) Forward(b *graph.Builder, x, xMask, y, yMask *graph.Node) *graph.Node {
 	if m.Heads <= 0 || m.Dim%m.Heads != 0 {
 		panic(fmt.Errorf("%s: width %d does not split into %d heads", m.Name, m.Dim, m.Heads))
 	}
 	qp := dense(b, m.Name+".q", x, m.Dim)
 	k := dense(b, m.Name+".k", y, m.Dim)
 	v := dense(b, m.Name+".v", y, m.Dim)
-	h := graph.Add(qp, m.Kernel.Attend(b, m.Name, qp, k, v, m.Heads, Mask{Keys: yMask}))
+	h := graph.Add(qp, m.Kernel.Attend(b, m.Name, qp, k, v, m.Heads, Mask{Keys: yMask, Queries: xMask}))
 	if m.LayerNorm {
 		h = layerNorm(b, m.Name+".ln0", h)
 	}
@@ -44,12 +49,12 @@ func (m MAB) Forward(b *graph.Builder, x, y, yMask *graph.Node) *graph.Node {
 }
 
 // SAB is the Set Attention Block: SAB(X) = MAB(X, X). It is permutation
-// equivariant.
+// equivariant. The set's mask is both the query and the key mask.
 type SAB struct{ MAB MAB }
 
 // Forward: x [B, N, dx], mask [B, N] or nil → [B, N, Dim].
 func (s SAB) Forward(b *graph.Builder, x, mask *graph.Node) *graph.Node {
-	return s.MAB.Forward(b, x, x, mask)
+	return s.MAB.Forward(b, x, mask, x, mask)
 }
 
 // ISAB is the Induced Set Attention Block: with m learned inducing points
@@ -57,8 +62,10 @@ func (s SAB) Forward(b *graph.Builder, x, mask *graph.Node) *graph.Node {
 //
 //	ISAB(X) = MAB₁(X, H),  H = MAB₀(I, X)
 //
-// costs O(N·m) instead of O(N²). Parameters: name.inducing, name.mab0,
-// name.mab1.
+// costs O(N·m) instead of O(N²). In MAB₀ the inducing points query the
+// set (no query mask, the set's key mask); in MAB₁ the set queries H
+// (the set's query mask, no key mask). Parameters: name.inducing,
+// name.mab0, name.mab1.
 type ISAB struct {
 	Name     string
 	Inducing int
@@ -71,12 +78,13 @@ func (s ISAB) Forward(b *graph.Builder, x, mask *graph.Node) *graph.Node {
 	ind := b.Param(s.Name+".inducing", []int{s.Inducing, s.MAB.Dim}, graph.Glorot)
 	m0, m1 := s.MAB, s.MAB
 	m0.Name, m1.Name = s.Name+".mab0", s.Name+".mab1"
-	h := m0.Forward(b, b.Tile(s.Name+".tile", ind, batch), x, mask)
-	return m1.Forward(b, x, h, nil)
+	h := m0.Forward(b, b.Tile(s.Name+".tile", ind, batch), nil, x, mask)
+	return m1.Forward(b, x, mask, h, nil)
 }
 
 // PMA is Pooling by Multihead Attention: with k learned seed vectors
-// S [k, Dim], PMA(X) = MAB(S, X). It is permutation invariant.
+// S [k, Dim], PMA(X) = MAB(S, X). It is permutation invariant. The seeds
+// are queries with no mask; the set's mask masks the keys.
 // Parameters: name.seeds, name.mab.
 type PMA struct {
 	Name  string
@@ -90,5 +98,5 @@ func (p PMA) Forward(b *graph.Builder, x, mask *graph.Node) *graph.Node {
 	seeds := b.Param(p.Name+".seeds", []int{p.Seeds, p.MAB.Dim}, graph.Glorot)
 	m := p.MAB
 	m.Name = p.Name + ".mab"
-	return m.Forward(b, b.Tile(p.Name+".tile", seeds, batch), x, mask)
+	return m.Forward(b, b.Tile(p.Name+".tile", seeds, batch), nil, x, mask)
 }

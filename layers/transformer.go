@@ -41,8 +41,8 @@ func sublayer(b *graph.Builder, x *graph.Node, preLN bool, ln, drop string, p fl
 }
 
 // EncoderLayer is one Transformer encoder layer: self-attention over the
-// source with padded keys masked, then the feed-forward network, each a
-// residual sub-layer.
+// source with padded keys and queries masked, then the feed-forward
+// network, each a residual sub-layer.
 //
 // Parameters: name.self (q, k, v, o), name.ff1, name.ff2, name.ln1,
 // name.ln2. Dropout masks (training graphs): name.self.drop, name.ff1.drop,
@@ -62,7 +62,7 @@ type EncoderLayer struct {
 func (l EncoderLayer) Forward(b *graph.Builder, x, mask *graph.Node) *graph.Node {
 	self := MultiHeadAttention{Name: l.Name + ".self", Dim: l.Dim, Heads: l.Heads, Kernel: l.Kernel}
 	x = sublayer(b, x, l.PreLN, l.Name+".ln1", l.Name+".self.drop", l.Dropout, func(h *graph.Node) *graph.Node {
-		return self.Forward(b, h, h, Mask{Keys: mask})
+		return self.Forward(b, h, h, Mask{Keys: mask, Queries: mask})
 	})
 	return sublayer(b, x, l.PreLN, l.Name+".ln2", l.Name+".ff.drop", l.Dropout, func(h *graph.Node) *graph.Node {
 		return feedForward(b, l.Name, h, l.FF, l.Dropout)
@@ -92,11 +92,13 @@ type DecoderLayer struct {
 
 // Forward: y [B, T, Dim], tgtMask [B, T] or nil, memory [B, S, Dim],
 // srcMask [B, S] or nil → [B, T, Dim]. Self-attention is causal: position
-// t sees target positions ≤ t only.
+// t sees target positions ≤ t only. tgtMask masks the queries of both
+// attentions and the keys of self-attention, srcMask the keys of
+// cross-attention.
 func (l DecoderLayer) Forward(b *graph.Builder, y, tgtMask, memory, srcMask *graph.Node) *graph.Node {
 	y = l.selfSublayer(b, y, tgtMask)
 	y = sublayer(b, y, l.PreLN, l.Name+".ln2", l.Name+".cross.drop", l.Dropout, func(h *graph.Node) *graph.Node {
-		return l.cross().Forward(b, h, memory, Mask{Keys: srcMask})
+		return l.cross().Forward(b, h, memory, l.crossMask(tgtMask, srcMask))
 	})
 	return sublayer(b, y, l.PreLN, l.Name+".ln3", l.Name+".ff.drop", l.Dropout, func(h *graph.Node) *graph.Node {
 		return feedForward(b, l.Name, h, l.FF, l.Dropout)
@@ -113,8 +115,14 @@ func (l DecoderLayer) selfSublayer(b *graph.Builder, y, tgtMask *graph.Node) *gr
 	}
 	self := MultiHeadAttention{Name: l.Name + ".self", Dim: l.Dim, Heads: l.Heads, Kernel: selfKernel}
 	return sublayer(b, y, l.PreLN, l.Name+".ln1", l.Name+".self.drop", l.Dropout, func(h *graph.Node) *graph.Node {
-		return self.Forward(b, h, h, Mask{Keys: tgtMask, Causal: true})
+		return self.Forward(b, h, h, Mask{Keys: tgtMask, Queries: tgtMask, Causal: true})
 	})
+}
+
+// crossMask is the mask of the cross-attention: target queries over
+// source keys, tgtMask [B, T] and srcMask [B, S], each nil if unpadded.
+func (DecoderLayer) crossMask(tgtMask, srcMask *graph.Node) Mask {
+	return Mask{Keys: srcMask, Queries: tgtMask}
 }
 
 // cross is the attention over the encoder's memory.
