@@ -1,7 +1,6 @@
 package configs
 
 import (
-	"bytes"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -57,7 +56,7 @@ func Load(nameOrPath string, sets []string) (*Config, error) {
 		source, name = "preset "+nameOrPath, nameOrPath
 	} else {
 		var err error
-		data, err = os.ReadFile(nameOrPath)
+		data, err = readConfigFile(nameOrPath)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) && !strings.ContainsAny(nameOrPath, "/.") {
 				return nil, fmt.Errorf("config %s: no such preset or file (presets: %s)", nameOrPath, strings.Join(Presets(), ", "))
@@ -84,22 +83,33 @@ func Load(nameOrPath string, sets []string) (*Config, error) {
 }
 
 // Parse decodes YAML strictly: unknown keys, wrong types, duplicate keys
-// and trailing documents are errors naming the line.
+// and trailing documents are errors naming the line, and so is a config
+// beyond the limits MaxConfigBytes, MaxDepth, MaxEntries and MaxNodes.
 func Parse(data []byte) (*Config, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var cfg Config
-	if err := dec.Decode(&cfg); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("empty config")
-		}
-		return nil, cleanYAMLError(err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return nil, fmt.Errorf("line %d: a second YAML document; a config is one document", extra.Line)
+	if err := decodeStrict(data, &cfg); err != nil {
+		return nil, err
 	}
 	return &cfg, nil
+}
+
+// readConfigFile reads a config file of at most MaxConfigBytes; a longer
+// one is an error naming the file, and only MaxConfigBytes+1 bytes of it
+// are read.
+func readConfigFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(data) > MaxConfigBytes {
+		return nil, fmt.Errorf("%s: more than the %s a config may have", path, sizeWord(MaxConfigBytes))
+	}
+	return data, nil
 }
 
 var (
@@ -114,8 +124,8 @@ func cleanYAMLError(err error) error {
 	if !errors.As(err, &te) {
 		return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	msgs := make([]string, 0, len(te.Errors))
-	for _, e := range te.Errors {
+	msgs := make([]string, 0, maxMessages+1)
+	for _, e := range te.Errors[:min(len(te.Errors), maxMessages)] {
 		if m := unknownField.FindStringSubmatch(e); m != nil {
 			msgs = append(msgs, fmt.Sprintf("line %s: unknown key %q in %s", m[1], m[2], sectionName(m[3])))
 		} else if m := wrongType.FindStringSubmatch(e); m != nil {
@@ -124,8 +134,14 @@ func cleanYAMLError(err error) error {
 			msgs = append(msgs, e)
 		}
 	}
+	if more := len(te.Errors) - maxMessages; more > 0 {
+		msgs = append(msgs, fmt.Sprintf("and %d more", more))
+	}
 	return errors.New(strings.Join(msgs, "; "))
 }
+
+// maxMessages is the most of yaml.v3's messages an error quotes.
+const maxMessages = 5
 
 func sectionName(goType string) string {
 	if goType == "Config" {
@@ -159,11 +175,20 @@ func (c *Config) Set(assignment string) error {
 		return fmt.Errorf("--set %s: %w", key, err)
 	}
 	ptr := reflect.New(field.Type())
-	if err := yaml.Unmarshal([]byte(value), ptr.Interface()); err != nil || value == "" {
-		return fmt.Errorf("--set %s=%s: want %s", key, value, typeWord(field.Type().String()))
+	if err := decodeStrict([]byte(value), ptr.Interface()); err != nil || value == "" {
+		return fmt.Errorf("--set %s=%s: want %s", key, shorten(value), typeWord(field.Type().String()))
 	}
 	field.Set(ptr.Elem())
 	return nil
+}
+
+// shorten quotes at most the first 40 bytes of a --set value in an error.
+func shorten(value string) string {
+	const most = 40
+	if len(value) <= most {
+		return value
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(value[:most], ""), len(value))
 }
 
 // Get returns the value at a dotted key, for messages and checks.

@@ -137,28 +137,3 @@ func TestYAMLRoundTrip(t *testing.T) {
 		t.Fatalf("round trip changed the config:\n%s\nvs\n%s", back.YAML(), cfg.YAML())
 	}
 }
-
-// FuzzParse: no input makes the parser panic, and whatever it accepts
-// survives a round trip.
-func FuzzParse(f *testing.F) {
-	for _, name := range Presets() {
-		data, _ := PresetYAML(name)
-		f.Add(data)
-	}
-	f.Add([]byte("task: [x\n"))
-	f.Add([]byte("training: {steps: -1}\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		defer func() {
-			if r := recover(); r != nil {
-				t.Fatalf("panic: %v", r)
-			}
-		}()
-		cfg, err := Parse(data)
-		if err != nil {
-			return
-		}
-		if _, err := Parse(cfg.YAML()); err != nil {
-			t.Fatalf("accepted config does not round trip: %v", err)
-		}
-	})
-}
