@@ -122,9 +122,9 @@ type Model struct {
 
 // Attention selects the attention kernel of every layer.
 type Attention struct {
-	// Kind: softmax, em (probabilistic attention, em-math.md),
+	// Kind: softmax, em (probabilistic attention, em/MATH.md),
 	// bayes-weibull or bayes-lognormal (Bayesian attention,
-	// bayes-attention.md).
+	// layers/BAYES.md).
 	Kind string `yaml:"kind"`
 	// KeyIters, ValueIters and PropagateIters are em's unrolled
 	// iterations T_k (§4), T_v (§3) and T_p (§5).
@@ -196,7 +196,7 @@ type Training struct {
 	Beam          int     `yaml:"beam"`
 	LengthPenalty float64 `yaml:"length_penalty"`
 	// KLWeight is the weight κ of the KL term of Bayesian attention's
-	// ELBO, loss = NLL + κ(t)·KL̄ (bayes-attention.md §5), reached by a
+	// ELBO, loss = NLL + κ(t)·KL̄ (layers/BAYES.md §5), reached by a
 	// linear warm-up over KLWarmup steps (0: none). 0 leaves the KL out.
 	KLWeight float64 `yaml:"kl_weight"`
 	KLWarmup int     `yaml:"kl_warmup"`

@@ -1,30 +1,41 @@
-// Package em is the plain-Go float64 reference of probabilistic attention:
-// attention read as MAP inference in a Gaussian mixture whose components are
-// the memory units (Movellan & Gabbur, "Probabilistic Transformers",
-// arXiv:2010.15583).
+// Package em is probabilistic attention: attention read as MAP inference in
+// a Gaussian mixture whose components are the memory units (Movellan &
+// Gabbur, "Probabilistic Transformers", arXiv:2010.15583), with the
+// mixture's keys, values, precisions and mixing prior adapted by a few EM
+// iterations before the readout.
 //
-// The equations are those of /work/shared/docs/em-math.md (shared/docs/em-math.md
-// in the project), which corrects the paper's typos; where the two differ,
-// this package follows em-math.md. Each exported function cites the section
-// it implements:
+// MATH.md, next to this file, derives every equation the package computes
+// and lists where it departs from the paper and why (the normalising
+// constants log α_j and log β_j, the precision-weighted readout, the m/2 of
+// the β update, the π update, among others). Doc comments cite it as
+// "MATH.md §N":
 //
-//	§1 component scores            (unexported: keyScores, jointScores)
-//	§2 linked and free priors      InitialMixture
-//	§3 value inference             InferValues
-//	§4 online key adaptation       AdaptKeys
-//	§5 value propagation           Propagate
-//	§6 positivity transforms       RawParams, Softplus, InverseSoftplus
-//	§7 EM objectives               KeyLogPosterior, PropagationLogPosterior
-//	order of the phases            Run
+//	§1 model, component scores, padding    keyScores, jointScores (unexported)
+//	§2 linked prior; softmax attention     InitialMixture, LinkedPrior, FreePrior
+//	§3 value inference (readout)           InferValues
+//	§4 online key adaptation               AdaptKeys
+//	§5 value propagation                   Propagate
+//	   order of the phases                 Run
+//	§6 positivity transforms, learning     RawParams, Softplus, InverseSoftplus,
+//	                                       LayerHyperparams, DefaultRawParams
+//	§7 EM objectives the tests check       KeyLogPosterior, PropagationLogPosterior
 //
-// Everything here works on one example and one attention head, with inputs
-// as plain slices, and favours clarity over speed: it is the ground truth
-// the Gorgonia graph version (batched over examples and heads) is tested
-// against, not a kernel to train with.
+// The package has two halves that compute the same equations.
 //
-// Padding follows em-math.md §1: a padded memory unit gets score −∞ and so
+// The plain-Go float64 reference (Run and the phase functions above) works
+// on one example and one attention head, with inputs as plain slices
+// (Inputs, Mixture, Hyperparams). It favours clarity over speed: it is the
+// ground truth that the graph version is tested against, not a kernel to
+// train with.
+//
+// The graph version (Attend, Kernel) builds the same phases as Gorgonia
+// nodes through package graph, batched over examples and heads, with the
+// iterations unrolled so that the prior hyperparameters are learned end to
+// end; it is what layers.EMKernel uses inside a model.
+//
+// Padding follows MATH.md §1: a padded memory unit gets score −∞ and so
 // weight exactly 0, and a padded query unit is left out of every sum over
-// query units. Padded entries are never read, so they may hold anything
-// (even NaN); the outputs of padded units are defined (see Run) but carry no
-// meaning.
+// query units. In the reference, padded entries are never read, so they may
+// hold anything (even NaN); the outputs of padded units are defined (see
+// Run) but carry no meaning.
 package em

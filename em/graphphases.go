@@ -8,7 +8,7 @@ import "probformer/graph"
 // hyperparameters [G].
 
 // pairDist returns ‖a_i − c_j‖² for every pair in the expanded form of
-// em-math.md §1, ‖a_i‖² − 2 a_i·c_j + ‖c_j‖², clamped at 0 (as sqDist of
+// MATH.md §1, ‖a_i‖² − 2 a_i·c_j + ‖c_j‖², clamped at 0 (as sqDist of
 // the reference). a: [G, N, k]; c: [G, M, k]; result: [G, N, M].
 func pairDist(a, c *graph.Node) *graph.Node {
 	cross := graph.Scale(graph.BatchedMatMul(a, c, false, true), -2)
@@ -17,7 +17,7 @@ func pairDist(a, c *graph.Node) *graph.Node {
 }
 
 // gaussianTerm returns (k/2) log λ_j − (λ_j/2) D_ij, the part of a
-// component score that one Gaussian factor contributes (em-math.md §1).
+// component score that one Gaussian factor contributes (MATH.md §1).
 // lambda: [G, M]; dist: [G, N, M]; k is the factor's dimension.
 func gaussianTerm(lambda, dist *graph.Node, k int) *graph.Node {
 	quadratic := graph.BroadcastMul(dist, graph.Scale(lambda, -0.5), 1)
@@ -57,7 +57,7 @@ func (l *layer) perUnit(field string, p *graph.Node) *graph.Node {
 
 // initialMixture returns the mixture EM starts from, as InitialMixture:
 // ξ⁰, μ⁰, the per-head α⁰, β⁰ repeated for every unit, and log π⁰ from the
-// linked prior of em-math.md §2,
+// linked prior of MATH.md §2,
 //
 //	log π_j⁰ = (α⁰/2) ‖ξ_j⁰‖² + (β⁰/2) ‖μ_j⁰‖² − log Z,
 //
@@ -86,14 +86,14 @@ func (l *layer) initialMixture() MixtureNodes {
 	return mix
 }
 
-// keyTerm returns the key term of the scores of em-math.md §1 without
+// keyTerm returns the key term of the scores of MATH.md §1 without
 // log π, (d/2) log α_j − (α_j/2) ‖q_i − ξ_j‖²: [G, N, M].
 func (l *layer) keyTerm(mix MixtureNodes) *graph.Node {
 	return gaussianTerm(mix.Alpha, pairDist(l.q, mix.Xi), l.keyDim)
 }
 
 // adaptKeys unrolls cfg.KeyIters iterations of online key adaptation,
-// em-math.md §4, as AdaptKeys:
+// MATH.md §4, as AdaptKeys:
 //
 //	w_ij = softmax_j s_ij(q_i)                      (real query units i)
 //	n_j  = Σ_i w_ij
@@ -118,7 +118,7 @@ func (l *layer) adaptKeys(mix MixtureNodes) (MixtureNodes, *graph.Node) {
 }
 
 // updateCentres is the M-step of a Gaussian mean under the prior
-// N(c_j⁰, θ⁻¹ I) (em-math.md §4 for keys, §5 for values):
+// N(c_j⁰, θ⁻¹ I) (MATH.md §4 for keys, §5 for values):
 //
 //	c_j ← (θ c_j⁰ + λ_j Σ_i w_ij x_i) / (θ + λ_j n_j),  n_j = Σ_i w_ij.
 //
@@ -133,7 +133,7 @@ func updateCentres(w, x, c0, lambda, theta *graph.Node) (c, n *graph.Node) {
 }
 
 // updatePrecision is the M-step of a Gaussian precision under the prior
-// Gamma(a, b) (em-math.md §4 for α, §5 for β), with the new centres c:
+// Gamma(a, b) (MATH.md §4 for α, §5 for β), with the new centres c:
 //
 //	λ_j ← (a − 1 + (k/2) n_j) / (b + ½ Σ_i w_ij ‖x_i − c_j‖²).
 //
@@ -146,7 +146,7 @@ func updatePrecision(w, x, c, n, aExtra, b *graph.Node, k int) *graph.Node {
 }
 
 // propagate unrolls cfg.PropagateIters iterations of value propagation
-// from the annotated units, em-math.md §5, as Propagate:
+// from the annotated units, MATH.md §5, as Propagate:
 //
 //	w_ij = softmax_j s_ij(q_i, v_i)                 (i ∈ S only)
 //	n_j  = Σ_{i∈S} w_ij
@@ -203,7 +203,7 @@ func (l *layer) propagate(mix MixtureNodes, keyTerm *graph.Node) MixtureNodes {
 	return mix
 }
 
-// inferValues reads out every query unit, em-math.md §3, as InferValues:
+// inferValues reads out every query unit, MATH.md §3, as InferValues:
 //
 //	v_i⁰      = Σ_j softmax_j(s_ij(q_i)) μ_j                (plain readout)
 //	w_ij^t    = softmax_j s_ij(q_i, v_i^t)                  (E-step)

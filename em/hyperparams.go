@@ -5,7 +5,7 @@ import (
 	"math"
 )
 
-// Hyperparams holds one head's prior hyperparameters of em-math.md §4 and §5,
+// Hyperparams holds one head's prior hyperparameters of MATH.md §4 and §5,
 // already constrained (see RawParams for the unconstrained, learned form).
 type Hyperparams struct {
 	// ThetaXi is θ_ξ > 0, the precision of the key prior ξ_j ~ N(ξ_j⁰, θ_ξ⁻¹ I_d).
@@ -51,7 +51,7 @@ func (h Hyperparams) validateValues() error {
 	return nil
 }
 
-// RawParams holds one head's learned parameters of em-math.md §6 before the
+// RawParams holds one head's learned parameters of MATH.md §6 before the
 // positivity transforms: any real value is valid, and Hyperparams and
 // Precisions map them into the constrained ranges.
 type RawParams struct {
@@ -63,7 +63,7 @@ type RawParams struct {
 	Alpha0, Beta0 float64
 }
 
-// Hyperparams applies the positivity transforms of em-math.md §6:
+// Hyperparams applies the positivity transforms of MATH.md §6:
 //
 //	θ_ξ = softplus(r),  a_α = 1 + softplus(r),  b_α = softplus(r),
 //	θ_μ = softplus(r),  a_β = 1 + softplus(r),  b_β = softplus(r),
@@ -83,7 +83,7 @@ func (r RawParams) Hyperparams() Hyperparams {
 }
 
 // Precisions returns the initial precisions α⁰ = softplus(r.Alpha0) and
-// β⁰ = softplus(r.Beta0) of em-math.md §6.
+// β⁰ = softplus(r.Beta0) of MATH.md §6.
 func (r RawParams) Precisions() (alpha0, beta0 float64) {
 	return Softplus(r.Alpha0), Softplus(r.Beta0)
 }

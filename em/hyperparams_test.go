@@ -63,7 +63,7 @@ func TestInverseSoftplus(t *testing.T) {
 	}
 }
 
-// TestRawParamsStayInRange checks the ranges of em-math.md §6 (a_α, a_β,
+// TestRawParamsStayInRange checks the ranges of MATH.md §6 (a_α, a_β,
 // θ_π ≥ 1, everything else > 0) for raw values of every size, and the
 // transform at raw = 0.
 func TestRawParamsStayInRange(t *testing.T) {

@@ -25,7 +25,7 @@ type Inputs struct {
 	// Alpha0 holds the initial key precisions α_j⁰ > 0: [M].
 	Alpha0 []float64
 	// Beta0 holds the initial value precisions β_j⁰ ≥ 0: [M]. Zero is the
-	// β → 0 limit of em-math.md §2; it is valid wherever the value
+	// β → 0 limit of MATH.md §2; it is valid wherever the value
 	// likelihood is not evaluated (see InferValues and Propagate).
 	Beta0 []float64
 	// PiLogits holds the free prior's logits: [M]; log π⁰ is their log-softmax
@@ -43,7 +43,7 @@ type Inputs struct {
 	V [][]float64
 }
 
-// Mixture is the state of one head's memory, the mixture of em-math.md §1:
+// Mixture is the state of one head's memory, the mixture of MATH.md §1:
 // the parameters that EM adapts. Padded memory units keep whatever they
 // hold, except LogPi, which is −Inf there.
 type Mixture struct {

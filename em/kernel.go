@@ -19,7 +19,7 @@ type Extras struct {
 	// left out of every sum over i, and their readout and weights rows are 0.
 	QueryMask *graph.Node
 	// Annotated marks the query units whose value is known, S of
-	// em-math.md §5: [B, N]. A padded query unit is never in S. With
+	// MATH.md §5: [B, N]. A padded query unit is never in S. With
 	// Annotated nil, S is empty and value propagation is skipped.
 	Annotated *graph.Node
 	// Values holds the known values v_i: [B, H, N, m]; required with
@@ -60,7 +60,7 @@ type AttendResult struct {
 	Mixture MixtureNodes
 }
 
-// Attend builds probabilistic attention, em-math.md §1–§6, batched over
+// Attend builds probabilistic attention, MATH.md §1–§6, batched over
 // examples and heads: the graph form of Run, equation for equation and
 // choice for choice (see Run, InitialMixture, AdaptKeys, Propagate and
 // InferValues), with the cfg.KeyIters + cfg.PropagateIters +
@@ -294,7 +294,7 @@ func checkShape(what string, x *graph.Node, shape ...int) error {
 	return nil
 }
 
-// build adds the phases in em-math.md's order (see Run).
+// build adds the phases in MATH.md's order (see Run).
 func (l *layer) build() AttendResult {
 	mix := l.initialMixture()
 	var keyTerm *graph.Node

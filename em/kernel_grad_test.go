@@ -8,7 +8,7 @@ import (
 	"probformer/graph"
 )
 
-// TestAttendGradients checks em-math.md §7 on the graph: the gradient of a
+// TestAttendGradients checks MATH.md §7 on the graph: the gradient of a
 // scalar of the readout through two unrolled iterations of every phase,
 // with respect to every prior hyperparameter, the free prior's logits and
 // q, k, v and the annotated values, matches central finite differences in

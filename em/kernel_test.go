@@ -332,7 +332,7 @@ func assertClose(t *testing.T, name string, got, want []float64, tol float64) {
 	}
 }
 
-// TestAttendEqualsScaledDotProductAttention checks em-math.md §2 on the
+// TestAttendEqualsScaledDotProductAttention checks MATH.md §2 on the
 // graph: equal precisions, the linked prior, β⁰ → 0 (PrecisionFloor +
 // softplus(−40) ≈ 1e-8), α⁰ = 1/√d and no iterations give
 // softmax_j(q_i·k_j/√d) v_j, computed here in plain Go, to 1e-6; padded
@@ -442,7 +442,7 @@ func TestAttendEqualsReference(t *testing.T) {
 	}
 }
 
-// TestAttendPaddingChangesNothing checks em-math.md §1 and §7 on the graph:
+// TestAttendPaddingChangesNothing checks MATH.md §1 and §7 on the graph:
 // inserting padded query and memory units, holding arbitrary finite
 // values (and annotated padded query units), leaves every output of the
 // real units unchanged, gives the padded memory units weight exactly 0 and
@@ -549,7 +549,7 @@ func boolFloat(b bool) float64 {
 	return 0
 }
 
-// TestAttendLargePriorPrecisionPins checks em-math.md §7 on the graph:
+// TestAttendLargePriorPrecisionPins checks MATH.md §7 on the graph:
 // θ_ξ = θ_μ = 1e12 keep ξ and μ at ξ⁰ and μ⁰ (read from the adapted
 // mixture) while θ ≈ 0.007 lets them move, and the readout then equals
 // that of a layer without key adaptation or propagation of μ.

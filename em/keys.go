@@ -2,7 +2,7 @@ package em
 
 import "fmt"
 
-// AdaptKeys runs iters iterations of online key adaptation, em-math.md §4,
+// AdaptKeys runs iters iterations of online key adaptation, MATH.md §4,
 // from mix and returns the adapted mixture (mix itself is not modified).
 // Each iteration is one EM step on the real query units' queries:
 //

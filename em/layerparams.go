@@ -6,7 +6,7 @@ import (
 	"probformer/graph"
 )
 
-// Floors of the graph layer's positivity transforms. em-math.md §6 asks
+// Floors of the graph layer's positivity transforms. MATH.md §6 asks
 // only for positivity (softplus); the graph layer adds a small constant so
 // that no learned value can reach the boundary of its range, where the
 // unrolled updates produce 0/0, log 0 or precisions without bound:
@@ -28,7 +28,7 @@ const (
 	PriorFloor = 1e-4
 	// PrecisionFloor is added to the initial precisions α⁰ and β⁰, which
 	// only need log α⁰, log β⁰ finite. It is far below PriorFloor so that
-	// β⁰ can approach the β → 0 limit of em-math.md §2 (a readout term of
+	// β⁰ can approach the β → 0 limit of MATH.md §2 (a readout term of
 	// (β⁰/2)‖μ_j‖² ≤ 5e-9 ‖μ_j‖²).
 	PrecisionFloor = 1e-8
 )
@@ -41,7 +41,7 @@ const (
 //	θ_π = 1 + ε + softplus(r),
 //	α⁰ = ε₀ + softplus(r),  β⁰ = ε₀ + softplus(r),
 //
-// with ε = PriorFloor and ε₀ = PrecisionFloor: the transforms of em-math.md
+// with ε = PriorFloor and ε₀ = PrecisionFloor: the transforms of MATH.md
 // §6 (RawParams.Hyperparams, RawParams.Precisions) plus the floors. It is
 // the plain-Go mirror of the graph's parameterisation, for tests and for
 // reading a trained layer's priors. The graph computes softplus with
@@ -71,7 +71,7 @@ const (
 
 // DefaultRawParams returns the raw parameters a head of the graph layer
 // starts from when its key dimension is d. They put the layer near
-// softmax attention (em-math.md §2) and keep every EM step mild:
+// softmax attention (MATH.md §2) and keep every EM step mild:
 //
 //	α⁰ = 1/√d        the scale of scaled dot-product attention;
 //	β⁰ = 0.01        the value likelihood, and the (β⁰/2)‖μ_j‖² term of

@@ -38,7 +38,7 @@ func TestLayerHyperparams(t *testing.T) {
 		}
 	}
 	// Far below zero the floors are all that is left, and the ranges of
-	// em-math.md §4–§5 hold strictly.
+	// MATH.md §4–§5 hold strictly.
 	h, alpha0, beta0 := RawParams{-800, -800, -800, -800, -800, -800, -800, -800, -800}.LayerHyperparams()
 	if h.ThetaXi != PriorFloor || h.AAlpha != 1+PriorFloor || h.BBeta != PriorFloor || h.ThetaPi != 1+PriorFloor || alpha0 != PrecisionFloor || beta0 != PrecisionFloor {
 		t.Errorf("raw −800: %+v, α⁰ %v, β⁰ %v", h, alpha0, beta0)

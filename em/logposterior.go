@@ -6,7 +6,7 @@ import (
 )
 
 // KeyLogPosterior returns the objective that key adaptation (AdaptKeys)
-// ascends, em-math.md §7:
+// ascends, MATH.md §7:
 //
 //	Σ_i log Σ_j π_j N(q_i; ξ_j, α_j⁻¹ I_d) − (θ_ξ/2) Σ_j ‖ξ_j − ξ_j⁰‖²
 //	  + Σ_j [(a_α − 1) log α_j − b_α α_j]
@@ -53,7 +53,7 @@ func KeyLogPosterior(h Hyperparams, in Inputs, mix Mixture) (float64, error) {
 }
 
 // PropagationLogPosterior returns the objective that value propagation
-// (Propagate) ascends, em-math.md §7:
+// (Propagate) ascends, MATH.md §7:
 //
 //	Σ_{i∈S} log Σ_j π_j N(q_i; ξ_j, α_j⁻¹ I_d) N(v_i; μ_j, β_j⁻¹ I_m)
 //	  − (θ_μ/2) Σ_j ‖μ_j − μ_j⁰‖² + Σ_j [(a_β − 1) log β_j − b_β β_j]

@@ -6,11 +6,11 @@ import (
 	"math"
 )
 
-// Prior selects how the initial mixing prior π⁰ is formed (em-math.md §6).
+// Prior selects how the initial mixing prior π⁰ is formed (MATH.md §6).
 type Prior int
 
 const (
-	// LinkedPrior is the norm-linked prior of em-math.md §2,
+	// LinkedPrior is the norm-linked prior of MATH.md §2,
 	// log π_j⁰ = (α_j⁰/2) ‖ξ_j⁰‖² + (β_j⁰/2) ‖μ_j⁰‖² − log Z.
 	LinkedPrior Prior = iota
 	// FreePrior takes log π⁰ as the log-softmax of Inputs.PiLogits.
@@ -30,7 +30,7 @@ func (p Prior) String() string {
 
 // InitialMixture returns the mixture EM starts from: ξ⁰, α⁰, μ⁰, β⁰ copied
 // from in and log π⁰ from the chosen prior, normalised over the real memory
-// units (−Inf at padded ones). For LinkedPrior (em-math.md §2)
+// units (−Inf at padded ones). For LinkedPrior (MATH.md §2)
 //
 //	log π_j⁰ = (α_j⁰/2) ‖ξ_j⁰‖² + (β_j⁰/2) ‖μ_j⁰‖² − log Z;
 //

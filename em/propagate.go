@@ -6,7 +6,7 @@ import (
 )
 
 // Propagate runs iters iterations of value propagation from the annotated
-// query units, em-math.md §5, from mix and returns the adapted mixture (mix
+// query units, MATH.md §5, from mix and returns the adapted mixture (mix
 // itself is not modified). Each iteration is one EM step on the pairs
 // (q_i, v_i), i ∈ S:
 //

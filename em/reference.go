@@ -2,7 +2,7 @@ package em
 
 import "fmt"
 
-// Config sets what one layer's EM does (em-math.md §6: iteration counts are
+// Config sets what one layer's EM does (MATH.md §6: iteration counts are
 // configuration, not parameters).
 type Config struct {
 	// KeyIters is T_k, the key adaptation iterations (§4).
@@ -33,7 +33,7 @@ type Result struct {
 	Mixture
 }
 
-// Run runs one layer's EM in the order em-math.md prescribes ("Order of the
+// Run runs one layer's EM in the order MATH.md prescribes ("Order of the
 // phases"):
 //
 //  1. π⁰ from cfg.Prior, once, from ξ⁰, μ⁰, α⁰, β⁰ (InitialMixture, §2, §6);

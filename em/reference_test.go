@@ -114,7 +114,7 @@ func assertVector(t *testing.T, name string, got, want []float64, tol float64) {
 	}
 }
 
-// TestRunEqualsScaledDotProductAttention checks em-math.md §2: with equal
+// TestRunEqualsScaledDotProductAttention checks MATH.md §2: with equal
 // precisions, the linked prior, β = 0, α = 1/√d and no iterations the layer
 // is softmax_j(q_i·ξ_j/√d) μ_j, computed here directly.
 func TestRunEqualsScaledDotProductAttention(t *testing.T) {
@@ -140,7 +140,7 @@ func TestRunEqualsScaledDotProductAttention(t *testing.T) {
 	}
 }
 
-// TestRunLinkedPriorKeepsValueNorm checks the remark closing em-math.md §2:
+// TestRunLinkedPriorKeepsValueNorm checks the remark closing MATH.md §2:
 // with β > 0 and no value iterations the readout is
 // softmax_j(α q·ξ_j + (β/2)‖μ_j‖²) μ_j.
 func TestRunLinkedPriorKeepsValueNorm(t *testing.T) {
@@ -198,7 +198,7 @@ func nonDecreasing(before, after float64) bool {
 	return after >= before-monotoneTol*math.Max(1, math.Abs(before))
 }
 
-// TestKeyAdaptationIsMonotone checks em-math.md §7: no key adaptation
+// TestKeyAdaptationIsMonotone checks MATH.md §7: no key adaptation
 // iteration lowers KeyLogPosterior, with and without the α update, masks
 // and either prior.
 func TestKeyAdaptationIsMonotone(t *testing.T) {
@@ -234,7 +234,7 @@ func TestKeyAdaptationIsMonotone(t *testing.T) {
 	}
 }
 
-// TestPropagationIsMonotone checks em-math.md §7: no value propagation
+// TestPropagationIsMonotone checks MATH.md §7: no value propagation
 // iteration lowers PropagationLogPosterior, for every combination of the
 // optional β and π updates, with masks, either prior, and keys adapted
 // first as in a layer.
@@ -343,7 +343,7 @@ func logJoint(q, v []float64, mix Mixture, mask []bool) float64 {
 	return top + math.Log(z)
 }
 
-// TestPaddingChangesNothing checks em-math.md §1 and §7: inserting padded
+// TestPaddingChangesNothing checks MATH.md §1 and §7: inserting padded
 // query and memory units holding garbage (NaN, ±Inf, huge numbers, padded
 // query units marked annotated) leaves every output of the real units
 // bit-for-bit unchanged.
@@ -468,7 +468,7 @@ func interleave(rng *rand.Rand, n, pads int) []int {
 	return order
 }
 
-// TestLargePriorPrecisionPinsParameters checks em-math.md §7: θ_ξ = 1e12
+// TestLargePriorPrecisionPinsParameters checks MATH.md §7: θ_ξ = 1e12
 // keeps ξ at ξ⁰ and θ_μ = 1e12 keeps μ at μ⁰, while small θ let them move.
 func TestLargePriorPrecisionPinsParameters(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 1))
@@ -774,7 +774,7 @@ func maxGradient(mix Mixture, mask []bool, f func(Mixture) float64, keys bool) f
 }
 
 // TestRunComposesPhases checks that Run is InitialMixture, AdaptKeys,
-// Propagate and InferValues in the order of em-math.md, bit for bit, and
+// Propagate and InferValues in the order of MATH.md, bit for bit, and
 // that the readout is formed from the returned weights as InferValues
 // documents.
 func TestRunComposesPhases(t *testing.T) {
@@ -840,7 +840,7 @@ func TestRunComposesPhases(t *testing.T) {
 	}
 }
 
-// TestPropagateSkipsWithoutAnnotations checks em-math.md §5: with S empty
+// TestPropagateSkipsWithoutAnnotations checks MATH.md §5: with S empty
 // (nothing annotated, or only padded query units annotated) value
 // propagation leaves β and π alone instead of resetting them.
 func TestPropagateSkipsWithoutAnnotations(t *testing.T) {

@@ -13,7 +13,7 @@ var errNoWeight = errors.New("every memory unit has score −∞ (π_j = 0 or ze
 // square in float64.
 var errNaNScore = errors.New("a component score is NaN (inputs overflow)")
 
-// sqDist returns ‖a − b‖² in the expanded form of em-math.md §1,
+// sqDist returns ‖a − b‖² in the expanded form of MATH.md §1,
 //
 //	‖a‖² − 2 a·b + ‖b‖²,  clamped at 0,
 //
@@ -39,7 +39,7 @@ func dot(a, b []float64) float64 {
 	return s
 }
 
-// keyScores returns the component scores of one query, em-math.md §1:
+// keyScores returns the component scores of one query, MATH.md §1:
 //
 //	s_ij(q) = log π_j + (d/2) log α_j − (α_j/2) ‖q − ξ_j‖²
 //
@@ -58,7 +58,7 @@ func keyScores(mix *Mixture, memoryReal []bool, q []float64) []float64 {
 }
 
 // jointScores returns the component scores of one (query, value) pair,
-// em-math.md §1:
+// MATH.md §1:
 //
 //	s_ij(q, v) = s_ij(q) + (m/2) log β_j − (β_j/2) ‖v − μ_j‖²
 //
@@ -78,7 +78,7 @@ func jointScores(mix *Mixture, memoryReal []bool, q, v []float64) []float64 {
 }
 
 // softmax returns exp(s_j − max) / Σ_k exp(s_k − max), the max subtracted
-// as em-math.md §1 requires. Entries of −Inf get weight exactly 0; if every
+// as MATH.md §1 requires. Entries of −Inf get weight exactly 0; if every
 // entry is −Inf there is no distribution and softmax returns errNoWeight.
 func softmax(s []float64) ([]float64, error) {
 	top := math.Inf(-1)

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestSqDistIsClampedExpansion checks the expanded distance of em-math.md
+// TestSqDistIsClampedExpansion checks the expanded distance of MATH.md
 // §1 against hand values, and that the clamp keeps it ≥ 0 where the
 // expansion rounds below 0.
 func TestSqDistIsClampedExpansion(t *testing.T) {
@@ -42,7 +42,7 @@ func TestSqDistIsClampedExpansion(t *testing.T) {
 }
 
 // TestScoresMatchDefinition compares keyScores and jointScores with
-// em-math.md §1 written out on a 2-unit case, the second unit padded.
+// MATH.md §1 written out on a 2-unit case, the second unit padded.
 func TestScoresMatchDefinition(t *testing.T) {
 	mix := Mixture{
 		Xi: [][]float64{{1, -1}, {math.NaN(), 0}}, Alpha: []float64{2, math.NaN()},

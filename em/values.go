@@ -6,7 +6,7 @@ import (
 )
 
 // InferValues reads out every real query unit with the mixture mix,
-// em-math.md §3, refining the plain readout by iters EM iterations towards
+// MATH.md §3, refining the plain readout by iters EM iterations towards
 // the MAP value of the query unit:
 //
 //	v_i⁰      = Σ_j softmax_j(s_ij(q_i)) μ_j                (plain readout)

@@ -9,7 +9,7 @@ import (
 
 // Lgamma returns log Γ(x) element-wise, for x > 0; any shape. Its gradient
 // is g ⊙ ψ(x), with ψ the digamma function. The Weibull–Gamma KL of
-// Bayesian attention (bayes-attention.md §3) needs lgamma(α) of an α that
+// Bayesian attention (layers/BAYES.md §3) needs lgamma(α) of an α that
 // the prior network learns, and Gorgonia has neither op. Running the graph
 // fails with an error if an element is not > 0 (or is NaN): Γ has poles at
 // 0 and at the negative integers, so such an input is a bug upstream, such

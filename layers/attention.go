@@ -8,12 +8,12 @@ import (
 
 // AttentionConfig selects the attention kernel of a layer: "softmax" is
 // scaled dot-product attention, "em" the unrolled EM inference of em/
-// (em-math.md), whose iteration counts and options follow Kind, and
+// (em/MATH.md), whose iteration counts and options follow Kind, and
 // "bayes-weibull" and "bayes-lognormal" Bayesian attention
-// (bayes-attention.md, BayesAttention).
+// (layers/BAYES.md, BayesAttention).
 type AttentionConfig struct {
 	Kind           string `yaml:"kind" json:"kind"`
-	KeyIters       int    `yaml:"key_iters" json:"key_iters"`             // T_k, em-math.md §4
+	KeyIters       int    `yaml:"key_iters" json:"key_iters"`             // T_k, em/MATH.md §4
 	ValueIters     int    `yaml:"value_iters" json:"value_iters"`         // T_v, §3
 	PropagateIters int    `yaml:"propagate_iters" json:"propagate_iters"` // T_p, §5
 	AdaptAlpha     bool   `yaml:"adapt_alpha" json:"adapt_alpha"`
@@ -26,7 +26,7 @@ type AttentionConfig struct {
 	// K is the Weibull shape of bayes-weibull, Sigma the σ of
 	// bayes-lognormal, PriorRate the Gamma prior's rate β₀ (Weibull) and
 	// PriorSigma the prior's σ₀ (log-normal); 0 picks the DefaultBayes*
-	// value (bayes-attention.md §3, §4).
+	// value (layers/BAYES.md §3, §4).
 	K          float64 `yaml:"k" json:"k"`
 	Sigma      float64 `yaml:"sigma" json:"sigma"`
 	PriorRate  float64 `yaml:"prior_rate" json:"prior_rate"`

@@ -7,14 +7,14 @@ import (
 	"probformer/graph"
 )
 
-// Kinds of Bayesian attention (bayes-attention.md): the attention weights
+// Kinds of Bayesian attention (layers/BAYES.md): the attention weights
 // are random variables, sampled with a reparameterisation.
 const (
 	KindBayesWeibull   = "bayes-weibull"
 	KindBayesLogNormal = "bayes-lognormal"
 )
 
-// Priors of Bayesian attention (bayes-attention.md §2).
+// Priors of Bayesian attention (layers/BAYES.md §2).
 const (
 	PriorContextual = "contextual" // p = softmax of a small network of the keys
 	PriorConstant   = "constant"   // p = 1/M over the real keys (the ablation)
@@ -41,7 +41,7 @@ const bayesAlphaFloor = 1e-8
 const eulerGamma = 0.5772156649015329
 
 // BayesAttention is Bayesian attention (Fan et al. 2020;
-// bayes-attention.md). Per head, with s_ij = q_i·k_j/√d masked (§1),
+// layers/BAYES.md). Per head, with s_ij = q_i·k_j/√d masked (§1),
 //
 //	φ_ij = softmax_j s_ij
 //	bayes-weibull:   log S_ij = log φ_ij − lgamma(1 + 1/k) + (1/k)·log(−log u_ij),  u ~ U(0, 1)   (§3)
@@ -300,7 +300,7 @@ func maskLogits(b *graph.Builder, causalName string, x *graph.Node, mask Mask) *
 }
 
 // klWeibullGamma is KL(Weibull(k, λ) ‖ Gamma(α, β)) element-wise
-// (bayes-attention.md §3), with β the rate:
+// (layers/BAYES.md §3), with β the rate:
 //
 //	KL = α (γ/k − log λ − log β) + β Γ(1+1/k) λ + lgamma(α) + log k − γ − 1
 //
@@ -313,7 +313,7 @@ func klWeibullGamma(k float64, logLambda, alpha *graph.Node, beta float64) *grap
 }
 
 // klLogNormal is KL(LogNormal(μ, σ²) ‖ LogNormal(μ₀, σ₀²)) element-wise
-// (bayes-attention.md §4), that of the underlying normals:
+// (layers/BAYES.md §4), that of the underlying normals:
 //
 //	KL = log(σ₀/σ) + (σ² + (μ − μ₀)²) / (2σ₀²) − ½
 //

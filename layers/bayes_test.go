@@ -67,7 +67,7 @@ func TestBayesConfig(t *testing.T) {
 	}
 }
 
-// TestBayesSampleMean: E[S] = φ (bayes-attention.md §3, §4), checked on
+// TestBayesSampleMean: E[S] = φ (layers/BAYES.md §3, §4), checked on
 // R copies of one row of logits, each with its own noise, within 4
 // standard errors; the normalised weights W get closer to φ as k grows or
 // σ shrinks.

@@ -55,7 +55,7 @@ func benchmarkSetStep(b *testing.B, cfg SetTransformerConfig, batch, n int) {
 }
 
 // BenchmarkSetTransformerStepEM is BenchmarkSetTransformerStep with EM
-// attention (em-math.md) in every block: 2 key-adaptation iterations with
+// attention (em/MATH.md) in every block: 2 key-adaptation iterations with
 // α, and 1 value iteration, so the cost of the unrolled EM shows beside
 // softmax attention.
 func BenchmarkSetTransformerStepEM(b *testing.B) {

@@ -24,7 +24,7 @@ type SegmenterConfig struct {
 	// Layers is the number of EM attention layers (≥ 1).
 	Layers int
 	// Attention must be of kind em; its PropagateIters spread the clicked
-	// labels (em-math.md §5).
+	// labels (em/MATH.md §5).
 	Attention AttentionConfig
 }
 
@@ -44,7 +44,7 @@ func (c SegmenterConfig) Validate() error {
 	case c.Layers < 1:
 		return fmt.Errorf("attention layers must be at least 1, is %d", c.Layers)
 	case c.Attention.Kind != "em":
-		return fmt.Errorf("attention kind must be em (clicks are annotated units of em-math.md §5), is %q", c.Attention.Kind)
+		return fmt.Errorf("attention kind must be em (clicks are annotated units of em/MATH.md §5), is %q", c.Attention.Kind)
 	}
 	_, err := newEMKernel(c.Attention)
 	return err
@@ -52,7 +52,7 @@ func (c SegmenterConfig) Validate() error {
 
 // Segmenter labels every pixel of an image from its features and a few
 // clicked pixels whose labels are known, with probabilistic attention over
-// the pixels (em-math.md). Every pixel is both a query unit and a memory
+// the pixels (em/MATH.md). Every pixel is both a query unit and a memory
 // unit of each layer:
 //
 //	h      = MLP(x)                                    per pixel, ReLU: [B, P, D]
@@ -84,7 +84,7 @@ type Segmenter struct {
 // Initial value-side priors of a Segmenter's attention layers.
 //
 // A click moves the value of memory unit j by the fraction
-// β n_j / (θ_μ + β n_j) of the way to its label (em-math.md §5), where n_j
+// β n_j / (θ_μ + β n_j) of the way to its label (em/MATH.md §5), where n_j
 // is the click's weight on j, about 1/P for an untrained layer that weighs
 // all P pixels alike. em.DefaultRawParams start at β⁰/θ_μ = 10⁻³, so
 // clicks move nothing, the readout carries no label, and no gradient asks

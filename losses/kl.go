@@ -12,7 +12,7 @@ import (
 const eulerGamma = 0.5772156649015329
 
 // KLWeibullGamma is the KL divergence of a Weibull(k, λ) posterior from a
-// Gamma(α, β) prior, β being the rate (bayes-attention.md §3):
+// Gamma(α, β) prior, β being the rate (layers/BAYES.md §3):
 //
 //	KL(Weibull(k,λ) ‖ Gamma(α,β)) = γα/k − α log λ + log k + β λ Γ(1+1/k)
 //	                                − γ − 1 − α log β + lgamma(α)
@@ -27,7 +27,7 @@ func KLWeibullGamma(k, lambda, alpha, beta float64) float64 {
 
 // KLLogNormal is the KL divergence of a LogNormal(μ, σ²) posterior from a
 // LogNormal(μ₀, σ₀²) prior, which is that of the underlying normals
-// (bayes-attention.md §4):
+// (layers/BAYES.md §4):
 //
 //	KL = log(σ₀/σ) + (σ² + (μ − μ₀)²) / (2σ₀²) − ½
 //

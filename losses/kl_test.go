@@ -146,7 +146,7 @@ func TestKLLogNormalMonteCarlo(t *testing.T) {
 //
 //	σ/σ₀ + (μ − μ₀)²/(2σ₀²) − ½ + log(σ₀/σ)
 //
-// is wrong (bayes-attention.md §4): it exceeds the true KL by r − r²/2
+// is wrong (layers/BAYES.md §4): it exceeds the true KL by r − r²/2
 // with r = σ/σ₀, because E_q[(log x − μ₀)²] = σ² + (μ − μ₀)². At q = p it
 // gives ½ where every draw of log q − log p is 0, and it fails the
 // Monte-Carlo check by tens to thousands of standard errors whenever σ is

@@ -12,7 +12,7 @@ import (
 // its layers recorded (graph.Builder.AddPenalty).
 //
 //   - Bayesian attention's KL terms (<layer>.kl) make the ELBO
-//     nll + κ·KL̄ (bayes-attention.md §5), KL̄ their mean over layers and
+//     nll + κ·KL̄ (layers/BAYES.md §5), KL̄ their mean over layers and
 //     κ the input kl_weight [1] that atStep anneals.
 //   - Head-diversity terms (<layer>.diversity) are summed over layers and
 //     weighted by λ = model.attention.head_diversity.
@@ -63,7 +63,7 @@ func sum(xs []*graph.Node) *graph.Node {
 }
 
 // klWeight is κ(t) = kl_weight·min(1, t/kl_warmup), the linear warm-up of
-// the KL weight (bayes-attention.md §5).
+// the KL weight (layers/BAYES.md §5).
 func klWeight(tr configs.Training, step int) float64 {
 	if tr.KLWarmup <= 0 || step >= tr.KLWarmup {
 		return tr.KLWeight

@@ -12,7 +12,7 @@ import (
 // of the maxnorm preset as shipped (batch 64 sets of 50 points in the
 // plane; ISAB(64, 4 heads, 16 inducing points) ×2 → PMA → Linear; MSE;
 // float32) with softmax attention, next to maxnorm-em with growing EM
-// iteration counts: T_k key adaptation iterations (em-math.md §4) and T_v
+// iteration counts: T_k key adaptation iterations (em/MATH.md §4) and T_v
 // value inference iterations (§3). Differences between neighbouring rows
 // give the cost of one iteration of each kind; em-k2-v1 is the maxnorm-em
 // preset. Drawing the batch is not timed.

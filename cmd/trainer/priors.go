@@ -11,7 +11,7 @@ import (
 )
 
 // priorFields are em's per-head prior parameters in the order printed,
-// with their headings: the hyperparameters of em-math.md §4–§5 and the
+// with their headings: the hyperparameters of em/MATH.md §4–§5 and the
 // initial precisions.
 var priorFields = []struct{ field, heading string }{
 	{"theta_xi", "θ_ξ"}, {"a_alpha", "a_α"}, {"b_alpha", "b_α"},
@@ -21,7 +21,7 @@ var priorFields = []struct{ field, heading string }{
 
 // printPriors prints the prior hyperparameters of every EM attention
 // layer in params, per head, after the positivity transforms of
-// em-math.md §6 (em.RawParams.LayerHyperparams), with a row of the values
+// em/MATH.md §6 (em.RawParams.LayerHyperparams), with a row of the values
 // each head started from, init (em.DefaultRawParams(d) unless the model
 // chose its own). A layer is
 // found by its α⁰ parameter, which every EM layer has; parameters a
@@ -38,7 +38,7 @@ func printPriors(w io.Writer, params *graph.Params, init em.RawParams) error {
 	if len(names) == 0 {
 		return nil
 	}
-	fmt.Fprintln(w, "\nEM prior hyperparameters (em-math.md §6), initial and learned per head:")
+	fmt.Fprintln(w, "\nEM prior hyperparameters (em/MATH.md §6), initial and learned per head:")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "layer\thead\t")
 	for _, f := range priorFields {

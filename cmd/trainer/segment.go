@@ -18,7 +18,7 @@ import (
 // segmentTask is interactive segmentation (issue 5): a Segmenter labels
 // every pixel of a synthetic image from its colour and position and from
 // a few clicked pixels whose labels an annotator gives. The clicks are the
-// annotated units of em-math.md §5, so their labels reach the other pixels
+// annotated units of em/MATH.md §5, so their labels reach the other pixels
 // only through value propagation.
 //
 // Training clicks. Each training image gets k clicks, k uniform in

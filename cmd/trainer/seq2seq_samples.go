@@ -12,7 +12,7 @@ import (
 )
 
 // sampleReport measures the uncertainty of a translation model with
-// Bayesian attention (bayes-attention.md §6). It is teacher-forced: every
+// Bayesian attention (layers/BAYES.md §6). It is teacher-forced: every
 // test pair's decoder reads the reference prefix, and each real target
 // token (the words and <eos>) gets
 //

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Independent high-precision computation of the hand-checked cases in
-reference_test.go (TestRunHandValues), straight from em-math.md.
+reference_test.go (TestRunHandValues), straight from em/MATH.md.
 
 Run: python3 em/testdata/handcases.py   (needs mpmath; 50 significant digits)
 
 It shares no code with the Go package: distances are direct differences,
 softmax is plain exp/sum at 50 digits, and the phase order is the one of
-em-math.md ("Order of the phases"). The printed values are pasted into
+em/MATH.md ("Order of the phases"). The printed values are pasted into
 reference_test.go.
 """
 from mpmath import mp, mpf, log, exp, pi as PI
