@@ -110,6 +110,10 @@ var padBlocks = []struct {
 		l := DecoderLayer{Name: "dec", Dim: padDim, Heads: 2, FF: 6, PreLN: true, Kernel: p.kernel, SelfKernel: causalKernel(p.self)}
 		return l.Forward(b, padInput(b, "y", p.n, padDim), p.mask("tgt_mask"), padInput(b, "memory", p.n, padDim), p.mask("src_mask"))
 	}},
+	{"masked-lm", false, []string{"enc.0.self", "enc.1.self"}, func(b *graph.Builder, p padNet) *graph.Node {
+		cfg := MaskedLMConfig{DModel: padDim, Heads: 2, FF: 6, Layers: 2, Vocab: 6, MaxLen: padTo, Attention: p.att}
+		return MaskedLM{Config: cfg}.Forward(b, b.IndexInput("src", padBatch, p.n), p.mask("mask"))
+	}},
 	{"seq2seq", false, []string{"enc.0.self", "enc.1.self", "dec.0.self", "dec.0.cross"}, func(b *graph.Builder, p padNet) *graph.Node {
 		cfg := Seq2SeqConfig{DModel: padDim, Heads: 2, FF: 6, EncLayers: 2, DecLayers: 1, SrcVocab: 7, TgtVocab: 6,
 			MaxLen: padTo, Attention: p.att}
