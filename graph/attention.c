@@ -115,13 +115,23 @@ static void mul_rows(const float *x, const float *d, float *y, int nm) {
 	for (; j < nm; j++) y[j] = x[j] * d[j];
 }
 
-// pf_attn_head_fwd: p [n×m] ← softmax(q kᵀ · scale) over visible keys,
-// out [n×dv] (rows strided by ldo) ← (p ⊙ drop) v, or p v when drop
-// [n×m] is NULL. p holds the weights before dropout.
+// add_rows sets y[j] += x[j] for j < nm.
 __attribute__((target("avx2,fma")))
-void pf_attn_head_fwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
-                      int n, int m, int d, int dv, float scale, const float *mask, int causal,
-                      const float *drop, float *p, float *out, int ldo) {
+static void add_rows(const float *x, float *y, int nm) {
+	int j = 0;
+	for (; j + 8 <= nm; j += 8)
+		_mm256_storeu_ps(y + j, _mm256_add_ps(_mm256_loadu_ps(y + j), _mm256_loadu_ps(x + j)));
+	for (; j < nm; j++) y[j] += x[j];
+}
+
+// attn_head_fwd: p [n×m] ← softmax(q kᵀ · scale + bias) over visible keys,
+// out [n×dv] (rows strided by ldo) ← (p ⊙ drop) v, or p v when drop
+// [n×m] is NULL. bias [n×m] may be NULL (no bias). p holds the weights
+// before dropout.
+__attribute__((target("avx2,fma")))
+static void attn_head_fwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                          int n, int m, int d, int dv, float scale, const float *mask, int causal,
+                          const float *bias, const float *drop, float *p, float *out, int ldo) {
 	const int m8 = (m + 7) & ~7;
 	float kt[MAXW * MAXW], s[MAXW * MAXW];
 	transpose_rows(k, ldk, m, d, kt, m8); // kt [d×m8]
@@ -131,6 +141,9 @@ void pf_attn_head_fwd(const float *q, int ldq, const float *k, int ldk, const fl
 		rows_axpy(n, d, m8, scale, q, ldq, 1, kt, m8, s, m8); // s [n×m8]
 		for (int i = 0; i < n; i++) memcpy(p + (size_t)i * m, s + (size_t)i * m8, sizeof(float) * (size_t)m);
 	}
+	// the bias is added to every score, masked keys included: the softmax
+	// ignores those whatever their value
+	if (bias) add_rows(bias, p, n * m);
 	pf_softmax_rows(p, n, m, mask, causal);
 	const float *w = p;
 	if (drop) {
@@ -138,6 +151,27 @@ void pf_attn_head_fwd(const float *q, int ldq, const float *k, int ldk, const fl
 		w = s;
 	}
 	rows_axpy(n, m, dv, 1, w, m, 1, v, ldv, out, ldo);
+}
+
+// pf_attn_head_fwd: p [n×m] ← softmax(q kᵀ · scale) over visible keys,
+// out [n×dv] (rows strided by ldo) ← (p ⊙ drop) v, or p v when drop
+// [n×m] is NULL. p holds the weights before dropout.
+__attribute__((target("avx2,fma")))
+void pf_attn_head_fwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                      int n, int m, int d, int dv, float scale, const float *mask, int causal,
+                      const float *drop, float *p, float *out, int ldo) {
+	attn_head_fwd(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, NULL, drop, p, out, ldo);
+}
+
+// pf_attn_head_fwd_bias is pf_attn_head_fwd with an additive score bias
+// [n×m] (fusedbayes.go: the noise of a Bayesian attention sample):
+// p ← softmax(q kᵀ · scale + bias) over the visible keys. The backward
+// pass is pf_attn_head_bwd's, from these p.
+__attribute__((target("avx2,fma")))
+void pf_attn_head_fwd_bias(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                           int n, int m, int d, int dv, float scale, const float *mask, int causal,
+                           const float *bias, const float *drop, float *p, float *out, int ldo) {
+	attn_head_fwd(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, bias, drop, p, out, ldo);
 }
 
 // pf_attn_head_bwd, with P the weights [n×m], D the dropout mask [n×m]

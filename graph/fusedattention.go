@@ -49,6 +49,7 @@ func attentionInputs(q, k, v, mask *Node) []*Node {
 type attentionKernel struct {
 	heads          int
 	causal, masked bool
+	biased         bool          // an additive score bias [B, H, N, M] follows the key mask
 	dropout        bool          // a dropout mask [B, H, N, M] is the last input
 	saved          *savedWeights // nil: the backward recomputes the weights
 }
@@ -78,13 +79,13 @@ func weightsBuffer[T float](a attentionKernel, n int) []T {
 }
 
 func (a attentionKernel) name() string {
-	return fmt.Sprintf("attention(h=%d,causal=%v,masked=%v,dropout=%v)", a.heads, a.causal, a.masked, a.dropout)
+	return fmt.Sprintf("attention(h=%d,causal=%v,masked=%v,biased=%v,dropout=%v)", a.heads, a.causal, a.masked, a.biased, a.dropout)
 }
 
 // operands splits a node's inputs — q, k, v (absent when hasV is false:
-// AttentionWeights), then the key mask and the dropout mask where a has
-// them — into their values.
-func operands[T float](a attentionKernel, in []*tensor.Dense, hasV bool) (q, k, v, mask, drop []T) {
+// AttentionWeights), then the key mask, the score bias and the dropout
+// mask where a has them — into their values.
+func operands[T float](a attentionKernel, in []*tensor.Dense, hasV bool) (q, k, v, mask, bias, drop []T) {
 	q, k = in[0].Data().([]T), in[1].Data().([]T)
 	i := 2
 	if hasV {
@@ -93,10 +94,13 @@ func operands[T float](a attentionKernel, in []*tensor.Dense, hasV bool) (q, k, 
 	if a.masked {
 		mask, i = in[i].Data().([]T), i+1
 	}
+	if a.biased {
+		bias, i = in[i].Data().([]T), i+1
+	}
 	if a.dropout {
 		drop = in[i].Data().([]T)
 	}
-	return q, k, v, mask, drop
+	return q, k, v, mask, bias, drop
 }
 
 // dims checks the shapes of a node's inputs (laid out as for operands)
@@ -128,6 +132,12 @@ func (a attentionKernel) dims(in []tensor.Shape, hasV bool) (b, n, m, d, dv int,
 	if a.masked {
 		if mask := in[i]; len(mask) != 2 || mask[0] != b || mask[1] != m {
 			return 0, 0, 0, 0, 0, fmt.Errorf("attention: key mask %v, want [%d %d]", mask, b, m)
+		}
+		i++
+	}
+	if a.biased {
+		if bias := in[i]; !bias.Eq(tensor.Shape{b, a.heads, n, m}) {
+			return 0, 0, 0, 0, 0, fmt.Errorf("attention: score bias %v, want [%d %d %d %d]", bias, b, a.heads, n, m)
 		}
 		i++
 	}
@@ -169,11 +179,18 @@ func (a attentionKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 	return nil
 }
 
-// weights fills p [N, M] with the softmax weights of head h of example bi.
-func weights[T float](a attentionKernel, q, k, mask []T, bi, h, n, m, d int, p []T) {
+// weights fills p [N, M] with the softmax weights of head h of example bi;
+// bias, when not nil, is the head's score bias [N, M], added to the
+// scaled scores before the softmax.
+func weights[T float](a attentionKernel, q, k, mask, bias []T, bi, h, n, m, d int, p []T) {
 	hd := a.heads * d
 	scale := T(1 / math.Sqrt(float64(d)))
 	gemm(false, true, n, m, d, scale, q[bi*n*hd+h*d:], hd, k[bi*m*hd+h*d:], hd, 0, p, m)
+	if bias != nil {
+		for j, x := range bias[:n*m] {
+			p[j] += x
+		}
+	}
 	var mrow []T
 	if mask != nil {
 		mrow = mask[bi*m : (bi+1)*m]
@@ -225,7 +242,7 @@ func softmaxRowsGo[T float](p []T, n, m int, mask []T, causal bool) {
 // weights [B, H, N, M].
 func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, wOut []T) {
 	hasV := wOut == nil
-	q, k, v, mask, drop := operands[T](a, in, hasV)
+	q, k, v, mask, bias, drop := operands[T](a, in, hasV)
 	b, n, m, d, dv, _ := a.dims(shapes(in), hasV)
 	hd, hv := a.heads*d, a.heads*dv
 	var saved []T
@@ -237,7 +254,7 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 	parallelFor(b*a.heads, func(w, i int) {
 		bi, h := i/a.heads, i%a.heads
 		if !hasV {
-			weights(a, q, k, mask, bi, h, n, m, d, wOut[i*n*m:(i+1)*n*m])
+			weights(a, q, k, mask, nil, bi, h, n, m, d, wOut[i*n*m:(i+1)*n*m])
 			return
 		}
 		if scratch[w] == nil {
@@ -247,15 +264,18 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 		if saved != nil {
 			p = saved[i*n*m : (i+1)*n*m]
 		}
-		var dh []T // this head's dropout mask [N, M]
+		var dh, bh []T // this head's dropout mask and score bias [N, M]
 		if drop != nil {
 			dh = drop[i*n*m : (i+1)*n*m]
 		}
+		if bias != nil {
+			bh = bias[i*n*m : (i+1)*n*m]
+		}
 		qh, kh, vh, oh := q[bi*n*hd+h*d:], k[bi*m*hd+h*d:], v[bi*m*hv+h*dv:], out[bi*n*hv+h*dv:]
-		if headForward32(a, qh, kh, vh, mask, dh, bi, n, m, d, dv, p, oh) {
+		if headForward32(a, qh, kh, vh, mask, bh, dh, bi, n, m, d, dv, p, oh) {
 			return
 		}
-		weights(a, q, k, mask, bi, h, n, m, d, p)
+		weights(a, q, k, mask, bh, bi, h, n, m, d, p)
 		if dh != nil {
 			if scratch[w].pd == nil {
 				scratch[w].pd = make([]T, n*m)
@@ -277,7 +297,8 @@ func mulRows[T float](x, d, y []T) []T {
 	return y
 }
 
-// constInput: the key mask and the dropout mask take no gradient.
+// constInput: the key mask, the score bias and the dropout mask take no
+// gradient.
 func (a attentionKernel) constInput(i int) bool { return i >= 3 }
 
 // grads packs dq, dk, dv from one backward pass and unpacks them.
@@ -315,7 +336,7 @@ func (g attentionGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 
 func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []T) {
 	ops, gOut := in[:len(in)-1], in[len(in)-1].Data().([]T)
-	q, k, v, mask, drop := operands[T](a, ops, true)
+	q, k, v, mask, bias, drop := operands[T](a, ops, true)
 	b, n, m, d, dv, _ := a.dims(shapes(ops), true)
 	dq, dk, dvv := packed[:len(q)], packed[len(q):len(q)+len(k)], packed[len(q)+len(k):]
 	hd, hv := a.heads*d, a.heads*dv
@@ -339,7 +360,11 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 		if saved != nil {
 			p = saved[i*n*m : (i+1)*n*m]
 		} else {
-			weights(a, q, k, mask, bi, h, n, m, d, p)
+			var bh []T
+			if bias != nil {
+				bh = bias[i*n*m : (i+1)*n*m]
+			}
+			weights(a, q, k, mask, bh, bi, h, n, m, d, p)
 		}
 		var dh []T // this head's dropout mask [N, M]
 		if drop != nil {
@@ -396,9 +421,9 @@ func (w attentionWeightsKernel) do(in []*tensor.Dense, out *tensor.Dense) error 
 
 // headForward32 runs one float32 head's forward in attention.c where it
 // applies (q, k, v, out: the head's first rows, strided as whole rows of
-// H heads; drop: the head's dropout mask [N, M] or nil), and reports
-// whether it did.
-func headForward32[T float](a attentionKernel, q, k, v, mask, drop []T, bi, n, m, d, dv int, p, out []T) bool {
+// H heads; bias, drop: the head's score bias and dropout mask [N, M] or
+// nil), and reports whether it did.
+func headForward32[T float](a attentionKernel, q, k, v, mask, bias, drop []T, bi, n, m, d, dv int, p, out []T) bool {
 	q32, ok := any(q).([]float32)
 	if !ok {
 		return false
@@ -408,6 +433,11 @@ func headForward32[T float](a attentionKernel, q, k, v, mask, drop []T, bi, n, m
 		mrow = any(mask).([]float32)[bi*m : (bi+1)*m]
 	}
 	hd, hv := a.heads*d, a.heads*dv
+	if bias != nil {
+		return attnHeadFwdBias32(q32, hd, any(k).([]float32), hd, any(v).([]float32), hv, n, m, d, dv,
+			float32(1/math.Sqrt(float64(d))), mrow, a.causal, any(bias).([]float32), any(drop).([]float32),
+			any(p).([]float32), any(out).([]float32), hv)
+	}
 	return attnHeadFwd32(q32, hd, any(k).([]float32), hd, any(v).([]float32), hv, n, m, d, dv,
 		float32(1/math.Sqrt(float64(d))), mrow, a.causal, any(drop).([]float32), any(p).([]float32),
 		any(out).([]float32), hv)

@@ -370,13 +370,14 @@ func BenchmarkAttention(b *testing.B) {
 type attnCase struct {
 	b, h, n, m, d, dv       int
 	causal, masked, dropout bool
+	biased                  bool // an additive score bias [B, H, N, M]
 }
 
 // attnData holds a case's operands: q [B, N, H·d], k [B, M, H·d],
 // v [B, M, H·dv], the key mask [B, M] (nil unless masked), the dropout
-// mask [B, H, N, M] (nil unless dropout) and the output gradient g
-// [B, N, H·dv].
-type attnData struct{ q, k, v, mask, drop, g []float64 }
+// mask [B, H, N, M] (nil unless dropout), the score bias [B, H, N, M]
+// (nil unless biased) and the output gradient g [B, N, H·dv].
+type attnData struct{ q, k, v, mask, drop, bias, g []float64 }
 
 // newAttnData draws a case's operands. With a key mask, the first
 // example's key 0 is padding (so with the causal mask its query 0 sees no
@@ -405,6 +406,10 @@ func newAttnData(rng *rand.Rand, c attnCase) attnData {
 			}
 		}
 	}
+	if c.biased {
+		// log-normal noise of σ = 1.5, as a Bayesian sample adds
+		x.bias = Normal(1.5)(rng, []int{c.b * c.h * c.n * c.m})
+	}
 	return x
 }
 
@@ -414,7 +419,8 @@ func (c attnCase) visible(x attnData, bi, i, j int) bool {
 }
 
 // refAttention is the definition, in plain float64 loops: per example,
-// head and query, the softmax of the scaled scores over the visible keys
+// head and query, the softmax of the scaled scores (plus the bias, if
+// any) over the visible keys
 // (0 elsewhere; all 0 if none is visible), times the dropout mask, times
 // v.
 func refAttention(c attnCase, x attnData) []float64 {
@@ -433,6 +439,9 @@ func refAttention(c attnCase, x attnData) []float64 {
 						w[j] += x.q[(bi*c.n+i)*hd+h*c.d+e] * x.k[(bi*c.m+j)*hd+h*c.d+e]
 					}
 					w[j] /= math.Sqrt(float64(c.d))
+					if x.bias != nil {
+						w[j] += x.bias[((bi*c.h+h)*c.n+i)*c.m+j]
+					}
 					mx = math.Max(mx, w[j])
 				}
 				var z float64
@@ -484,6 +493,9 @@ func runAttentionKernel[T float](t *testing.T, c attnCase, x attnData) attnResul
 	if c.masked {
 		in = append(in, dense(x.mask, c.b, c.m))
 	}
+	if c.biased {
+		in = append(in, dense(x.bias, c.b, c.h, c.n, c.m))
+	}
 	if c.dropout {
 		in = append(in, dense(x.drop, c.b, c.h, c.n, c.m))
 	}
@@ -495,7 +507,7 @@ func runAttentionKernel[T float](t *testing.T, c attnCase, x attnData) attnResul
 		}
 		return s[:n]
 	}
-	a := attentionKernel{heads: c.h, causal: c.causal, masked: c.masked, dropout: c.dropout, saved: &savedWeights{}}
+	a := attentionKernel{heads: c.h, causal: c.causal, masked: c.masked, biased: c.biased, dropout: c.dropout, saved: &savedWeights{}}
 	p, out, packed := buf(c.b*c.h*c.n*c.m), buf(len(x.g)), buf(len(x.q)+len(x.k)+len(x.v))
 	a.saved.p = p
 	attentionForward(a, in, out, nil)

@@ -1,0 +1,12 @@
+//go:build !cgo || purego
+
+package graph
+
+// Without cgo, Bayesian attention runs in Go (fusedbayes.go).
+
+func attnHeadFwdBias32([]float32, int, []float32, int, []float32, int, int, int, int, int,
+	float32, []float32, bool, []float32, []float32, []float32, []float32, int) bool {
+	return false
+}
+
+func weibullLogNoise32([]float32, []float32, float32) bool { return false }
