@@ -60,38 +60,12 @@ type AttendResult struct {
 	Mixture MixtureNodes
 }
 
-// Attend builds probabilistic attention, MATH.md §1–§6, batched over
-// examples and heads: the graph form of Run, equation for equation and
-// choice for choice (see Run, InitialMixture, AdaptKeys, Propagate and
-// InferValues), with the cfg.KeyIters + cfg.PropagateIters +
-// cfg.ValueIters iterations unrolled into closed-form differentiable ops.
-//
-//	q:       the queries q_i: [B, H, N, d]
-//	k:       the initial keys ξ_j⁰: [B, H, M, d]
-//	v:       the initial values μ_j⁰: [B, H, M, m]
-//	keyMask: the real memory units: [B, M], or nil if none is padded;
-//	         every example needs at least one real memory unit
-//	ex:      optional query mask, annotations and free-prior logits
-//
-// The per-head prior hyperparameters are learned parameters
-// "<name>.em.<field>" of shape [H] (see ParamName), created only if cfg
-// uses them, transformed as LayerHyperparams says and initialised from
-// DefaultRawParams(d). Value propagation is skipped, per example, when
-// that example annotates no real query unit.
-//
-// Gorgonia cannot differentiate with respect to a parameter the loss does
-// not reach, so Attend creates only the parameters that reach the readout,
-// and builds no update that cannot: the β update of the last propagation
-// iteration is left out when cfg.ValueIters = 0 (the readout then does
-// not read β), so with PropagateIters = 1 and ValueIters = 0, AdaptBeta
-// has no effect. Everything else equals Run.
-//
-// Scores use the expanded, clamped distance of §1, and every softmax
-// subtracts its max; padded memory units get the additive score
-// graph.MaskNegInf, so their weight is exactly 0 unless real scores fall
-// below about −1e9. Attend returns an error for a bad cfg or mismatched
-// shapes.
-func Attend(b *graph.Builder, name string, cfg Config, q, k, v, keyMask *graph.Node, ex *Extras) (AttendResult, error) {
+// attendComposed is Attend built from Gorgonia's generic ops, one node
+// per step of every phase: the graph form of Run, equation for equation.
+// It is the reference the fused op of Attend (graph.EMAttention) is
+// tested against, and many times slower; it takes the same inputs and
+// creates the same parameters.
+func attendComposed(b *graph.Builder, name string, cfg Config, q, k, v, keyMask *graph.Node, ex *Extras) (AttendResult, error) {
 	if ex == nil {
 		ex = &Extras{}
 	}
@@ -172,45 +146,61 @@ type layer struct {
 	updateBeta  func(t int) bool
 }
 
-func newLayer(b *graph.Builder, name string, cfg Config, q, k, v, keyMask *graph.Node, ex *Extras) (*layer, error) {
+// sizes holds the dimensions of one Attend call.
+type sizes struct {
+	batch, heads, nQuery, nMemory, keyDim, valueDim int // B, H, N, M, d, m
+}
+
+// checkInputs checks Attend's configuration and the shapes of its inputs,
+// and returns its sizes.
+func checkInputs(cfg Config, q, k, v, keyMask *graph.Node, ex *Extras) (sizes, error) {
 	if err := validateConfig(cfg); err != nil {
-		return nil, err
+		return sizes{}, err
 	}
 	if q == nil || k == nil || v == nil {
-		return nil, errors.New("nil q, k or v")
+		return sizes{}, errors.New("nil q, k or v")
 	}
 	qs, ks, vs := graph.Shape(q), graph.Shape(k), graph.Shape(v)
 	if len(qs) != 4 || len(ks) != 4 || len(vs) != 4 {
-		return nil, fmt.Errorf("q %v, k %v, v %v: want 4-D [B, H, ·, ·]", qs, ks, vs)
+		return sizes{}, fmt.Errorf("q %v, k %v, v %v: want 4-D [B, H, ·, ·]", qs, ks, vs)
+	}
+	z := sizes{batch: qs[0], heads: qs[1], nQuery: qs[2], keyDim: qs[3], nMemory: ks[2], valueDim: vs[3]}
+	if !slices.Equal(ks, []int{z.batch, z.heads, z.nMemory, z.keyDim}) || !slices.Equal(vs[:3], ks[:3]) {
+		return sizes{}, fmt.Errorf("q %v, k %v, v %v do not fit [B, H, N, d], [B, H, M, d], [B, H, M, m]", qs, ks, vs)
+	}
+	if err := checkShape("key mask", keyMask, z.batch, z.nMemory); err != nil {
+		return sizes{}, err
+	}
+	if err := checkShape("query mask", ex.QueryMask, z.batch, z.nQuery); err != nil {
+		return sizes{}, err
+	}
+	if (ex.Annotated == nil) != (ex.Values == nil) {
+		return sizes{}, errors.New("annotation mask and annotated values must come together")
+	}
+	if err := checkShape("annotation mask", ex.Annotated, z.batch, z.nQuery); err != nil {
+		return sizes{}, err
+	}
+	if err := checkShape("annotated values", ex.Values, z.batch, z.heads, z.nQuery, z.valueDim); err != nil {
+		return sizes{}, err
+	}
+	if err := checkShape("prior logits", ex.PiLogits, z.batch, z.heads, z.nMemory); err != nil {
+		return sizes{}, err
+	}
+	if ex.PiLogits != nil && cfg.Prior != FreePrior {
+		return sizes{}, fmt.Errorf("prior logits given to the %v prior", cfg.Prior)
+	}
+	return z, nil
+}
+
+func newLayer(b *graph.Builder, name string, cfg Config, q, k, v, keyMask *graph.Node, ex *Extras) (*layer, error) {
+	z, err := checkInputs(cfg, q, k, v, keyMask, ex)
+	if err != nil {
+		return nil, err
 	}
 	l := &layer{
 		b: b, name: name, cfg: cfg,
-		batch: qs[0], heads: qs[1], nQuery: qs[2], keyDim: qs[3], nMemory: ks[2], valueDim: vs[3],
-		groups: qs[0] * qs[1],
-	}
-	if !slices.Equal(ks, []int{l.batch, l.heads, l.nMemory, l.keyDim}) || !slices.Equal(vs[:3], ks[:3]) {
-		return nil, fmt.Errorf("q %v, k %v, v %v do not fit [B, H, N, d], [B, H, M, d], [B, H, M, m]", qs, ks, vs)
-	}
-	if err := checkShape("key mask", keyMask, l.batch, l.nMemory); err != nil {
-		return nil, err
-	}
-	if err := checkShape("query mask", ex.QueryMask, l.batch, l.nQuery); err != nil {
-		return nil, err
-	}
-	if (ex.Annotated == nil) != (ex.Values == nil) {
-		return nil, errors.New("annotation mask and annotated values must come together")
-	}
-	if err := checkShape("annotation mask", ex.Annotated, l.batch, l.nQuery); err != nil {
-		return nil, err
-	}
-	if err := checkShape("annotated values", ex.Values, l.batch, l.heads, l.nQuery, l.valueDim); err != nil {
-		return nil, err
-	}
-	if err := checkShape("prior logits", ex.PiLogits, l.batch, l.heads, l.nMemory); err != nil {
-		return nil, err
-	}
-	if ex.PiLogits != nil && cfg.Prior != FreePrior {
-		return nil, fmt.Errorf("prior logits given to the %v prior", cfg.Prior)
+		batch: z.batch, heads: z.heads, nQuery: z.nQuery, keyDim: z.keyDim, nMemory: z.nMemory, valueDim: z.valueDim,
+		groups: z.batch * z.heads,
 	}
 
 	l.q = l.flatten(q)

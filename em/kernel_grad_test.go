@@ -30,19 +30,38 @@ func TestAttendGradients(t *testing.T) {
 		masks   bool
 		piInput bool
 		want    []string // parameters that must be checked
+		noS     bool     // no annotated units
 	}{
-		{"every update, linked prior, masks", all, true, false, append(layer(headFields...), "q", "k", "v", "values")},
-		{"every update, learned free prior", freeAll, true, false, layer(append(slices.Clone(headFields), paramPiLogits)...)},
-		{"every update, free prior input, no masks", freeAll, false, true, append(layer(headFields...), "pi_logits")},
+		{"every update, linked prior, masks", all, true, false, append(layer(headFields...), "q", "k", "v", "values"), false},
+		{"every update, learned free prior", freeAll, true, false, layer(append(slices.Clone(headFields), paramPiLogits)...), false},
+		{"every update, free prior input, no masks", freeAll, false, true, append(layer(headFields...), "pi_logits"), false},
 		{"no optional update", Config{KeyIters: 2, PropagateIters: 2, ValueIters: 2}, true, false,
-			layer(paramThetaXi, paramThetaMu, paramAlpha0, paramBeta0)},
+			layer(paramThetaXi, paramThetaMu, paramAlpha0, paramBeta0), false},
+		// β⁰ reaches two propagation iterations unchanged while π adapts:
+		// the case where the composed graph's gradient of β⁰ was wrong.
+		{"π without β, T=2", Config{PropagateIters: 2, AdaptPi: true}, true, false,
+			layer(paramThetaMu, paramThetaPi, paramAlpha0, paramBeta0), false},
+		{"no iterations", Config{}, true, false, layer(paramAlpha0, paramBeta0), true},
+		{"keys T=1", Config{KeyIters: 1}, true, false, layer(paramThetaXi, paramAlpha0, paramBeta0), true},
+		{"keys T=3 α", Config{KeyIters: 3, AdaptAlpha: true}, true, false,
+			layer(paramThetaXi, paramAAlpha, paramBAlpha, paramAlpha0, paramBeta0), true},
+		{"propagation T=1 β π, values T=1", Config{PropagateIters: 1, ValueIters: 1, AdaptBeta: true, AdaptPi: true}, true, false,
+			layer(paramThetaMu, paramABeta, paramBBeta, paramThetaPi, paramAlpha0, paramBeta0), false},
+		{"propagation T=3 β π, no masks", Config{PropagateIters: 3, ValueIters: 1, AdaptBeta: true, AdaptPi: true}, false, false,
+			layer(paramThetaMu, paramABeta, paramBBeta, paramThetaPi, paramAlpha0, paramBeta0), false},
+		{"values T=1", Config{ValueIters: 1}, true, false, layer(paramAlpha0, paramBeta0), true},
+		{"values T=3, free prior input", Config{ValueIters: 3, Prior: FreePrior}, true, true,
+			append(layer(paramAlpha0, paramBeta0), "pi_logits"), true},
 	}
 	rng := rand.New(rand.NewPCG(21, 1))
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := randomBatch(rng, 2, 2, 3, 3, 2, 2, tc.masks, true)
+			p := randomBatch(rng, 2, 2, 3, 3, 2, 2, tc.masks, !tc.noS)
 			p.piInput = tc.piInput
 			for b := range p.B {
+				if tc.noS {
+					break
+				}
 				p.annotated[b*p.N] = 1 // every example propagates
 				if p.queryMask != nil {
 					p.queryMask[b*p.N] = 1

@@ -33,13 +33,17 @@ type constInputs interface {
 	constInput(i int) bool
 }
 
+// maxArity is the most inputs a custom op takes (EMAttention takes up to
+// 17: its tensors, masks and nine hyperparameters).
+const maxArity = 24
+
 // customOp adapts a kernel to Gorgonia's Op and SDOp interfaces. It
 // records the ranks of its inputs and output, which its type needs.
 type customOp struct {
 	k         kernel
 	arity     int
-	inDims    [8]int
-	intInputs uint8 // bit i: input i holds integers (token ids)
+	inDims    [maxArity]int
+	intInputs uint32 // bit i: input i holds integers (token ids)
 	outDims   int
 	out       *outBuffer // this node's output backing, kept between runs
 }
@@ -237,6 +241,9 @@ func (op customOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error
 // apply adds a custom op node, checking the shapes first so a mistake is
 // reported where the graph is built.
 func apply(k kernel, inputs ...*Node) *Node {
+	if len(inputs) > maxArity {
+		panic(buildError{fmt.Errorf("%s: %d inputs, at most %d", k.name(), len(inputs), maxArity)})
+	}
 	op := customOp{k: k, arity: len(inputs), out: &outBuffer{}}
 	shapes := make([]tensor.Shape, len(inputs))
 	for i, in := range inputs {

@@ -1,0 +1,721 @@
+package graph
+
+import (
+	"fmt"
+	"runtime"
+
+	"gorgonia.org/tensor"
+)
+
+// EMSpec sets what EMAttention computes: the iteration counts and options
+// of em/MATH.md §3–§6, and how heads are laid out.
+type EMSpec struct {
+	// KeyIters, PropagateIters and ValueIters are T_k (§4), T_p (§5) and
+	// T_v (§3).
+	KeyIters, PropagateIters, ValueIters int
+	// AdaptAlpha adds the α update to key adaptation; AdaptBeta and
+	// AdaptPi add the β and π updates to value propagation.
+	AdaptAlpha, AdaptBeta, AdaptPi bool
+	// FreePrior takes log π⁰ from EMInputs.PiLogits; otherwise π⁰ is the
+	// norm-linked prior of §2.
+	FreePrior bool
+	// Heads is H.
+	Heads int
+	// SplitHeads lays q, k, v and the annotated values out as
+	// [B, H, ·, ·], and the readout as [B, H, N, dv]. Otherwise they are
+	// [B, ·, H·w] with each head a strided view (as Attention takes
+	// them), so that no transposes are needed, and the readout is
+	// [B, N, H·dv].
+	SplitHeads bool
+}
+
+// EMInputs holds the inputs of EMAttention. Q, K and V are required, and
+// Alpha0; the others are nil when unused. Masks hold 1 for a real (or
+// annotated) unit and 0 otherwise; entries of padded units must be finite.
+type EMInputs struct {
+	Q *Node // queries q_i: [B, H, N, d] or [B, N, H·d]
+	K *Node // initial keys ξ⁰_j: [B, H, M, d] or [B, M, H·d]
+	V *Node // initial values μ⁰_j: [B, H, M, dv] or [B, M, H·dv]
+
+	KeyMask   *Node // real memory units: [B, M]
+	QueryMask *Node // real query units: [B, N]; padded ones drop out of every sum over i
+	Annotated *Node // the annotated units S: [B, N]; with Values
+	Values    *Node // their known values: [B, H, N, dv] or [B, N, H·dv]
+	PiLogits  *Node // the free prior's logits: [B, H, M] per example or [H, M] per head
+
+	// The per-head prior hyperparameters, already constrained, each [H]:
+	// α⁰ and β⁰, θ_ξ, a_α − 1, b_α, θ_μ, a_β − 1, b_β and θ_π − 1.
+	Alpha0, Beta0, ThetaXi, AAlphaExtra, BAlpha, ThetaMu, ABetaExtra, BBeta, PiExtra *Node
+}
+
+// EMOutput selects outputs of EMAttention.
+type EMOutput uint8
+
+const (
+	EMReadout EMOutput = 1 << iota // the inferred values v_i
+	EMWeights                      // the weights that formed them
+	EMMixture                      // the adapted ξ, α, μ, β and log π
+)
+
+// EMResult holds the outputs EMAttention was asked for; the others are nil.
+type EMResult struct {
+	Readout *Node // [B, H, N, dv] or [B, N, H·dv]; 0 at padded query units
+	Weights *Node // [B, H, N, M]; 0 at padded query units
+	Xi      *Node // ξ: [B, H, M, d]
+	Alpha   *Node // α: [B, H, M]
+	Mu      *Node // μ: [B, H, M, dv]
+	Beta    *Node // β: [B, H, M]
+	LogPi   *Node // log π: [B, H, M]; MaskNegInf at padded memory units
+}
+
+// EMAttention is probabilistic attention, em/MATH.md §1–§6, as one fused
+// op: per example and head, the initial prior π⁰ (§2), T_k iterations of
+// key adaptation from the real query units (§4), T_p iterations of value
+// propagation from the annotated ones (§5; skipped for an example whose S
+// is empty), and the readout of every query unit with T_v value
+// iterations (§3). It computes exactly what em's composed graph computes
+// (em.Attend builds it, and its tests compare them), including the choice
+// to leave out the last β update when T_v = 0.
+//
+// The forward pass keeps what the backward pass reads, and the backward
+// pass is the analytic adjoint of every step (emgroupback.go), so the
+// gradient reaches q, ξ⁰, μ⁰, the annotated values, the free prior's
+// logits and every hyperparameter through all the unrolled iterations.
+// The B·H problems run on all cores, each computed the same way whatever
+// the core count; matrix products go to gemm.c.
+//
+// Padded memory units get weight exactly 0 and keep their initial
+// parameters; padded query units leave every sum over i and read out 0.
+// Every example needs at least one real memory unit.
+func EMAttention(spec EMSpec, in EMInputs, want EMOutput) EMResult {
+	k, inputs := newEMKernel(spec, in, want)
+	node := apply(k, inputs...)
+	if want == EMReadout {
+		return EMResult{Readout: node}
+	}
+	var res EMResult
+	off := 0
+	part := func(s tensor.Shape) *Node {
+		p := apply(emPartKernel{offset: off, shape: fix(s), total: k.packedSize()}, node)
+		off += s.TotalSize()
+		return p
+	}
+	d := k.dims
+	if want&EMReadout != 0 {
+		res.Readout = part(k.readoutShape())
+	}
+	if want&EMWeights != 0 {
+		res.Weights = part(tensor.Shape{d.b, d.h, d.n, d.m})
+	}
+	if want&EMMixture != 0 {
+		res.Xi = part(tensor.Shape{d.b, d.h, d.m, d.d})
+		res.Alpha = part(tensor.Shape{d.b, d.h, d.m})
+		res.Mu = part(tensor.Shape{d.b, d.h, d.m, d.dv})
+		res.Beta = part(tensor.Shape{d.b, d.h, d.m})
+		res.LogPi = part(tensor.Shape{d.b, d.h, d.m})
+	}
+	return res
+}
+
+// Input slots of the EM op; absent optional inputs take no slot.
+const (
+	emQ = iota
+	emK
+	emV
+	emKeyMask
+	emQueryMask
+	emAnnotated
+	emValues
+	emPiLogits
+	emHyper0 // the nine hyperparameters, in emHyper's order
+	emSlots  = emHyper0 + emHyperCount
+)
+
+type emDims struct{ b, h, n, m, d, dv, g int }
+
+// emKernel is the EM op. at[slot] is the input position of a slot, or −1.
+type emKernel struct {
+	spec      EMSpec
+	at        [emSlots]int8
+	want      EMOutput
+	perHeadPi bool // PiLogits is [H, M]
+	dims      emDims
+	saved     *emSaved
+}
+
+// emSaved holds the traces of an EM node's last forward run for its
+// backward pass (as savedWeights does for Attention).
+type emSaved struct {
+	trace any // []float32 or []float64
+	fresh bool
+}
+
+func newEMKernel(spec EMSpec, in EMInputs, want EMOutput) (emKernel, []*Node) {
+	k := emKernel{spec: spec, want: want, saved: &emSaved{}}
+	if want == 0 || want&^(EMReadout|EMWeights|EMMixture) != 0 {
+		fail("em attention: no valid output asked for (%d)", want)
+	}
+	if spec.KeyIters < 0 || spec.PropagateIters < 0 || spec.ValueIters < 0 {
+		fail("em attention: negative iteration count in %+v", spec)
+	}
+	if spec.Heads < 1 {
+		fail("em attention: %d heads", spec.Heads)
+	}
+	if in.Q == nil || in.K == nil || in.V == nil || in.Alpha0 == nil {
+		fail("em attention: q, k, v and α⁰ are required")
+	}
+	slots := [emSlots]*Node{in.Q, in.K, in.V, in.KeyMask, in.QueryMask, in.Annotated, in.Values, in.PiLogits,
+		in.Alpha0, in.Beta0, in.ThetaXi, in.AAlphaExtra, in.BAlpha, in.ThetaMu, in.ABetaExtra, in.BBeta, in.PiExtra}
+	var inputs []*Node
+	for s, x := range slots {
+		k.at[s] = -1
+		if x != nil {
+			k.at[s] = int8(len(inputs))
+			inputs = append(inputs, x)
+		}
+	}
+	shapes := make([]tensor.Shape, len(inputs))
+	for i, x := range inputs {
+		shapes[i] = x.Shape()
+	}
+	if err := k.check(shapes); err != nil {
+		fail("em attention: %v", err)
+	}
+	return k, inputs
+}
+
+// check validates the inputs' shapes, the presence of what spec needs, and
+// sets k.dims and k.perHeadPi.
+func (k *emKernel) check(in []tensor.Shape) error {
+	s := k.spec
+	shape := func(slot int) tensor.Shape {
+		if k.at[slot] < 0 {
+			return nil
+		}
+		return in[k.at[slot]]
+	}
+	q, key, v := shape(emQ), shape(emK), shape(emV)
+	var d emDims
+	if s.SplitHeads {
+		if len(q) != 4 || len(key) != 4 || len(v) != 4 {
+			return fmt.Errorf("q %v, k %v, v %v: want 4-D [B, H, ·, ·]", q, key, v)
+		}
+		d = emDims{b: q[0], h: q[1], n: q[2], d: q[3], m: key[2], dv: v[3]}
+		if q[1] != s.Heads || !key.Eq(tensor.Shape{d.b, d.h, d.m, d.d}) || !v.Eq(tensor.Shape{d.b, d.h, d.m, d.dv}) {
+			return fmt.Errorf("q %v, k %v, v %v do not fit [B, %d, N, d], [B, %d, M, d], [B, %d, M, dv]", q, key, v, s.Heads, s.Heads, s.Heads)
+		}
+	} else {
+		if len(q) != 3 || len(key) != 3 || len(v) != 3 {
+			return fmt.Errorf("q %v, k %v, v %v: want 3-D [B, ·, H·w]", q, key, v)
+		}
+		if q[2]%s.Heads != 0 || v[2]%s.Heads != 0 {
+			return fmt.Errorf("q %v and v %v do not split into %d heads", q, v, s.Heads)
+		}
+		d = emDims{b: q[0], h: s.Heads, n: q[1], d: q[2] / s.Heads, m: key[1], dv: v[2] / s.Heads}
+		if !key.Eq(tensor.Shape{d.b, d.m, q[2]}) || v[0] != d.b || v[1] != d.m {
+			return fmt.Errorf("q %v, k %v, v %v do not fit [B, N, H·d], [B, M, H·d], [B, M, H·dv]", q, key, v)
+		}
+	}
+	d.g = d.b * d.h
+	if d.n < 1 || d.m < 1 || d.d < 1 || d.dv < 1 {
+		return fmt.Errorf("empty dimension in %+v", d)
+	}
+	k.dims = d
+	want := func(slot int, name string, need bool, shapes ...tensor.Shape) error {
+		got := shape(slot)
+		if got == nil {
+			if need {
+				return fmt.Errorf("%s is required", name)
+			}
+			return nil
+		}
+		for _, w := range shapes {
+			if got.Eq(w) {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s has shape %v, want %v", name, got, shapes[0])
+	}
+	valueShape := tensor.Shape{d.b, d.n, d.h * d.dv}
+	if s.SplitHeads {
+		valueShape = tensor.Shape{d.b, d.h, d.n, d.dv}
+	}
+	propagate := s.PropagateIters > 0 && k.at[emAnnotated] >= 0
+	if (k.at[emAnnotated] < 0) != (k.at[emValues] < 0) {
+		return fmt.Errorf("annotation mask and annotated values must come together")
+	}
+	hyper := []struct {
+		slot int
+		name string
+		need bool
+	}{
+		{emHyper0 + hAlpha0, "α⁰", true},
+		{emHyper0 + hBeta0, "β⁰", !s.FreePrior || propagate || s.ValueIters > 0},
+		{emHyper0 + hThetaXi, "θ_ξ", s.KeyIters > 0},
+		{emHyper0 + hAAlpha, "a_α − 1", s.KeyIters > 0 && s.AdaptAlpha},
+		{emHyper0 + hBAlpha, "b_α", s.KeyIters > 0 && s.AdaptAlpha},
+		{emHyper0 + hThetaMu, "θ_μ", propagate},
+		{emHyper0 + hABeta, "a_β − 1", propagate && s.updateBeta(0)},
+		{emHyper0 + hBBeta, "b_β", propagate && s.updateBeta(0)},
+		{emHyper0 + hPi, "θ_π − 1", propagate && s.AdaptPi},
+	}
+	for _, c := range hyper {
+		if err := want(c.slot, c.name, c.need, tensor.Shape{d.h}); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct {
+		slot   int
+		name   string
+		need   bool
+		shapes []tensor.Shape
+	}{
+		{emKeyMask, "key mask", false, []tensor.Shape{{d.b, d.m}}},
+		{emQueryMask, "query mask", false, []tensor.Shape{{d.b, d.n}}},
+		{emAnnotated, "annotation mask", false, []tensor.Shape{{d.b, d.n}}},
+		{emValues, "annotated values", false, []tensor.Shape{valueShape}},
+		{emPiLogits, "prior logits", s.FreePrior, []tensor.Shape{{d.b, d.h, d.m}, {d.h, d.m}}},
+	} {
+		if err := want(c.slot, c.name, c.need, c.shapes...); err != nil {
+			return err
+		}
+	}
+	if !s.FreePrior && k.at[emPiLogits] >= 0 {
+		return fmt.Errorf("prior logits given to the linked prior")
+	}
+	k.perHeadPi = k.at[emPiLogits] >= 0 && len(shape(emPiLogits)) == 2
+	return nil
+}
+
+func (k emKernel) name() string {
+	return fmt.Sprintf("em-attention(%+v,at=%v,want=%d)", k.spec, k.at, k.want)
+}
+
+func (k emKernel) readoutShape() tensor.Shape {
+	d := k.dims
+	if k.spec.SplitHeads {
+		return tensor.Shape{d.b, d.h, d.n, d.dv}
+	}
+	return tensor.Shape{d.b, d.n, d.h * d.dv}
+}
+
+// packedSize is the length of the op's output when it packs several.
+func (k emKernel) packedSize() int {
+	d := k.dims
+	size := 0
+	if k.want&EMReadout != 0 {
+		size += d.g * d.n * d.dv
+	}
+	if k.want&EMWeights != 0 {
+		size += d.g * d.n * d.m
+	}
+	if k.want&EMMixture != 0 {
+		size += d.g * (d.m*d.d + 4*d.m + d.m*d.dv)
+	}
+	return size
+}
+
+func (k emKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if err := k.check(in); err != nil {
+		return nil, fmt.Errorf("em attention: %w", err)
+	}
+	if k.want == EMReadout {
+		return k.readoutShape(), nil
+	}
+	return tensor.Shape{k.packedSize()}, nil
+}
+
+// constInput: masks take no gradient.
+func (k emKernel) constInput(i int) bool {
+	return i == int(k.at[emKeyMask]) || i == int(k.at[emQueryMask]) || i == int(k.at[emAnnotated])
+}
+
+func (k emKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	switch o := out.Data().(type) {
+	case []float32:
+		emRunForward(k, in, o)
+	case []float64:
+		emRunForward(k, in, o)
+	default:
+		return fmt.Errorf("unsupported dtype %T", o)
+	}
+	return nil
+}
+
+// problem returns the views of problem g = b·H + h of the inputs.
+func emProblemOf[T float](k emKernel, in []*tensor.Dense, g int) *emProblem[T] {
+	d := k.dims
+	b, h := g/d.h, g%d.h
+	data := func(slot int) []T {
+		if k.at[slot] < 0 {
+			return nil
+		}
+		return in[k.at[slot]].Data().([]T)
+	}
+	p := &emProblem[T]{n: d.n, m: d.m, d: d.d, dv: d.dv}
+	if k.spec.SplitHeads {
+		p.q, p.ldq = data(emQ)[g*d.n*d.d:], d.d
+		p.xi0, p.ldk = data(emK)[g*d.m*d.d:], d.d
+		p.mu0, p.ldv = data(emV)[g*d.m*d.dv:], d.dv
+		if x := data(emValues); x != nil {
+			p.vals, p.ldx = x[g*d.n*d.dv:], d.dv
+		}
+	} else {
+		p.q, p.ldq = data(emQ)[b*d.n*d.h*d.d+h*d.d:], d.h*d.d
+		p.xi0, p.ldk = data(emK)[b*d.m*d.h*d.d+h*d.d:], d.h*d.d
+		p.mu0, p.ldv = data(emV)[b*d.m*d.h*d.dv+h*d.dv:], d.h*d.dv
+		if x := data(emValues); x != nil {
+			p.vals, p.ldx = x[b*d.n*d.h*d.dv+h*d.dv:], d.h*d.dv
+		}
+	}
+	if x := data(emKeyMask); x != nil {
+		p.keyMask = x[b*d.m : (b+1)*d.m]
+	}
+	if x := data(emQueryMask); x != nil {
+		p.queryMask = x[b*d.n : (b+1)*d.n]
+	}
+	if x := data(emPiLogits); x != nil {
+		if k.perHeadPi {
+			p.logits = x[h*d.m : (h+1)*d.m]
+		} else {
+			p.logits = x[g*d.m : (g+1)*d.m]
+		}
+	}
+	for i := range emHyperCount {
+		if x := data(emHyper0 + i); x != nil {
+			p.h[i] = x[h]
+		}
+	}
+	p.realMemory = T(d.m)
+	if p.keyMask != nil {
+		p.realMemory = 0
+		for _, x := range p.keyMask {
+			p.realMemory += x
+		}
+	}
+	if ann := data(emAnnotated); ann != nil && k.spec.PropagateIters > 0 {
+		// S: annotated and real. Each problem builds its own, so the
+		// slice is new (a few dozen values).
+		p.inS = make([]T, d.n)
+		for i := range d.n {
+			p.inS[i] = ann[b*d.n+i]
+			if p.queryMask != nil {
+				p.inS[i] *= p.queryMask[i]
+			}
+			p.sizeS += p.inS[i]
+		}
+	}
+	return p
+}
+
+// emTraces returns k's trace buffer for G problems of dtype T.
+func emTraces[T float](k emKernel, size int) []T {
+	t, ok := k.saved.trace.([]T)
+	if !ok || len(t) != size {
+		t = make([]T, size)
+		k.saved.trace = t
+	}
+	return t
+}
+
+// emRunForward runs every problem's forward pass into the trace and
+// writes the outputs k wants.
+func emRunForward[T float](k emKernel, in []*tensor.Dense, out []T) {
+	d, s := k.dims, k.spec
+	size := emTraceSize(s, d.n, d.m, d.d, d.dv)
+	traces := emTraces[T](k, d.g*size)
+	scratch := make([][]T, runtime.GOMAXPROCS(0))
+	parallelFor(d.g, func(w, g int) {
+		if scratch[w] == nil {
+			scratch[w] = make([]T, emScratchSize(d.n, d.m))
+		}
+		p := emProblemOf[T](k, in, g)
+		tr := cutTrace(s, d.n, d.m, d.d, d.dv, traces[g*size:(g+1)*size])
+		emForward(s, p, tr, scratch[w])
+		if out != nil {
+			emWrite(k, out, p, tr, g)
+		}
+	})
+	k.saved.fresh = true
+}
+
+// emWrite writes problem g's outputs into out (packed in the order of
+// EMResult's fields, each over all problems, when k wants several).
+func emWrite[T float](k emKernel, out []T, p *emProblem[T], tr *emTrace[T], g int) {
+	d, s := k.dims, k.spec
+	b, h := g/d.h, g%d.h
+	off := 0
+	if k.want&EMReadout != 0 {
+		r := tr.r[s.ValueIters]
+		base, ld := g*d.n*d.dv, d.dv
+		if !s.SplitHeads {
+			base, ld = b*d.n*d.h*d.dv+h*d.dv, d.h*d.dv
+		}
+		for i := range d.n {
+			dst := out[base+i*ld : base+i*ld+d.dv]
+			if p.realQuery(i) {
+				copy(dst, r[i*d.dv:(i+1)*d.dv])
+			} else {
+				clear(dst)
+			}
+		}
+		off += d.g * d.n * d.dv
+	}
+	if k.want&EMWeights != 0 {
+		w, dst := tr.wi[s.ValueIters], out[off+g*d.n*d.m:off+(g+1)*d.n*d.m]
+		for i := range d.n {
+			if p.realQuery(i) {
+				copy(dst[i*d.m:(i+1)*d.m], w[i*d.m:(i+1)*d.m])
+			} else {
+				clear(dst[i*d.m : (i+1)*d.m])
+			}
+		}
+		off += d.g * d.n * d.m
+	}
+	if k.want&EMMixture == 0 {
+		return
+	}
+	xi, ldxi := p.xi0, p.ldk
+	if s.KeyIters > 0 {
+		xi, ldxi = tr.xi[s.KeyIters], d.d
+	}
+	for j := range d.m {
+		copy(out[off+(g*d.m+j)*d.d:off+(g*d.m+j+1)*d.d], xi[j*ldxi:j*ldxi+d.d])
+	}
+	off += d.g * d.m * d.d
+	copy(out[off+g*d.m:off+(g+1)*d.m], tr.al[s.KeyIters])
+	off += d.g * d.m
+	mu, ldmu, beta, logPi := p.mu0, p.ldv, tr.be[0], tr.lp0
+	if tr.pr {
+		tp := s.PropagateIters
+		mu, ldmu, beta, logPi = tr.mu[tp], d.dv, tr.be[tp], tr.lp[tp]
+	}
+	for j := range d.m {
+		copy(out[off+(g*d.m+j)*d.dv:off+(g*d.m+j+1)*d.dv], mu[j*ldmu:j*ldmu+d.dv])
+	}
+	off += d.g * d.m * d.dv
+	copy(out[off+g*d.m:off+(g+1)*d.m], beta)
+	off += d.g * d.m
+	copy(out[off+g*d.m:off+(g+1)*d.m], logPi)
+}
+
+// grads packs the gradients of every differentiable input from one
+// backward pass and unpacks them.
+func (k emKernel) grads(in []*Node, _, g *Node) []*Node {
+	packed := apply(emGradKernel{k}, append(append([]*Node{}, in...), g)...)
+	var shapes []tensor.Shape
+	for i, x := range in {
+		if !k.constInput(i) {
+			shapes = append(shapes, x.Shape())
+		}
+	}
+	parts := unpack(packed, shapes...)
+	out := make([]*Node, len(in))
+	for i := range in {
+		if !k.constInput(i) {
+			out[i], parts = parts[0], parts[1:]
+		}
+	}
+	return out
+}
+
+// emGradKernel is the backward pass of an EM op: its inputs are the op's,
+// then the gradient of its output; its output packs the gradients of the
+// differentiable inputs in input order.
+type emGradKernel struct{ k emKernel }
+
+func (e emGradKernel) name() string { return "grad-" + e.k.name() }
+func (e emGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	total := 0
+	for i, s := range in[:len(in)-1] {
+		if !e.k.constInput(i) {
+			total += s.TotalSize()
+		}
+	}
+	return tensor.Shape{total}, nil
+}
+func (e emGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	switch o := out.Data().(type) {
+	case []float32:
+		emRunBackward(e.k, in[:len(in)-1], in[len(in)-1].Data().([]float32), o)
+	case []float64:
+		emRunBackward(e.k, in[:len(in)-1], in[len(in)-1].Data().([]float64), o)
+	default:
+		return fmt.Errorf("unsupported dtype %T", o)
+	}
+	return nil
+}
+
+// emRunBackward computes the packed input gradients from the output
+// gradient gOut, from the forward's traces when they are fresh.
+func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
+	d, s := k.dims, k.spec
+	if !k.saved.fresh {
+		emRunForward[T](k, in, nil)
+	}
+	k.saved.fresh = false
+	size := emTraceSize(s, d.n, d.m, d.d, d.dv)
+	traces := emTraces[T](k, d.g*size)
+	clear(packed)
+	// Where each differentiable input's gradient starts in packed.
+	start := make([]int, len(in))
+	off := 0
+	for i, x := range in {
+		start[i] = -1
+		if !k.constInput(i) {
+			start[i] = off
+			off += x.Shape().TotalSize()
+		}
+	}
+	region := func(slot int) []T {
+		if k.at[slot] < 0 {
+			return nil
+		}
+		i := k.at[slot]
+		return packed[start[i] : start[i]+in[i].Shape().TotalSize()]
+	}
+	dq, dk, dv, dvals, dlogits := region(emQ), region(emK), region(emV), region(emValues), region(emPiLogits)
+	hyper := make([]emHyper[T], d.g) // per problem, summed over examples below
+	var logits []T                    // per problem, when the logits are per head
+	if k.perHeadPi {
+		logits = make([]T, d.g*d.m)
+	}
+	seedOff := k.seedOffsets()
+	scratch := make([][]T, runtime.GOMAXPROCS(0))
+	parallelFor(d.g, func(w, g int) {
+		if scratch[w] == nil {
+			scratch[w] = make([]T, emBackScratchSize(d.n, d.m, d.d, d.dv))
+		}
+		b, h := g/d.h, g%d.h
+		p := emProblemOf[T](k, in, g)
+		tr := cutTrace(s, d.n, d.m, d.d, d.dv, traces[g*size:(g+1)*size])
+		tr.pr = emPropagates(s, p)
+		seed := &emSeeds[T]{}
+		if k.want == EMReadout || k.want&EMReadout != 0 {
+			base, ld := g*d.n*d.dv, d.dv
+			if !s.SplitHeads {
+				base, ld = b*d.n*d.h*d.dv+h*d.dv, d.h*d.dv
+			}
+			seed.readout, seed.ldr = gOut[seedOff.readout+base:], ld
+		}
+		if k.want&EMWeights != 0 {
+			seed.weights = gOut[seedOff.weights+g*d.n*d.m:]
+		}
+		if k.want&EMMixture != 0 {
+			o := seedOff
+			seed.xi = gOut[o.xi+g*d.m*d.d : o.xi+(g+1)*d.m*d.d]
+			seed.alpha = gOut[o.alpha+g*d.m : o.alpha+(g+1)*d.m]
+			seed.mu = gOut[o.mu+g*d.m*d.dv : o.mu+(g+1)*d.m*d.dv]
+			seed.beta = gOut[o.beta+g*d.m : o.beta+(g+1)*d.m]
+			seed.logPi = gOut[o.logPi+g*d.m : o.logPi+(g+1)*d.m]
+		}
+		gr := &emGrads[T]{h: &hyper[g]}
+		if s.SplitHeads {
+			gr.q, gr.ldq = dq[g*d.n*d.d:], d.d
+			gr.xi0, gr.ldk = dk[g*d.m*d.d:], d.d
+			gr.mu0, gr.ldv = dv[g*d.m*d.dv:], d.dv
+			if dvals != nil {
+				gr.vals, gr.ldx = dvals[g*d.n*d.dv:], d.dv
+			}
+		} else {
+			gr.q, gr.ldq = dq[b*d.n*d.h*d.d+h*d.d:], d.h*d.d
+			gr.xi0, gr.ldk = dk[b*d.m*d.h*d.d+h*d.d:], d.h*d.d
+			gr.mu0, gr.ldv = dv[b*d.m*d.h*d.dv+h*d.dv:], d.h*d.dv
+			if dvals != nil {
+				gr.vals, gr.ldx = dvals[b*d.n*d.h*d.dv+h*d.dv:], d.h*d.dv
+			}
+		}
+		switch {
+		case k.perHeadPi:
+			gr.logits = logits[g*d.m : (g+1)*d.m]
+		case dlogits != nil:
+			gr.logits = dlogits[g*d.m : (g+1)*d.m]
+		}
+		emBackward(s, p, tr, seed, gr, cutBackScratch[T](d.n, d.m, d.d, d.dv, scratch[w]))
+	})
+	// Per-head gradients: sums over the examples, in a fixed order.
+	for i := range emHyperCount {
+		dst := region(emHyper0 + i)
+		if dst == nil {
+			continue
+		}
+		for g := range d.g {
+			dst[g%d.h] += hyper[g][i]
+		}
+	}
+	if k.perHeadPi {
+		for g := range d.g {
+			h := g % d.h
+			for j := range d.m {
+				dlogits[h*d.m+j] += logits[g*d.m+j]
+			}
+		}
+	}
+}
+
+// emSeedOffsets says where each output's gradient starts in the op's
+// output gradient.
+type emSeedOffsets struct{ readout, weights, xi, alpha, mu, beta, logPi int }
+
+func (k emKernel) seedOffsets() emSeedOffsets {
+	d := k.dims
+	var o emSeedOffsets
+	off := 0
+	if k.want&EMReadout != 0 {
+		o.readout = off
+		off += d.g * d.n * d.dv
+	}
+	if k.want&EMWeights != 0 {
+		o.weights = off
+		off += d.g * d.n * d.m
+	}
+	o.xi = off
+	o.alpha = o.xi + d.g*d.m*d.d
+	o.mu = o.alpha + d.g*d.m
+	o.beta = o.mu + d.g*d.m*d.dv
+	o.logPi = o.beta + d.g*d.m
+	return o
+}
+
+// emPartKernel is one output of a packed EM op: the values from offset,
+// in its shape. Its gradient places the part's gradient back into a
+// zero-filled packed gradient.
+type emPartKernel struct {
+	offset, total int
+	shape         fixedShape
+}
+
+func (p emPartKernel) name() string {
+	return fmt.Sprintf("em-part(%d,%d,%v)", p.offset, p.total, p.shape.get())
+}
+func (p emPartKernel) outShape([]tensor.Shape) (tensor.Shape, error) { return p.shape.get(), nil }
+func (p emPartKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	return unpackKernel{offset: p.offset, shape: p.shape}.do(in, out)
+}
+func (p emPartKernel) grads(_ []*Node, _, g *Node) []*Node {
+	return []*Node{apply(emPlaceKernel{offset: p.offset, total: p.total}, g)}
+}
+
+// emPlaceKernel puts its input at offset of a zero vector of length total.
+type emPlaceKernel struct{ offset, total int }
+
+func (p emPlaceKernel) name() string { return fmt.Sprintf("em-place(%d,%d)", p.offset, p.total) }
+func (p emPlaceKernel) outShape([]tensor.Shape) (tensor.Shape, error) {
+	return tensor.Shape{p.total}, nil
+}
+func (p emPlaceKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	switch o := out.Data().(type) {
+	case []float32:
+		clear(o)
+		copy(o[p.offset:], in[0].Data().([]float32))
+	case []float64:
+		clear(o)
+		copy(o[p.offset:], in[0].Data().([]float64))
+	}
+	return nil
+}
+
+// UpdatesBeta reports whether propagation iteration t updates β: the last
+// iteration's update reaches nothing when there is no value iteration, and
+// is left out (em/MATH.md §5; em.Attend explains why).
+func (s EMSpec) UpdatesBeta(t int) bool { return s.updateBeta(t) }

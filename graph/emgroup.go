@@ -1,0 +1,523 @@
+package graph
+
+import "math"
+
+// The per-problem arithmetic of EMAttention: one example and one head, the
+// forward pass recording what its backward pass reads (the trace), and
+// the backward pass as the adjoint of every step, in reverse. Products go
+// to gemm.c's kernel; everything else is a loop over [N×M] or [M×·].
+// em/MATH.md has the equations; the section of each step is cited where
+// it is computed.
+
+// emHyper holds one head's prior hyperparameters, already constrained
+// (em/MATH.md §6): the initial precisions, θ_ξ, a_α − 1, b_α, θ_μ,
+// a_β − 1, b_β and θ_π − 1, in that order, the order of their gradients.
+type emHyper[T float] [emHyperCount]T
+
+const (
+	hAlpha0 = iota
+	hBeta0
+	hThetaXi
+	hAAlpha
+	hBAlpha
+	hThetaMu
+	hABeta
+	hBBeta
+	hPi
+	emHyperCount
+)
+
+// emProblem is one problem's inputs as strided views: row i of q is
+// q[i·ldq:], and so on. Masks hold 1 or 0; nil masks mean all real.
+type emProblem[T float] struct {
+	n, m, d, dv int // N query units, M memory units, key and value widths
+
+	q    []T // [N×d], rows strided by ldq
+	xi0  []T // [M×d], ldk
+	mu0  []T // [M×dv], ldv
+	vals []T // annotated values [N×dv], ldx; nil without propagation
+	ldq, ldk, ldv, ldx int
+
+	keyMask   []T // [M] or nil
+	queryMask []T // [N] or nil
+	inS       []T // [N]: annotated and real; nil when propagation is skipped
+	logits    []T // [M]: the free prior's logits; nil for the linked prior
+	h         emHyper[T]
+
+	sizeS      T // |S|
+	realMemory T // number of real memory units
+}
+
+func (p *emProblem[T]) realKey(j int) bool   { return p.keyMask == nil || p.keyMask[j] != 0 }
+func (p *emProblem[T]) realQuery(i int) bool { return p.queryMask == nil || p.queryMask[i] != 0 }
+
+// emTrace is what one problem's forward pass keeps for its backward pass;
+// its slices are cut from one flat buffer (emLayout says where).
+type emTrace[T float] struct {
+	lp0, pi0, keyNorm0, valueNorm0 []T // initial log π and π [M]; ‖ξ⁰_j‖², ‖μ⁰_j‖²
+
+	dk []([]T) // D^(t) = dist(q, ξ^(t)) [N×M], t = 0…T_k
+	xi []([]T) // ξ^(t) [M×d], t = 1…T_k (ξ^(0) is the input)
+	al []([]T) // α^(t) [M], t = 0…T_k
+	wk []([]T) // key-adaptation weights [N×M], t < T_k
+	nk []([]T) // n_j [M]
+	ak []([]T) // Σ_i w_ij q_i [M×d]
+	kf []T     // the adapted key term K_ij [N×M]
+
+	ep  []([]T) // dist(V, μ^(t)) [N×M], t < T_p
+	ep2 []([]T) // dist(V, μ^(t+1)) [N×M], for the β update of iteration t
+	mu  []([]T) // μ^(t) [M×dv], t = 1…T_p
+	be  []([]T) // β^(t) [M], t = 0…T_p
+	lp  []([]T) // log π^(t) [M], t = 0…T_p
+	wp  []([]T) // propagation weights [N×M]
+	np  []([]T) // n_j [M]
+	bp  []([]T) // Σ_i w_ij v_i [M×dv]
+
+	wi []([]T) // inference weights [N×M], t = 0…T_v
+	r  []([]T) // readouts [N×dv], t = 0…T_v
+	f  []([]T) // dist(v^(t), μ) [N×M], t < T_v
+	pz []([]T) // Σ_j w_ij β_j [N], t < T_v
+	s0 []T     // K_ij + log π_j of the readout [N×M]
+	pr bool    // propagation ran
+}
+
+// emTraceSize returns the values one problem's trace holds.
+func emTraceSize(s EMSpec, n, m, d, dv int) int {
+	nm := n * m
+	size := 4*m + (s.KeyIters+1)*nm + s.KeyIters*(m*d) + (s.KeyIters+1)*m + s.KeyIters*(nm+m+m*d) + nm
+	tp := s.PropagateIters
+	size += tp*nm*2 + tp*m*dv + (tp+1)*2*m + tp*(nm+m+m*dv)
+	tv := s.ValueIters
+	size += (tv+1)*(nm+n*dv) + tv*(nm+n) + nm
+	return size
+}
+
+// cut slices a trace out of buf, which holds emTraceSize values.
+func cutTrace[T float](s EMSpec, n, m, d, dv int, buf []T) *emTrace[T] {
+	take := func(k int) []T {
+		x := buf[:k:k]
+		buf = buf[k:]
+		return x
+	}
+	many := func(count, k int) [][]T {
+		out := make([][]T, count)
+		for i := range out {
+			out[i] = take(k)
+		}
+		return out
+	}
+	nm := n * m
+	tk, tp, tv := s.KeyIters, s.PropagateIters, s.ValueIters
+	tr := &emTrace[T]{lp0: take(m), pi0: take(m), keyNorm0: take(m), valueNorm0: take(m)}
+	tr.dk = many(tk+1, nm)
+	tr.xi = append([][]T{nil}, many(tk, m*d)...)
+	tr.al = many(tk+1, m)
+	tr.wk, tr.nk, tr.ak = many(tk, nm), many(tk, m), many(tk, m*d)
+	tr.kf = take(nm)
+	tr.ep, tr.ep2 = many(tp, nm), many(tp, nm)
+	tr.mu = append([][]T{nil}, many(tp, m*dv)...)
+	tr.be, tr.lp = many(tp+1, m), many(tp+1, m)
+	tr.wp, tr.np, tr.bp = many(tp, nm), many(tp, m), many(tp, m*dv)
+	tr.wi, tr.r = many(tv+1, nm), many(tv+1, n*dv)
+	tr.f, tr.pz = many(tv, nm), many(tv, n)
+	tr.s0 = take(nm)
+	return tr
+}
+
+// sqNorms sets out[i] = ‖x_i‖² for rows x_i of width w strided by ld.
+func sqNorms[T float](x []T, rows, w, ld int, out []T) {
+	for i := range rows {
+		var s T
+		for _, v := range x[i*ld : i*ld+w] {
+			s += v * v
+		}
+		out[i] = s
+	}
+}
+
+// emDist sets out [n×m] to ‖a_i − c_j‖² = max(0, ‖a_i‖² − 2 a_i·c_j +
+// ‖c_j‖²), the expanded, clamped distance of em/MATH.md §1 (the clamp
+// absorbs rounding); aa and cc are the rows' squared norms.
+func emDist[T float](n, m, w int, a []T, lda int, c []T, ldc int, aa, cc, out []T) {
+	gemmKernel(false, true, n, m, w, -2, a, lda, c, ldc, 0, out, m, nil)
+	for i := range n {
+		row := out[i*m : (i+1)*m]
+		for j := range row {
+			x := row[j] + aa[i] + cc[j]
+			if x < 0 {
+				x = 0
+			}
+			row[j] = x
+		}
+	}
+}
+
+// emDistBack adds the gradient of Σ g_ij D_ij through D = emDist(a, c):
+// with G = g ⊙ [D > 0],
+//
+//	da_i += 2 (Σ_j G_ij) a_i − 2 Σ_j G_ij c_j,
+//	dc_j += 2 (Σ_i G_ij) c_j − 2 Σ_i G_ij a_i.
+//
+// g is overwritten with G; da or dc may be nil. rs and cs are scratch [n], [m].
+func emDistBack[T float](n, m, w int, a []T, lda int, c []T, ldc int, dist, g []T, da []T, ldda int, dc []T, lddc int, rs, cs []T) {
+	clear(cs[:m])
+	for i := range n {
+		row, d := g[i*m:(i+1)*m], dist[i*m:(i+1)*m]
+		var s T
+		for j := range row {
+			if !(d[j] > 0) {
+				row[j] = 0
+			}
+			s += row[j]
+			cs[j] += row[j]
+		}
+		rs[i] = s
+	}
+	if da != nil {
+		for i := range n {
+			if rs[i] == 0 {
+				continue
+			}
+			ai, di := a[i*lda:i*lda+w], da[i*ldda:i*ldda+w]
+			for k := range di {
+				di[k] += 2 * rs[i] * ai[k]
+			}
+		}
+		gemmKernel(false, false, n, w, m, -2, g, m, c, ldc, 1, da, ldda, nil)
+	}
+	if dc != nil {
+		for j := range m {
+			if cs[j] == 0 {
+				continue
+			}
+			cj, dj := c[j*ldc:j*ldc+w], dc[j*lddc:j*lddc+w]
+			for k := range dj {
+				dj[k] += 2 * cs[j] * cj[k]
+			}
+		}
+		gemmKernel(true, false, m, w, n, -2, g, m, a, lda, 1, dc, lddc, nil)
+	}
+}
+
+// emSoftmax sets w [n×m] to softmax_j of scores s over the real keys, the
+// E-step of em/MATH.md §3–§5; a row outside rows (nil: none) becomes 0,
+// so that it drops out of every sum over i. Padded keys get weight
+// exactly 0. s and w may be the same slice.
+func emSoftmax[T float](p *emProblem[T], s, w []T, rows []T) {
+	n, m := p.n, p.m
+	for i := range n {
+		src, dst := s[i*m:(i+1)*m], w[i*m:(i+1)*m]
+		if rows != nil && rows[i] == 0 {
+			clear(dst)
+			continue
+		}
+		top := T(math.Inf(-1))
+		for j, x := range src {
+			if p.realKey(j) && (x > top || x != x) {
+				top = x
+			}
+		}
+		if p.keyMask != nil {
+			for j := range src {
+				if p.keyMask[j] == 0 {
+					src[j] = top + MaskNegInf // e^(−1e9) is exactly 0
+				}
+			}
+		}
+		z := T(expRow(dst, src, top))
+		for j := range dst {
+			dst[j] /= z
+		}
+	}
+}
+
+// emSoftmaxBack turns the gradient dw of softmax rows w into that of their
+// scores, in place: ds_ij = w_ij (dw_ij − Σ_k w_ik dw_ik). Rows of zero
+// weights (masked) get 0.
+func emSoftmaxBack[T float](n, m int, w, dw []T) {
+	for i := range n {
+		wr, dr := w[i*m:(i+1)*m], dw[i*m:(i+1)*m]
+		var dot T
+		for j := range wr {
+			dot += wr[j] * dr[j]
+		}
+		for j := range wr {
+			dr[j] = wr[j] * (dr[j] - dot)
+		}
+	}
+}
+
+// emGaussian sets out_ij = base_ij + (k/2) log λ_j − (λ_j/2) D_ij, one
+// Gaussian factor's part of a component score (em/MATH.md §1); base may
+// be nil (0) or out itself.
+func emGaussian[T float](n, m, k int, lambda, dist, base, out []T) {
+	half := T(k) / 2
+	logs := make([]T, 0, 64)
+	for j := range m {
+		logs = append(logs, half*T(math.Log(float64(lambda[j]))))
+	}
+	for i := range n {
+		o, d := out[i*m:(i+1)*m], dist[i*m:(i+1)*m]
+		var b []T
+		if base != nil {
+			b = base[i*m : (i+1)*m]
+		}
+		for j := range o {
+			x := logs[j] - lambda[j]/2*d[j]
+			if b != nil {
+				x += b[j]
+			}
+			o[j] = x
+		}
+	}
+}
+
+// emGaussianBack adds, for s_ij = (k/2) log λ_j − (λ_j/2) D_ij with score
+// gradient ds, dλ_j += Σ_i ds_ij (k/(2λ_j) − D_ij/2) and sets dD_ij =
+// −(λ_j/2) ds_ij into dd (which may be nil: no gradient wanted).
+func emGaussianBack[T float](n, m, k int, lambda, dist, ds, dLambda, dd []T) {
+	half := T(k) / 2
+	for i := range n {
+		g, d := ds[i*m:(i+1)*m], dist[i*m:(i+1)*m]
+		var ddr []T
+		if dd != nil {
+			ddr = dd[i*m : (i+1)*m]
+		}
+		for j := range g {
+			dLambda[j] += g[j] * (half/lambda[j] - d[j]/2)
+			if ddr != nil {
+				ddr[j] = -lambda[j] / 2 * g[j]
+			}
+		}
+	}
+}
+
+// colSums sets out[j] = Σ_i x_ij for x [n×m].
+func colSums[T float](n, m int, x, out []T) {
+	clear(out[:m])
+	for i := range n {
+		for j, v := range x[i*m : (i+1)*m] {
+			out[j] += v
+		}
+	}
+}
+
+// emCentres is the M-step of a Gaussian mean under the prior N(c⁰_j,
+// θ⁻¹ I) (em/MATH.md §4 for keys, §5 for values):
+//
+//	c_j = (θ c⁰_j + λ_j A_j) / (θ + λ_j n_j),  A_j = Σ_i w_ij x_i,
+//
+// for the real units; a padded unit keeps c⁰_j. It sets n and a [m×w].
+func emCentres[T float](p *emProblem[T], w, x []T, ldx, width int, c0 []T, ldc0 int, lambda []T, theta T, n, a, c []T) {
+	colSums(p.n, p.m, w, n)
+	gemmKernel(true, false, p.m, width, p.n, 1, w, p.m, x, ldx, 0, a, width, nil)
+	for j := range p.m {
+		cj, c0j, aj := c[j*width:(j+1)*width], c0[j*ldc0:j*ldc0+width], a[j*width:(j+1)*width]
+		if !p.realKey(j) {
+			copy(cj, c0j)
+			continue
+		}
+		den := theta + lambda[j]*n[j]
+		for k := range cj {
+			cj[k] = (theta*c0j[k] + lambda[j]*aj[k]) / den
+		}
+	}
+}
+
+// emPrecision is the M-step of a Gaussian precision under the prior
+// Gamma(a, b) with the new centres (em/MATH.md §4 for α, §5 for β):
+//
+//	λ_j = (a − 1 + (k/2) n_j) / (b + ½ Σ_i w_ij D_ij),
+//
+// for the real units; a padded unit keeps old[j]. aExtra is a − 1.
+func emPrecision[T float](p *emProblem[T], w, dist, n []T, aExtra, b T, k int, old, out []T) {
+	for j := range p.m {
+		if !p.realKey(j) {
+			out[j] = old[j]
+			continue
+		}
+		var spread T
+		for i := range p.n {
+			spread += w[i*p.m+j] * dist[i*p.m+j]
+		}
+		out[j] = (aExtra + T(k)/2*n[j]) / (b + spread/2)
+	}
+}
+
+// updateBeta reports whether propagation iteration t updates β: the last
+// iteration's update reaches nothing when there is no value iteration,
+// and em's composed graph leaves it out (so both give the same mixture).
+func (s EMSpec) updateBeta(t int) bool {
+	return s.AdaptBeta && (t < s.PropagateIters-1 || s.ValueIters > 0)
+}
+
+// emForward runs one problem's EM (em/MATH.md "Order of the phases"),
+// filling tr. sc is scratch of emScratchSize values.
+func emForward[T float](s EMSpec, p *emProblem[T], tr *emTrace[T], sc []T) {
+	n, m, d, dv := p.n, p.m, p.d, p.dv
+	nm := n * m
+	qq, cc, sbuf := sc[:n], sc[n:n+max(m, n)], sc[n+max(m, n):n+max(m, n)+nm]
+
+	// §2: the initial mixing prior, once, from ξ⁰ and μ⁰.
+	sqNorms(p.xi0, m, d, p.ldk, tr.keyNorm0)
+	sqNorms(p.mu0, m, dv, p.ldv, tr.valueNorm0)
+	z := tr.lp0
+	for j := range m {
+		if p.logits != nil {
+			z[j] = p.logits[j]
+		} else {
+			z[j] = p.h[hAlpha0]/2*tr.keyNorm0[j] + p.h[hBeta0]/2*tr.valueNorm0[j]
+		}
+	}
+	emLogSoftmax(p, z, tr.pi0)
+
+	// §4: key adaptation.
+	sqNorms(p.q, n, d, p.ldq, qq)
+	for j := range m {
+		tr.al[0][j] = p.h[hAlpha0]
+	}
+	emDist(n, m, d, p.q, p.ldq, p.xi0, p.ldk, qq, tr.keyNorm0, tr.dk[0])
+	for t := range s.KeyIters {
+		emGaussian(n, m, d, tr.al[t], tr.dk[t], nil, sbuf)
+		addRows(n, m, sbuf, tr.lp0)
+		emSoftmax(p, sbuf, tr.wk[t], p.queryMask)
+		emCentres(p, tr.wk[t], p.q, p.ldq, d, p.xi0, p.ldk, tr.al[t], p.h[hThetaXi], tr.nk[t], tr.ak[t], tr.xi[t+1])
+		sqNorms(tr.xi[t+1], m, d, d, cc)
+		emDist(n, m, d, p.q, p.ldq, tr.xi[t+1], d, qq, cc, tr.dk[t+1])
+		if s.AdaptAlpha {
+			emPrecision(p, tr.wk[t], tr.dk[t+1], tr.nk[t], p.h[hAAlpha], p.h[hBAlpha], d, tr.al[t], tr.al[t+1])
+		} else {
+			copy(tr.al[t+1], tr.al[t])
+		}
+	}
+	tk := s.KeyIters
+	emGaussian(n, m, d, tr.al[tk], tr.dk[tk], nil, tr.kf)
+
+	// §5: value propagation from the annotated units, skipped when S is
+	// empty.
+	for j := range m {
+		tr.be[0][j] = p.h[hBeta0]
+	}
+	copy(tr.lp[0], tr.lp0)
+	tr.pr = emPropagates(s, p)
+	mu, ldmu, beta, logPi := p.mu0, p.ldv, tr.be[0], tr.lp0
+	if tr.pr {
+		vv := sc[n+max(m, n)+nm : n+max(m, n)+nm+n]
+		sqNorms(p.vals, n, dv, p.ldx, vv)
+		logDen := T(math.Log(float64(p.h[hPi]*p.realMemory + p.sizeS)))
+		for t := range s.PropagateIters {
+			muOld, ldOld := p.mu0, p.ldv
+			if t > 0 {
+				muOld, ldOld = tr.mu[t], dv
+			}
+			sqNorms(muOld, m, dv, ldOld, cc)
+			emDist(n, m, dv, p.vals, p.ldx, muOld, ldOld, vv, cc, tr.ep[t])
+			emGaussian(n, m, dv, tr.be[t], tr.ep[t], tr.kf, sbuf)
+			addRows(n, m, sbuf, tr.lp[t])
+			emSoftmax(p, sbuf, tr.wp[t], p.inS)
+			emCentres(p, tr.wp[t], p.vals, p.ldx, dv, p.mu0, p.ldv, tr.be[t], p.h[hThetaMu], tr.np[t], tr.bp[t], tr.mu[t+1])
+			if s.updateBeta(t) {
+				sqNorms(tr.mu[t+1], m, dv, dv, cc)
+				emDist(n, m, dv, p.vals, p.ldx, tr.mu[t+1], dv, vv, cc, tr.ep2[t])
+				emPrecision(p, tr.wp[t], tr.ep2[t], tr.np[t], p.h[hABeta], p.h[hBBeta], dv, tr.be[t], tr.be[t+1])
+			} else {
+				copy(tr.be[t+1], tr.be[t])
+			}
+			if s.AdaptPi {
+				for j := range m {
+					if p.realKey(j) {
+						tr.lp[t+1][j] = T(math.Log(float64(tr.np[t][j]+p.h[hPi]))) - logDen
+					} else {
+						tr.lp[t+1][j] = MaskNegInf
+					}
+				}
+			} else {
+				copy(tr.lp[t+1], tr.lp[t])
+			}
+		}
+		tp := s.PropagateIters
+		mu, ldmu, beta, logPi = tr.mu[tp], dv, tr.be[tp], tr.lp[tp]
+	}
+
+	// §3: value inference of every query unit.
+	copy(tr.s0, tr.kf)
+	addRows(n, m, tr.s0, logPi)
+	copy(sbuf, tr.s0)
+	emSoftmax(p, sbuf, tr.wi[0], nil)
+	gemmKernel(false, false, n, dv, m, 1, tr.wi[0], m, mu, ldmu, 0, tr.r[0], dv, nil)
+	if s.ValueIters > 0 {
+		sqNorms(mu, m, dv, ldmu, cc)
+	}
+	for t := range s.ValueIters {
+		sqNorms(tr.r[t], n, dv, dv, qq)
+		emDist(n, m, dv, tr.r[t], dv, mu, ldmu, qq, cc, tr.f[t])
+		emGaussian(n, m, dv, beta, tr.f[t], tr.s0, sbuf)
+		emSoftmax(p, sbuf, tr.wi[t+1], nil)
+		w, pz, r := tr.wi[t+1], tr.pz[t], tr.r[t+1]
+		for i := range n {
+			row := w[i*m : (i+1)*m]
+			var z T
+			for j := range row {
+				z += row[j] * beta[j]
+			}
+			pz[i] = z
+		}
+		precise := sbuf // w_ij β_j
+		for i := range n {
+			for j := range m {
+				precise[i*m+j] = w[i*m+j] * beta[j]
+			}
+		}
+		gemmKernel(false, false, n, dv, m, 1, precise, m, mu, ldmu, 0, r, dv, nil)
+		for i := range n {
+			for k := range dv {
+				r[i*dv+k] /= pz[i]
+			}
+		}
+	}
+}
+
+// emPropagates reports whether value propagation runs for p: it has
+// annotated units and iterations (§5 skips the phase when S is empty).
+func emPropagates[T float](s EMSpec, p *emProblem[T]) bool {
+	return p.inS != nil && p.sizeS > 0 && s.PropagateIters > 0
+}
+
+// emScratchSize is the scratch one problem needs beyond its trace.
+func emScratchSize(n, m int) int { return n + max(m, n) + n*m + n }
+
+// addRows adds the row vector v [m] to every row of x [n×m].
+func addRows[T float](n, m int, x, v []T) {
+	for i := range n {
+		row := x[i*m : (i+1)*m]
+		for j := range row {
+			row[j] += v[j]
+		}
+	}
+}
+
+// emLogSoftmax sets z to its log-softmax over the real units, MaskNegInf
+// at padded ones, and pi to the softmax (0 at padded ones).
+func emLogSoftmax[T float](p *emProblem[T], z, pi []T) {
+	top := math.Inf(-1)
+	for j, x := range z {
+		if p.realKey(j) {
+			top = math.Max(top, float64(x))
+		}
+	}
+	var total float64
+	for j, x := range z {
+		if p.realKey(j) {
+			total += math.Exp(float64(x) - top)
+		}
+	}
+	lse := T(top + math.Log(total))
+	for j := range z {
+		if p.realKey(j) {
+			z[j] -= lse
+			pi[j] = T(math.Exp(float64(z[j])))
+		} else {
+			z[j], pi[j] = MaskNegInf, 0
+		}
+	}
+}
