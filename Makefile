@@ -15,9 +15,13 @@ build:
 test:
 	$(GO) vet ./...
 	$(GO) test ./...
-	$(GO) test ./configs -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZ)
-	$(GO) test ./graph -run '^$$' -fuzz FuzzDecodeCheckpoint -fuzztime $(FUZZ)
-	$(GO) test ./graph -run '^$$' -fuzz FuzzReadSafetensors -fuzztime $(FUZZ)
+	GO=$(GO) bash configs/fuzz.sh ./configs FuzzParse $(FUZZ)
+	GO=$(GO) bash configs/fuzz.sh ./graph FuzzDecodeCheckpoint $(FUZZ)
+	GO=$(GO) bash configs/fuzz.sh ./graph FuzzReadSafetensors $(FUZZ)
+	GO=$(GO) bash configs/fuzz.sh ./datasets FuzzParallelTSV $(FUZZ)
+	GO=$(GO) bash configs/fuzz.sh ./datasets FuzzVocabJSON $(FUZZ)
+	GO=$(GO) bash configs/fuzz.sh ./losses FuzzBLEU $(FUZZ)
+	GO=$(GO) bash configs/fuzz.sh ./cmd/trainer FuzzCheckpointState $(FUZZ)
 
 # Train the default preset (maxnorm) and score it on its test set.
 train: build

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# fuzz.sh PACKAGE TARGET DURATION: run one fuzz target for DURATION (a
+# -fuzztime value) and fail unless it ran at least $FUZZ_MIN_EXECS inputs
+# (default 500). A target that runs a few inputs a second is not fuzzing:
+# some input, or the target itself, is too slow. `make test` runs every
+# target this way.
+#
+# Minimisation is off (FUZZ_MINIMIZE=0) unless set: the Go fuzzer
+# minimises every input that finds new coverage, trying O(n²) of its
+# sub-strings, which for a 1 KB config took the whole of a 10 s run and
+# showed as "0/sec". A failing input is still saved to testdata/fuzz and
+# printed; re-run it with `go test -run=TARGET/NAME PACKAGE`.
+set -euo pipefail
+if [ $# -ne 3 ]; then
+	echo "usage: $0 PACKAGE TARGET DURATION" >&2
+	exit 2
+fi
+pkg=$1 target=$2 duration=$3
+min=${FUZZ_MIN_EXECS:-500}
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+${GO:-go} test "$pkg" -run '^$' -fuzz "^${target}\$" -fuzztime "$duration" \
+	-fuzzminimizetime "${FUZZ_MINIMIZE:-0}" 2>&1 | tee "$log"
+execs=$(grep -o 'execs: [0-9]*' "$log" | tail -n 1 | grep -o '[0-9]*$' || true)
+if [ -z "$execs" ]; then
+	echo "fuzz.sh: $target in $pkg printed no execs: count; did it fuzz?" >&2
+	exit 1
+fi
+if [ "$execs" -lt "$min" ]; then
+	echo "fuzz.sh: $target in $pkg ran $execs inputs in $duration, fewer than $min: an input or the target is too slow" >&2
+	exit 1
+fi
+echo "fuzz.sh: $target ran $execs inputs in $duration"
