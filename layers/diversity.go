@@ -89,13 +89,6 @@ type weightedAttender interface {
 	attendWeighted(b *graph.Builder, name string, q, k, v *graph.Node, heads int, mask Mask) (out, weights *graph.Node)
 }
 
-// attendWeighted implements weightedAttender (here rather than in
-// emattention.go, next to its only caller).
-func (k EMKernel) attendWeighted(b *graph.Builder, name string, q, key, v *graph.Node, heads int, mask Mask) (out, weights *graph.Node) {
-	out, weights = k.attend(b, name, q, key, v, heads, mask)
-	return mergeHeads(out), weights
-}
-
 // withDiversity wraps kernel in a DiversityKernel if cfg.HeadDiversity is
 // positive, and checks it.
 func withDiversity(cfg AttentionConfig, kernel Kernel) (Kernel, error) {

@@ -173,8 +173,8 @@ func diversityLoss(b *graph.Builder, inner WeightsKernel, x *graph.Node, mask Ma
 	var out, w *graph.Node
 	if em, ok := inner.(EMKernel); ok {
 		q, k, v := dense(b, "att.q", x, 4), dense(b, "att.k", x, 4), dense(b, "att.v", x, 4)
-		read, weights := em.attend(b, "att", q, k, v, 2, mask)
-		out, w = dense(b, "att.o", mergeHeads(read), 4), weights
+		read, weights := em.attend(b, "att", q, k, v, 2, mask, graph.EMReadout|graph.EMWeights)
+		out, w = dense(b, "att.o", read, 4), weights
 	} else {
 		out, w = mha.Forward(b, x, x, mask), mha.Weights(b, x, x, mask)
 	}

@@ -40,31 +40,37 @@ func newEMKernel(cfg AttentionConfig) (EMKernel, error) {
 
 func (EMKernel) noCausalForm() {}
 
-// Attend implements Kernel: the heads are split to [B, H, ·, d] for em.
+// Attend implements Kernel: em.AttendHeads on the unsplit heads, so no
+// transposes are made.
 func (k EMKernel) Attend(b *graph.Builder, name string, q, key, v *graph.Node, heads int, mask Mask) *graph.Node {
-	out, _ := k.attend(b, name, q, key, v, heads, mask)
-	return mergeHeads(out)
+	out, _ := k.attend(b, name, q, key, v, heads, mask, graph.EMReadout)
+	return out
 }
 
 // Weights implements WeightsKernel: the weights that formed the readout.
-// The projections of Attend are reused, since equal nodes are shared.
 func (k EMKernel) Weights(b *graph.Builder, name string, q, key, v *graph.Node, heads int, mask Mask) *graph.Node {
-	_, w := k.attend(b, name, q, key, v, heads, mask)
+	_, w := k.attend(b, name, q, key, v, heads, mask, graph.EMWeights)
 	return w
 }
 
+// attendWeighted implements weightedAttender: readout and weights from
+// one fused op, for a loss on the weights (DiversityKernel).
+func (k EMKernel) attendWeighted(b *graph.Builder, name string, q, key, v *graph.Node, heads int, mask Mask) (out, weights *graph.Node) {
+	return k.attend(b, name, q, key, v, heads, mask, graph.EMReadout|graph.EMWeights)
+}
+
 // attend: q [B, N, H·d], key [B, M, H·d], v [B, M, H·dv] → out
-// [B, H, N, dv] and weights [B, H, N, M], both with zero rows at padded
-// queries. The Kernel interface has no error result, so an error panics,
-// as in em.Kernel.Attend; graph.Compile recovers it as its error.
-func (k EMKernel) attend(b *graph.Builder, name string, q, key, v *graph.Node, heads int, mask Mask) (out, weights *graph.Node) {
+// [B, N, H·dv] and weights [B, H, N, M], as want asks, both with zero
+// rows at padded queries. The Kernel interface has no error result, so
+// an error panics, as in em.Kernel.Attend; graph.Compile recovers it as
+// its error.
+func (k EMKernel) attend(b *graph.Builder, name string, q, key, v *graph.Node, heads int, mask Mask, want graph.EMOutput) (out, weights *graph.Node) {
 	if mask.Causal {
 		panic(fmt.Errorf("%s: em attention has no causal form", name))
 	}
-	res, err := em.Attend(b, name, k.Config, splitHeads(q, heads), splitHeads(key, heads), splitHeads(v, heads),
-		mask.Keys, &em.Extras{QueryMask: mask.Queries})
+	out, weights, err := em.AttendHeads(b, name, k.Config, heads, q, key, v, mask.Keys, &em.Extras{QueryMask: mask.Queries}, want)
 	if err != nil {
 		panic(err)
 	}
-	return res.Readout, res.Weights
+	return out, weights
 }
