@@ -8,30 +8,42 @@ import (
 	"probformer/graph"
 )
 
-// BenchmarkMaxNormStep times one training step (forward, backward, Adam)
-// of the maxnorm preset as shipped (batch 64 sets of 50 points in the
-// plane; ISAB(64, 4 heads, 16 inducing points) ×2 → PMA → Linear; MSE;
-// float32) with softmax attention, next to maxnorm-em with growing EM
-// iteration counts: T_k key adaptation iterations (em/MATH.md §4) and T_v
-// value inference iterations (§3). Differences between neighbouring rows
-// give the cost of one iteration of each kind; em-k2-v1 is the maxnorm-em
-// preset. Drawing the batch is not timed.
+// BenchmarkMaxNormStep times one training step (forward, backward, Adam;
+// drawing the batch is not timed, drawing the attention noise is) of the
+// maxnorm preset's model (batch 64 sets of 50 points in the plane;
+// ISAB(64, 4 heads, 16 inducing points) ×2 → PMA → Linear; LayerNorm;
+// MSE; float32) with each attention kind, so that every probabilistic
+// kernel has a softmax twin of the same size in the same run. A row's
+// name says what it runs: em-kK-vV is EM attention with T_k = K key
+// adaptation iterations (MATH.md §4; "alpha" adapts α too) and T_v = V
+// value iterations (§3), linked prior; em-k1-v0 is the maxnorm-em
+// preset. The -dim32-batch32 rows are the size of PyTorch's
+// maxnorm-em-k1v0 twin in
+// ../shared/bench/torch_em_bench.py (width 32, batch 32).
 func BenchmarkMaxNormStep(b *testing.B) {
-	iters := func(k, v string) []string {
-		return []string{"model.attention.key_iters=" + k, "model.attention.value_iters=" + v}
+	em := func(k, v string, alpha bool, more ...string) []string {
+		a := "false"
+		if alpha {
+			a = "true"
+		}
+		return append([]string{"model.attention.kind=em", "model.attention.key_iters=" + k,
+			"model.attention.value_iters=" + v, "model.attention.adapt_alpha=" + a}, more...)
 	}
+	small := []string{"model.dim=32", "training.batch=32"}
 	for _, c := range []struct {
-		name, preset string
-		sets         []string
+		name string
+		sets []string
 	}{
-		{"softmax", "maxnorm", nil},
-		{"em-k0-v0", "maxnorm-em", iters("0", "0")},
-		{"em-k1-v0", "maxnorm-em", iters("1", "0")},
-		{"em-k2-v0", "maxnorm-em", iters("2", "0")},
-		{"em-k2-v1", "maxnorm-em", nil},
+		{"softmax", nil},
+		{"em-k1-v0", em("1", "0", false)},
+		{"em-k2-alpha-v1", em("2", "1", true)},
+		{"bayes-weibull", []string{"model.attention.kind=bayes-weibull"}},
+		{"bayes-lognormal", []string{"model.attention.kind=bayes-lognormal"}},
+		{"softmax-dim32-batch32", small},
+		{"em-k1-v0-dim32-batch32", em("1", "0", false, small...)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			cfg, err := configs.Load(c.preset, c.sets)
+			cfg, err := configs.Load("maxnorm", c.sets)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -47,12 +59,14 @@ func BenchmarkMaxNormStep(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := task.feedTrain(rand.New(rand.NewPCG(1, 1)), prog, 1); err != nil {
+			rng := rand.New(rand.NewPCG(1, 1))
+			if err := task.feedTrain(rng, prog, 1); err != nil {
 				b.Fatal(err)
 			}
 			opt := graph.NewAdam(cfg.Optimizer.LR)
 			b.ResetTimer()
 			for range b.N {
+				prog.DrawNoise(rng)
 				if err := prog.Run(); err != nil {
 					b.Fatal(err)
 				}
