@@ -20,12 +20,13 @@ import (
 // It is 0 exactly when, for every query, the heads attend to one key
 // each and to different keys (so H ≤ M).
 //
-// Every query row counts, including those of padded queries (whose rows
-// are still distributions over the real keys) and, under a causal mask,
-// the first query, whose heads all see one key and so contribute
-// H² − H whatever the parameters. It returns a scalar; the identity is
-// the constant <name>.diversity.eye [H, H].
-func HeadDiversity(b *graph.Builder, name string, weights *graph.Node) *graph.Node {
+// Every query row counts, under a causal mask the first query too, whose
+// heads all see one key and so contribute H² − H whatever the
+// parameters; only the rows of padded queries are left out when
+// queryMask [B, N] (1 real, 0 padding) is given, so that padding changes
+// nothing: P = Σ_{b,n real} ‖·‖²_F / (number of real queries). It returns
+// a scalar; the identity is the constant <name>.diversity.eye [H, H].
+func HeadDiversity(b *graph.Builder, name string, weights, queryMask *graph.Node) *graph.Node {
 	s := graph.Shape(weights)
 	if len(s) != 4 {
 		panic(fmt.Errorf("%s: head diversity needs weights [B, H, N, M], has shape %v", name, s))
@@ -38,7 +39,12 @@ func HeadDiversity(b *graph.Builder, name string, weights *graph.Node) *graph.No
 		eye[i*h+i] = 1
 	}
 	dev := graph.BroadcastSub(gram, b.Constant(name+".diversity.eye", []int{h, h}, eye), 0)
-	return graph.Scale(graph.Sum(graph.Square(dev)), 1/float64(bs*n))
+	if queryMask == nil {
+		return graph.Scale(graph.Sum(graph.Square(dev)), 1/float64(bs*n))
+	}
+	perQuery := graph.Sum(graph.Reshape(graph.Square(dev), bs*n, h*h), 1) // [B·N]
+	real := graph.Reshape(queryMask, bs*n)
+	return graph.Div(graph.Sum(graph.Mul(perQuery, real)), graph.Sum(real))
 }
 
 // DiversityKernel is a kernel that also records the head-diversity
@@ -70,7 +76,7 @@ func (k DiversityKernel) Attend(b *graph.Builder, name string, q, key, v *graph.
 		out = k.Inner.Attend(b, name, q, key, v, heads, mask)
 		weights = k.Inner.Weights(b, name, q, key, v, heads, mask)
 	}
-	b.AddPenalty(name+".diversity", HeadDiversity(b, name, weights))
+	b.AddPenalty(name+".diversity", HeadDiversity(b, name, weights, mask.Queries))
 	return out
 }
 

@@ -97,7 +97,7 @@ func TestHeadDiversityReference(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			w := rowsOf(c.shape, c.row)
 			got := evalScalar(t, func(b *graph.Builder) *graph.Node {
-				return HeadDiversity(b, "att", b.Constant("w", c.shape, w))
+				return HeadDiversity(b, "att", b.Constant("w", c.shape, w), nil)
 			})
 			want := diversityReference(w, c.shape[0], c.shape[1], c.shape[2], c.shape[3])
 			if !math.IsNaN(c.want) && math.Abs(want-c.want) > 1e-15 {
@@ -119,7 +119,7 @@ func TestHeadDiversityGradients(t *testing.T) {
 	_, err := graph.CheckGradients(graph.NewParams(graph.Float64, 3), func(b *graph.Builder) *graph.Node {
 		logits := b.Param("logits", []int{2, 3, 2, 3}, graph.Normal(1))
 		w := graph.MaskedSoftmax(logits, b.Constant("mask", []int{2, 3}, maskBN))
-		return HeadDiversity(b, "att", w)
+		return HeadDiversity(b, "att", w, nil)
 	}, graph.GradCheckOptions{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +178,7 @@ func diversityLoss(b *graph.Builder, inner WeightsKernel, x *graph.Node, mask Ma
 	} else {
 		out, w = mha.Forward(b, x, x, mask), mha.Weights(b, x, x, mask)
 	}
-	return graph.Add(graph.Sum(out), HeadDiversity(b, "att", w))
+	return graph.Add(graph.Sum(out), HeadDiversity(b, "att", w, mask.Queries))
 }
 
 // TestDiversityKernelGradients checks the gradient of Σ out + P for a

@@ -62,6 +62,9 @@ var padKinds = []struct {
 	{"bayes-weibull", AttentionConfig{Kind: KindBayesWeibull}},
 	{"bayes-lognormal", AttentionConfig{Kind: KindBayesLogNormal}},
 	{"bayes-weibull-constant", AttentionConfig{Kind: KindBayesWeibull, Prior: PriorConstant}},
+	// The head-diversity penalty leaves padded query rows out.
+	{"scaled_dot-diversity", AttentionConfig{Kind: "softmax", HeadDiversity: 0.5}},
+	{"em-k1-diversity", AttentionConfig{Kind: "em", KeyIters: 1, HeadDiversity: 0.5}},
 }
 
 // padNet is what a block's build function gets: the kernels of its kind,
