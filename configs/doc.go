@@ -3,4 +3,10 @@
 // a value of the wrong type is an error that names the file, line and key.
 // A config file is the whole experiment: task, data, model, optimizer,
 // training schedule, seed and dtype.
+//
+// The work a config may ask of the decoder is bounded before it is
+// decoded: at most MaxConfigBytes, MaxDepth levels of nesting, MaxEntries
+// keys a section or items a list, and MaxNodes values with aliases
+// expanded; a duplicate key is an error. A --set value is held to the
+// same limits.
 package configs
