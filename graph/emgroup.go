@@ -354,6 +354,9 @@ func (s EMSpec) updateBeta(t int) bool {
 // emForward runs one problem's EM (em/MATH.md "Order of the phases"),
 // filling tr. sc is scratch of emScratchSize values.
 func emForward[T float](s EMSpec, p *emProblem[T], tr *emTrace[T], sc []T) {
+	if emForwardC(s, p, tr) { // float32 with AVX2: em.c, these steps in one call
+		return
+	}
 	n, m, d, dv := p.n, p.m, p.d, p.dv
 	nm := n * m
 	qq, cc, sbuf := sc[:n], sc[n:n+max(m, n)], sc[n+max(m, n):n+max(m, n)+nm]

@@ -57,6 +57,9 @@ func cutBackScratch[T float](n, m, d, dv int, buf []T) *emBackScratch[T] {
 // gradients of its outputs: the adjoint of emForward, step by step in
 // reverse (em/MATH.md §3, then §5, §4 and §2).
 func emBackward[T float](s EMSpec, p *emProblem[T], tr *emTrace[T], seed *emSeeds[T], g *emGrads[T], b *emBackScratch[T]) {
+	if emBackwardC(s, p, tr, seed, g) { // float32 with AVX2: em.c, these steps in one call
+		return
+	}
 	n, m, d, dv := p.n, p.m, p.d, p.dv
 	nm := n * m
 	dh := g.h

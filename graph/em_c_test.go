@@ -1,0 +1,235 @@
+package graph
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+// emCCase is one EMAttention configuration on which em.c is compared with
+// the Go path.
+type emCCase struct {
+	spec                  EMSpec
+	b, n, m, d, dv        int
+	masks, annotate, free bool
+	emptyS, perHeadPi     bool
+}
+
+func (c emCCase) String() string {
+	s := c.spec
+	return fmt.Sprintf("T%d-%d-%d_a%v_b%v_p%v_free%v_split%v_n%dm%dd%ddv%d_masks%v_ann%v_empty%v",
+		s.KeyIters, s.PropagateIters, s.ValueIters, s.AdaptAlpha, s.AdaptBeta, s.AdaptPi, c.free, s.SplitHeads,
+		c.n, c.m, c.d, c.dv, c.masks, c.annotate, c.emptyS)
+}
+
+// emCCases covers T_k, T_p, T_v from 0 to 3, every adapt flag, masks,
+// annotations (and an empty S), both priors, both head layouts, and
+// sizes on and off multiples of the vector width.
+func emCCases() []emCCase {
+	var cs []emCCase
+	sizes := [][4]int{{5, 7, 5, 6}, {32, 16, 16, 16}, {16, 32, 8, 8}, {9, 20, 11, 17}, {1, 1, 3, 2}}
+	i := 0
+	for tk := 0; tk <= 3; tk++ {
+		for tp := 0; tp <= 3; tp++ {
+			for tv := 0; tv <= 3; tv++ {
+				z := sizes[i%len(sizes)]
+				c := emCCase{b: 3, n: z[0], m: z[1], d: z[2], dv: z[3],
+					spec: EMSpec{KeyIters: tk, PropagateIters: tp, ValueIters: tv, Heads: 2,
+						AdaptAlpha: i%2 == 0, AdaptBeta: i%3 != 1, AdaptPi: i%4 < 2, SplitHeads: i%5 < 2},
+					masks: i%3 != 2, annotate: tp > 0 || i%7 == 0, free: i%6 == 1, emptyS: i%11 == 5,
+					perHeadPi: i%4 == 1}
+				cs = append(cs, c)
+				i++
+			}
+		}
+	}
+	return cs
+}
+
+// emCRun builds c's op in a training program of dtype dt whose loss
+// weighs every output by fixed random coefficients, runs it at GOMAXPROCS
+// procs, and returns the outputs and the gradients by name.
+func emCRun(t *testing.T, c emCCase, dt DType, useC bool, procs int) map[string][]float64 {
+	t.Helper()
+	defer func(u bool, p int) { emUseC = u; runtime.GOMAXPROCS(p) }(emUseC, runtime.GOMAXPROCS(procs))
+	emUseC = useC
+	s, h := c.spec, c.spec.Heads
+	s.FreePrior = c.free
+	rng := rand.New(rand.NewPCG(uint64(c.n*131+c.m), 3))
+	positive := func(lo, hi float64) Init {
+		return func(_ *rand.Rand, shape []int) []float64 {
+			v := make([]float64, shapeSize(shape))
+			for i := range v {
+				v[i] = lo + (hi-lo)*rng.Float64()
+			}
+			return v
+		}
+	}
+	mask := func(rows, cols int, p float64, keepFirst bool) []float64 {
+		v := make([]float64, rows*cols)
+		for i := range v {
+			if rng.Float64() >= p || (keepFirst && i%cols == 0) {
+				v[i] = 1
+			}
+		}
+		return v
+	}
+	ps := NewParams(dt, 7)
+	names := []string{"readout", "weights", "xi", "alpha", "mu", "beta", "log_pi"}
+	prog, err := Compile(ps, func(bd *Builder) error {
+		shape := func(rows, w int) []int {
+			if s.SplitHeads {
+				return []int{c.b, h, rows, w}
+			}
+			return []int{c.b, rows, h * w}
+		}
+		in := EMInputs{
+			Q: bd.Param("q", shape(c.n, c.d), Normal(0.5)),
+			K: bd.Param("k", shape(c.m, c.d), Normal(0.5)),
+			V: bd.Param("v", shape(c.m, c.dv), Normal(0.5)),
+		}
+		var keyMask []float64
+		if c.masks {
+			keyMask = mask(c.b, c.m, 0.3, true)
+			in.KeyMask = bd.Constant("key_mask", []int{c.b, c.m}, keyMask)
+			in.QueryMask = bd.Constant("query_mask", []int{c.b, c.n}, mask(c.b, c.n, 0.3, false))
+		}
+		if c.annotate {
+			p := 0.5
+			if c.emptyS {
+				p = 1
+			}
+			in.Annotated = bd.Constant("annotated", []int{c.b, c.n}, mask(c.b, c.n, p, false))
+			in.Values = bd.Param("values", shape(c.n, c.dv), Normal(0.5))
+		}
+		if c.free {
+			if c.perHeadPi {
+				in.PiLogits = bd.Param("logits", []int{h, c.m}, Normal(1))
+			} else {
+				in.PiLogits = bd.Param("logits", []int{c.b, h, c.m}, Normal(1))
+			}
+		}
+		hp := func(name string, lo, hi float64) *Node { return bd.Param(name, []int{h}, positive(lo, hi)) }
+		in.Alpha0, in.Beta0 = hp("alpha0", 0.3, 1.5), hp("beta0", 0.3, 1.5)
+		in.ThetaXi, in.AAlphaExtra, in.BAlpha = hp("theta_xi", 0.5, 2), hp("a_alpha", 0.5, 3), hp("b_alpha", 0.5, 3)
+		in.ThetaMu, in.ABetaExtra, in.BBeta = hp("theta_mu", 0.5, 2), hp("a_beta", 0.5, 3), hp("b_beta", 0.5, 3)
+		in.PiExtra = hp("pi_extra", 0.5, 2)
+		res := EMAttention(s, in, EMReadout|EMWeights|EMMixture)
+		var loss *Node
+		for i, x := range []*Node{res.Readout, res.Weights, res.Xi, res.Alpha, res.Mu, res.Beta, res.LogPi} {
+			bd.Output(names[i], x)
+			coef := make([]float64, shapeSize(Shape(x)))
+			for k := range coef {
+				coef[k] = rng.NormFloat64()
+				// log π is MaskNegInf at padded units: no loss term there
+				if names[i] == "log_pi" && keyMask != nil && keyMask[(k/(h*c.m))*c.m+k%c.m] == 0 {
+					coef[k] = 0
+				}
+			}
+			term := Sum(Mul(x, bd.Constant("coef_"+names[i], Shape(x), coef)))
+			if loss == nil {
+				loss = term
+			} else {
+				loss = Add(loss, term)
+			}
+		}
+		bd.SetLoss(loss)
+		return nil
+	}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.Run(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := prog.Gradients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := map[string][]float64{}
+	for k, v := range out {
+		res["d"+k] = v
+	}
+	for _, name := range names {
+		res[name], _ = prog.Output(name)
+	}
+	return res
+}
+
+// emRelErr is max|a − b| / max|b|: errors relative to the scale of a
+// tensor, as an element near 0 carries its neighbours' rounding.
+func emRelErr(a, b []float64) float64 {
+	var diff, scale float64
+	for i := range b {
+		diff = math.Max(diff, math.Abs(a[i]-b[i]))
+		if math.Abs(b[i]) < 1e8 { // log π's MaskNegInf
+			scale = math.Max(scale, math.Abs(b[i]))
+		}
+	}
+	if diff == 0 {
+		return 0
+	}
+	return diff / math.Max(scale, 1e-30)
+}
+
+// TestEMCMatchesGo compares em.c's float32 forward and backward with the
+// Go float32 path (to 1e-5 relative) and the Go float64 path (to float32
+// tolerance) on every output and gradient of emCCases.
+func TestEMCMatchesGo(t *testing.T) {
+	if !emCAvailable() {
+		t.Skip("em.c needs cgo and AVX2/FMA")
+	}
+	for _, c := range emCCases() {
+		t.Run(c.String(), func(t *testing.T) {
+			got := emCRun(t, c, Float32, true, 2)
+			ref := emCRun(t, c, Float32, false, 2)
+			ref64 := emCRun(t, c, Float64, false, 2)
+			for name, want := range ref {
+				g := got[name]
+				if len(g) != len(want) {
+					t.Fatalf("%s: %d values, want %d", name, len(g), len(want))
+				}
+				for i, x := range g {
+					if math.IsNaN(x) || math.IsInf(x, 0) {
+						t.Fatalf("%s[%d] = %v", name, i, x)
+					}
+				}
+				// Several unrolled EM steps amplify float32 rounding, most
+				// in the hyperparameters' gradients (sums over the batch
+				// of terms that mostly cancel): where C and Go float32
+				// differ by more than 1e-5, C must be no further from the
+				// float64 path than Go float32 is (to a factor 4: the two round differently, and the worst element of one need not be that of the other).
+				e32, e64, go64 := emRelErr(g, want), emRelErr(g, ref64[name]), emRelErr(want, ref64[name])
+				if e32 > 1e-5 && e64 > 4*max(go64, 1e-5) {
+					t.Errorf("%s: C vs Go float32: relative error %.3g; C vs float64 %.3g, Go float32 vs float64 %.3g", name, e32, e64, go64)
+				}
+				if e64 > 1e-3 {
+					t.Errorf("%s: C float32 vs Go float64: relative error %.3g", name, e64)
+				}
+			}
+		})
+	}
+}
+
+// TestEMCThreadCount checks that em.c's results are bit for bit the same
+// at GOMAXPROCS 1 and 2.
+func TestEMCThreadCount(t *testing.T) {
+	if !emCAvailable() {
+		t.Skip("em.c needs cgo and AVX2/FMA")
+	}
+	for i, c := range emCCases() {
+		if i%5 != 0 {
+			continue
+		}
+		one, two := emCRun(t, c, Float32, true, 1), emCRun(t, c, Float32, true, 2)
+		for name, a := range one {
+			for k := range a {
+				if math.Float64bits(a[k]) != math.Float64bits(two[name][k]) {
+					t.Fatalf("%v: %s[%d] = %v at GOMAXPROCS 1, %v at 2", c, name, k, a[k], two[name][k])
+				}
+			}
+		}
+	}
+}
