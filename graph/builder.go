@@ -1,8 +1,6 @@
 package graph
 
 import (
-	"fmt"
-
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -144,11 +142,7 @@ func build(params *Params, train bool, fn BuildFunc) (b *Builder, err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			if be, ok := r.(buildError); ok {
-				err = be.err
-			} else {
-				err = fmt.Errorf("build graph: %v", r)
-			}
+			err = recovered("build graph", r)
 		}
 	}()
 	if err := fn(b); err != nil {

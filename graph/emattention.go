@@ -576,7 +576,7 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 	}
 	dq, dk, dv, dvals, dlogits := region(emQ), region(emK), region(emV), region(emValues), region(emPiLogits)
 	hyper := make([]emHyper[T], d.g) // per problem, summed over examples below
-	var logits []T                    // per problem, when the logits are per head
+	var logits []T                   // per problem, when the logits are per head
 	if k.perHeadPi {
 		logits = make([]T, d.g*d.m)
 	}

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"runtime/debug"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -15,6 +16,19 @@ type Node = G.Node
 // it back into an error. Graph construction reads better as expressions
 // than as a chain of error checks.
 type buildError struct{ err error }
+
+// recovered turns a panic value r, recovered while doing what, into an
+// error. The project's own failures (buildError) are clean one-line
+// errors; any other panic — a nil dereference or an index out of range
+// in layer code, say — is a bug, and its error carries the stack where
+// it happened, so that it can be found (as gonum's mat.Maybe keeps
+// foreign panics).
+func recovered(what string, r any) error {
+	if be, ok := r.(buildError); ok {
+		return be.err
+	}
+	return fmt.Errorf("%s: %v (a bug; where it happened:)\n%s", what, r, debug.Stack())
+}
 
 func must(n *Node, err error) *Node {
 	if err != nil {

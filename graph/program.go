@@ -149,7 +149,7 @@ func (p *Program) InputShape(name string) []int {
 func (p *Program) Run() (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("run graph: %v", r)
+			err = recovered("run graph", r)
 		}
 	}()
 	if p.ran {

@@ -3,6 +3,7 @@ package graph
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -140,5 +141,29 @@ func TestCompileReportsShapeErrors(t *testing.T) {
 	}, false)
 	if err == nil {
 		t.Fatal("mismatched linear compiled")
+	}
+}
+
+// TestPanicsInBuildFunctions checks what Compile returns when a build
+// function panics: the project's own failures (a shape mismatch that an
+// op reports) are one-line errors, and a foreign panic (a bug such as an
+// index out of range in layer code) is an error that carries the stack
+// of the panic, so that the bug can be found; neither panics the caller.
+func TestPanicsInBuildFunctions(t *testing.T) {
+	ps := NewParams(Float64, 1)
+	_, err := Compile(ps, func(b *Builder) error {
+		Add(b.Input("a", 2, 3), b.Input("b", 3, 2))
+		return nil
+	}, false)
+	if err == nil || strings.Contains(err.Error(), "\n") {
+		t.Errorf("own failure: error %q, want one line", err)
+	}
+	var rows []int
+	_, err = Compile(ps, func(b *Builder) error {
+		_ = rows[3] // a bug
+		return nil
+	}, false)
+	if err == nil || !strings.Contains(err.Error(), "index out of range") || !strings.Contains(err.Error(), "program_test.go") {
+		t.Errorf("foreign panic: error %q, want the panic and the stack that names this file", err)
 	}
 }
