@@ -11,6 +11,7 @@
 // and only their first m columns are read; n·m8 ≤ 64·64 fits the scratch.
 // The weights p and the dropout mask are [n×m], as fusedattention.go
 // lays them out.
+#include <math.h>
 #include <string.h>
 #include <immintrin.h>
 #include "gemm.h"
@@ -216,4 +217,149 @@ void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const fl
 	rows_axpy(n, m, d, scale, ds, m8, 1, k, ldk, dq, ldq);
 	// dk [m×d]: row j = scale · Σ_i dS[i][j] q[i]
 	rows_axpy(m, n, d, scale, ds, 1, m8, q, ldq, dk, ldk);
+}
+
+// exp_nonpos is e^x for x ≤ 0, softmax.c's exp_le0 (that file keeps it
+// static): to a relative error below 3e-7, 0 below −87.
+__attribute__((target("avx2,fma")))
+static inline __m256 exp_nonpos(__m256 x) {
+	__m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
+	__m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+	                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+	r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+	__m256 p = _mm256_set1_ps(1.0f / 720);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+	__m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(k), 23);
+	__m256 y = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+	return _mm256_andnot_ps(under, y);
+}
+
+// hmax is the largest of the 8 lanes of v (NaN if one is NaN: maxps
+// returns its second operand when either is NaN, and the lanes are
+// folded with v second).
+__attribute__((target("avx2,fma")))
+static inline float hmax(__m256 v) {
+	float l[8];
+	_mm256_storeu_ps(l, v);
+	float mx = l[0];
+	for (int i = 1; i < 8; i++) mx = (l[i] > mx || l[i] != l[i]) ? l[i] : mx;
+	return mx;
+}
+
+// pf_bayes_kl_head computes one head of the KL of Bayesian attention
+// (fusedbayes.go, BayesAttentionKL) without a causal mask: the scores
+// s = q kᵀ·scale [n×m], and for each real query i (qmask[i] ≠ 0, or all
+// when qmask is NULL), over the visible keys V (mask[j] ≠ 0, or all),
+// lse_i = log Σ_{j∈V} e^{s_ij} and φ_ij = e^{s_ij − lse_i}. a and b are
+// per-key coefficients [m], 0 at masked keys; sa = Σ_j a_j.
+//   kind 0 (Weibull; a = α, b = α where the floor does not hold α, else 0):
+//     returns Σ_i (lse_i·sa − Σ_j a_j s_ij);
+//     backward: dS_ij = g (φ_ij·sa − a_j), agg[1] = Σ_i Σ_j b_j s_ij.
+//   kind 1 (log-normal; a_j = shift − log p_j): δ_ij = s_ij − lse_i + a_j,
+//     returns Σ_i Σ_{j∈V} δ_ij²;
+//     backward: dS_ij = g (δ_ij − φ_ij D_i), D_i = Σ_{j∈V} δ_ij, agg[1] = Σ_i D_i.
+// The backward runs when dq is not NULL: it also sets agg[0] = Σ_i lse_i and
+// colsum[j] = Σ_i s_ij over the real queries, and writes dq = dS k·scale,
+// dk = dSᵀ q·scale (strided as q and k), and returns 0. Sizes as for
+// pf_attn_head_fwd (d a multiple of 8 up to 64, m ≤ 64, n·m8 ≤ 64·64).
+__attribute__((target("avx2,fma")))
+double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n, int m, int d, float scale,
+                        const float *mask, const float *qmask, int kind, const float *a, const float *b, float g,
+                        float *dq, float *dk, float *colsum, double *agg) {
+	const int m8 = (m + 7) & ~7;
+	float kt[MAXW * MAXW], s[MAXW * MAXW], av[MAXW], bv[MAXW], keep[MAXW], cs[MAXW];
+	transpose_rows(k, ldk, m, d, kt, m8); // kt [d×m8]
+	rows_axpy(n, d, m8, scale, q, ldq, 1, kt, m8, s, m8); // s [n×m8], columns from m on 0
+	float sa = 0;
+	for (int j = 0; j < m8; j++) {
+		int vis = j < m && (!mask || mask[j] != 0);
+		keep[j] = vis ? 1.0f : 0.0f;
+		av[j] = vis ? a[j] : 0;
+		bv[j] = vis && b ? b[j] : 0;
+		cs[j] = 0;
+		sa += av[j];
+	}
+	const __m256 zero = _mm256_setzero_ps(), ninf = _mm256_set1_ps(-INFINITY), vsa = _mm256_set1_ps(sa),
+	             vg = _mm256_set1_ps(g);
+	double total = 0, lsum = 0, agg1 = 0;
+	for (int i = 0; i < n; i++) {
+		float *sr = s + (size_t)i * m8;
+		if (qmask && qmask[i] == 0) {
+			if (dq) memset(sr, 0, sizeof(float) * (size_t)m8); // dS row 0
+			continue;
+		}
+		__m256 vmx = ninf;
+		for (int j = 0; j < m8; j += 8) {
+			__m256 vis = _mm256_cmp_ps(_mm256_loadu_ps(keep + j), zero, _CMP_NEQ_OQ);
+			vmx = _mm256_max_ps(vmx, _mm256_blendv_ps(ninf, _mm256_loadu_ps(sr + j), vis));
+		}
+		float mx = hmax(vmx);
+		__m256 vm = _mm256_set1_ps(mx), zs = zero;
+		float e[MAXW];
+		for (int j = 0; j < m8; j += 8) {
+			__m256 vis = _mm256_cmp_ps(_mm256_loadu_ps(keep + j), zero, _CMP_NEQ_OQ);
+			__m256 ex = _mm256_and_ps(vis, exp_nonpos(_mm256_min_ps(zero, _mm256_sub_ps(_mm256_loadu_ps(sr + j), vm))));
+			_mm256_storeu_ps(e + j, ex);
+			zs = _mm256_add_ps(zs, ex);
+		}
+		float z = hsum(zs), lse = mx + logf(z);
+		__m256 vl = _mm256_set1_ps(lse);
+		if (kind == 0) {
+			__m256 as = zero, bs = zero;
+			for (int j = 0; j < m8; j += 8) {
+				__m256 x = _mm256_loadu_ps(sr + j);
+				as = _mm256_fmadd_ps(_mm256_loadu_ps(av + j), x, as);
+				bs = _mm256_fmadd_ps(_mm256_loadu_ps(bv + j), x, bs);
+			}
+			total += (double)lse * sa - hsum(as);
+			agg1 += hsum(bs);
+			if (dq) {
+				__m256 vz = _mm256_set1_ps(1 / z);
+				for (int j = 0; j < m8; j += 8) {
+					__m256 x = _mm256_loadu_ps(sr + j);
+					_mm256_storeu_ps(cs + j, _mm256_add_ps(_mm256_loadu_ps(cs + j), x));
+					__m256 phi = _mm256_mul_ps(_mm256_loadu_ps(e + j), vz);
+					_mm256_storeu_ps(sr + j, _mm256_mul_ps(vg, _mm256_fmsub_ps(phi, vsa, _mm256_loadu_ps(av + j))));
+				}
+			}
+		} else {
+			__m256 ds = zero, d2 = zero;
+			for (int j = 0; j < m8; j += 8) {
+				__m256 vis = _mm256_cmp_ps(_mm256_loadu_ps(keep + j), zero, _CMP_NEQ_OQ);
+				__m256 dl = _mm256_and_ps(vis, _mm256_add_ps(_mm256_sub_ps(_mm256_loadu_ps(sr + j), vl), _mm256_loadu_ps(av + j)));
+				ds = _mm256_add_ps(ds, dl);
+				d2 = _mm256_fmadd_ps(dl, dl, d2);
+			}
+			float dsum = hsum(ds);
+			total += hsum(d2);
+			agg1 += dsum;
+			if (dq) {
+				__m256 vz = _mm256_set1_ps(1 / z), vd = _mm256_set1_ps(dsum);
+				for (int j = 0; j < m8; j += 8) {
+					__m256 x = _mm256_loadu_ps(sr + j);
+					__m256 vis = _mm256_cmp_ps(_mm256_loadu_ps(keep + j), zero, _CMP_NEQ_OQ);
+					_mm256_storeu_ps(cs + j, _mm256_add_ps(_mm256_loadu_ps(cs + j), x));
+					__m256 dl = _mm256_and_ps(vis, _mm256_add_ps(_mm256_sub_ps(x, vl), _mm256_loadu_ps(av + j)));
+					__m256 phi = _mm256_mul_ps(_mm256_loadu_ps(e + j), vz);
+					_mm256_storeu_ps(sr + j, _mm256_mul_ps(vg, _mm256_fnmadd_ps(phi, vd, dl)));
+				}
+			}
+		}
+		lsum += lse;
+	}
+	if (!dq) return total;
+	agg[0] = lsum;
+	agg[1] = agg1;
+	for (int j = 0; j < m; j++) colsum[j] = cs[j];
+	// dq [n×d]: row i = scale · Σ_j dS[i][j] k[j]
+	rows_axpy(n, m, d, scale, s, m8, 1, k, ldk, dq, ldq);
+	// dk [m×d]: row j = scale · Σ_i dS[i][j] q[i]
+	rows_axpy(m, n, d, scale, s, 1, m8, q, ldq, dk, ldk);
+	return 0;
 }

@@ -330,6 +330,8 @@ func (g bayesKLGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 type klScratch[T float] struct {
 	s, ds []T // scores and their gradient [N, M]
 	row   []T // a row's exponentials [M]
+	// attention.c's per-key coefficients and column sums [M]
+	a, b, colsum []T
 	// the prior of a set of visible keys [M]: log p, p, α, lgamma(α), ψ(α),
 	// and a row's ∂KL/∂log p
 	logp, p, alpha, lga, psi, e []float64
@@ -394,13 +396,12 @@ func bayesKLRun[T float](a bayesKLKernel, o klOperands[T], in []tensor.Shape, gO
 	parallelFor(b*h, func(w, x int) {
 		if scratch[w] == nil {
 			f := func() []float64 { return make([]float64, m) }
-			scratch[w] = &klScratch[T]{s: make([]T, n*m), ds: make([]T, n*m), row: make([]T, m),
+			scratch[w] = &klScratch[T]{s: make([]T, n*m), ds: make([]T, n*m), row: make([]T, m), a: make([]T, m), b: make([]T, m), colsum: make([]T, m),
 				logp: f(), p: f(), alpha: f(), lga: f(), psi: f(), e: f(), dc: f()}
 		}
 		sc := scratch[w]
 		bi, hh := x/h, x%h
 		qh, kh := o.q[bi*n*hd+hh*d:], o.k[bi*m*hd+hh*d:]
-		gemm(false, true, n, m, d, T(scale), qh, hd, kh, hd, 0, sc.s, m)
 		var mrow, crow []T
 		if o.keyMask != nil {
 			mrow = o.keyMask[bi*m : (bi+1)*m]
@@ -408,6 +409,26 @@ func bayesKLRun[T float](a bayesKLKernel, o klOperands[T], in []tensor.Shape, gO
 		if o.c != nil {
 			crow = o.c[x*m : (x+1)*m]
 		}
+		var qrow []T
+		if o.queryMask != nil {
+			qrow = o.queryMask[bi*n : (bi+1)*n]
+		}
+		var dqh, dkh []T
+		if backward {
+			dqh, dkh = dq[bi*n*hd+hh*d:], dk[bi*m*hd+hh*d:]
+		}
+		if !a.cfg.Causal {
+			if v, ok := klHeadC(a.cfg, cs, sc, qh, kh, mrow, qrow, crow, n, m, d, hd, scale, g, dqh, dkh); ok {
+				sums[x] = v
+				if dc != nil {
+					for j, v := range sc.dc {
+						dc[x*m+j] = T(v)
+					}
+				}
+				return
+			}
+		}
+		gemm(false, true, n, m, d, T(scale), qh, hd, kh, hd, 0, sc.s, m)
 		if backward {
 			clear(sc.ds)
 			clear(sc.dc)
@@ -438,8 +459,8 @@ func bayesKLRun[T float](a bayesKLKernel, o klOperands[T], in []tensor.Shape, gO
 		if !backward {
 			return
 		}
-		gemm(false, false, n, d, m, T(scale), sc.ds, m, kh, hd, 0, dq[bi*n*hd+hh*d:], hd)
-		gemm(true, false, m, d, n, T(scale), sc.ds, m, qh, hd, 0, dk[bi*m*hd+hh*d:], hd)
+		gemm(false, false, n, d, m, T(scale), sc.ds, m, kh, hd, 0, dqh, hd)
+		gemm(true, false, m, d, n, T(scale), sc.ds, m, qh, hd, 0, dkh, hd)
 		if dc != nil {
 			for j, v := range sc.dc {
 				dc[x*m+j] = T(v)
@@ -479,8 +500,9 @@ func visibleCount[T float](keyMask []T, bi, i, m int, causal bool) int {
 func visible[T float](mrow []T, j int) bool { return mrow == nil || mrow[j] != 0 }
 
 // klPrior fills sc's prior for the visible keys j < lim: log p, p, and for
-// the Weibull kernel α, lgamma(α) and (with grad) ψ(α). It returns the
-// number of visible keys.
+// the Weibull kernel α and lgamma(α), or with grad ψ(α) instead. It
+// returns the number of visible keys. The constant prior's α is one value,
+// whose lgamma or ψ is computed once.
 func klPrior[T float](c BayesKL, sc *klScratch[T], crow, mrow []T, lim int, grad bool) int {
 	nv := 0
 	mx := math.Inf(-1)
@@ -500,28 +522,53 @@ func klPrior[T float](c BayesKL, sc *klScratch[T], crow, mrow []T, lim int, grad
 		var z float64
 		for j := range lim {
 			if visible(mrow, j) {
-				z += math.Exp(float64(crow[j]) - mx)
+				sc.p[j] = math.Exp(float64(crow[j]) - mx)
+				z += sc.p[j]
 			}
 		}
-		lz = mx + math.Log(z)
+		lz = math.Log(z)
+		for j := range lim {
+			if visible(mrow, j) {
+				sc.p[j] /= z
+				sc.logp[j] = float64(crow[j]) - mx - lz
+			}
+		}
+	} else {
+		for j := range lim {
+			sc.p[j], sc.logp[j] = 1/float64(nv), -lz
+		}
+	}
+	if c.Posterior != BayesWeibull {
+		return nv
+	}
+	var al0, f0 float64 // the constant prior's α and its lgamma or ψ
+	if crow == nil {
+		al0 = c.PriorRate * math.Max(1/float64(nv), BayesAlphaFloor)
+		if grad {
+			f0 = digamma(al0)
+		} else {
+			f0, _ = math.Lgamma(al0)
+		}
 	}
 	for j := range lim {
 		if !visible(mrow, j) {
 			continue
 		}
-		lp := -lz
-		if crow != nil {
-			lp = float64(crow[j]) - lz
-		}
-		sc.logp[j], sc.p[j] = lp, math.Exp(lp)
-		if c.Posterior != BayesWeibull {
+		if crow == nil {
+			sc.alpha[j] = al0
+			if grad {
+				sc.psi[j] = f0
+			} else {
+				sc.lga[j] = f0
+			}
 			continue
 		}
 		al := c.PriorRate * math.Max(sc.p[j], BayesAlphaFloor)
 		sc.alpha[j] = al
-		sc.lga[j], _ = math.Lgamma(al)
 		if grad {
 			sc.psi[j] = digamma(al)
+		} else {
+			sc.lga[j], _ = math.Lgamma(al)
 		}
 	}
 	return nv
@@ -614,4 +661,109 @@ func klRow[T float](c BayesKL, cs klConsts, sc *klScratch[T], mrow, s []T, lim i
 		}
 	}
 	return sum
+}
+
+// klHeadC computes one float32 head without a causal mask in attention.c
+// (pf_bayes_kl_head) and reports whether it did: the head's Σ KL_ij, or
+// with dq and dk (the head's first rows) its gradients, with dc in sc.dc.
+// attention.c returns sums over the rows, from which the prior's terms
+// follow per key: for the Weibull kernel, with e_ij = ea_j (A + ψ_j) +
+// ea_j (lse_i − s_ij) (ea = α where the floor does not hold it, else 0),
+//
+//	Σ_i e_il = n_r ea_l (A + ψ_l) + ea_l (Σ_i lse_i − Σ_i s_il),
+//
+// and for the log-normal, Σ_i δ_il = Σ_i s_il − Σ_i lse_i + n_r (shift −
+// log p_l), with n_r the real queries.
+func klHeadC[T float](c BayesKL, cs klConsts, sc *klScratch[T], qh, kh, mrow, qrow, crow []T, n, m, d, hd int,
+	scale, g float64, dqh, dkh []T) (float64, bool) {
+	q32, ok := any(qh).([]float32)
+	if !ok {
+		return 0, false
+	}
+	nReal := n
+	if qrow != nil {
+		nReal = 0
+		for _, v := range qrow {
+			if v != 0 {
+				nReal++
+			}
+		}
+	}
+	backward := dqh != nil
+	nv := klPrior(c, sc, crow, mrow, m, backward)
+	if nv == 0 || nReal == 0 {
+		return 0, false // the Go loop writes the zeros
+	}
+	kind, gc := 0, g
+	var sumA, sumLg, sumEa, sumEb float64
+	for j := range m {
+		sc.a[j], sc.b[j] = 0, 0
+		if !visible(mrow, j) {
+			continue
+		}
+		if c.Posterior == BayesWeibull {
+			sc.a[j] = T(sc.alpha[j])
+			sumA += sc.alpha[j]
+			if backward {
+				if sc.p[j] > BayesAlphaFloor {
+					sc.b[j] = T(sc.alpha[j])
+					sumEa += sc.alpha[j]
+					sumEb += sc.alpha[j] * (cs.a + sc.psi[j])
+				}
+			} else {
+				sumLg += sc.lga[j]
+			}
+		} else {
+			kind, gc = 1, 2*cs.inv2s02*g
+			sc.a[j] = T(cs.shift - sc.logp[j])
+		}
+	}
+	var dq32, dk32, col32 []float32
+	if backward {
+		dq32, dk32, col32 = any(dqh).([]float32), any(dkh).([]float32), any(sc.colsum).([]float32)
+	}
+	var mr, qr []float32
+	if mrow != nil {
+		mr = any(mrow).([]float32)
+	}
+	if qrow != nil {
+		qr = any(qrow).([]float32)
+	}
+	var agg [2]float64
+	rows, ok := klHead32(q32, any(kh).([]float32), hd, n, m, d, float32(scale), mr, qr, kind,
+		any(sc.a).([]float32), any(sc.b).([]float32), float32(gc), dq32, dk32, col32, &agg)
+	if !ok {
+		return 0, false
+	}
+	nr := float64(nReal)
+	if !backward {
+		if c.Posterior == BayesWeibull {
+			return rows + nr*(cs.a*sumA+c.PriorRate+sumLg+float64(nv)*cs.c0), true
+		}
+		return nr*float64(nv)*cs.c0 + cs.inv2s02*rows, true
+	}
+	if crow == nil {
+		return 0, true
+	}
+	lsum := agg[0]
+	if c.Posterior == BayesWeibull {
+		etot := nr*sumEb + lsum*sumEa - agg[1]
+		for j := range m {
+			sc.dc[j] = 0
+			if visible(mrow, j) && sc.p[j] > BayesAlphaFloor {
+				ea := sc.alpha[j]
+				sc.dc[j] = g * (nr*ea*(cs.a+sc.psi[j]) + ea*(lsum-float64(sc.colsum[j])) - sc.p[j]*etot)
+			} else if visible(mrow, j) {
+				sc.dc[j] = -g * sc.p[j] * etot
+			}
+		}
+		return 0, true
+	}
+	for j := range m {
+		sc.dc[j] = 0
+		if visible(mrow, j) {
+			sc.dc[j] = -gc * (float64(sc.colsum[j]) - lsum + nr*float64(sc.a[j]) - sc.p[j]*agg[1])
+		}
+	}
+	return 0, true
 }

@@ -34,8 +34,8 @@ const bayesPriorHidden = 10
 
 // bayesAlphaFloor keeps the Gamma prior's shape α = β₀·max(p, floor)
 // positive where a key is masked (p = 0), since lgamma has a pole at 0; the
-// KL of such entries is left out of the mean.
-const bayesAlphaFloor = 1e-8
+// KL of such entries is left out of the mean. It is the fused KL's floor.
+const bayesAlphaFloor = graph.BayesAlphaFloor
 
 // eulerGamma is the Euler–Mascheroni constant γ = −ψ(1).
 const eulerGamma = 0.5772156649015329
@@ -149,176 +149,93 @@ func (a BayesAttention) Attend(b *graph.Builder, name string, q, k, v *graph.Nod
 		}
 		noise = b.Noise(name+".noise", dist, shape...)
 	}
-	out, _, kl := a.attend(b, name, name+".bayes", q, k, v, heads, mask, noise, b.Training())
+	out, kl := a.attend(b, name, q, k, v, heads, mask, noise, b.Training())
 	if kl != nil {
 		b.AddPenalty(name+".kl", kl)
 	}
 	return out
 }
 
-// Weights implements WeightsKernel: the mean weights φ [B, H, N, M].
+// Weights implements WeightsKernel: the mean weights φ [B, H, N, M],
+// composed from graph ops so that they have a gradient (the head-diversity
+// penalty trains through them).
 func (a BayesAttention) Weights(b *graph.Builder, name string, q, k, v *graph.Node, heads int, mask Mask) *graph.Node {
-	_, w, _ := a.attend(b, name, name+".weights", q, k, v, heads, mask, nil, false)
+	_, w, _ := a.attendComposed(b, name, name+".weights", q, k, v, heads, mask, nil, false)
 	return w
 }
 
-// attend returns the readout [B, N, H·dv] and the weights W [B, H, N, M]
-// for the noise [B, H, N, M] (u or ε), and with withKL the layer's KL̄ (a
-// scalar); without noise, the weights are φ and there is no KL. The prior
-// network is only built for the KL: a graph whose loss leaves it out
-// cannot have its parameters. consts prefixes the names of the constants
-// it adds.
-func (a BayesAttention) attend(b *graph.Builder, name, consts string, q, k, v *graph.Node, heads int, mask Mask, noise *graph.Node, withKL bool) (out, weights, kl *graph.Node) {
+// attend returns the readout [B, N, H·dv] for the noise [B, H, N, M] (u or
+// ε), and with withKL the layer's KL̄ (a scalar); without noise the weights
+// are φ and there is no KL. It is attendComposed's computation, fused
+// (graph/fusedbayes.go): with the noise term alone as a score bias,
+//
+//	b_ij = (1/k)·log(−log u_ij)  (Weibull, §3),   b_ij = σ ε_ij  (log-normal, §4)
+//
+// W_ij = softmax_j log S_ij = softmax_j (s_ij + b_ij), since log φ_ij − s_ij
+// and the constants −lgamma(1+1/k), −σ²/2 are the same for every key of a
+// row and a softmax ignores them. So a sample is graph.BiasedAttention,
+// the mean readout graph.Attention, and KL̄ (§5) graph.BayesAttentionKL,
+// each one op with an analytic backward pass. The KL leaves padded queries
+// (mask.Queries) out of its mean. The prior network is only built for the
+// KL: a graph whose loss leaves it out cannot have its parameters.
+func (a BayesAttention) attend(b *graph.Builder, name string, q, k, v *graph.Node, heads int, mask Mask, noise *graph.Node, withKL bool) (out, kl *graph.Node) {
 	qs, ks := graph.Shape(q), graph.Shape(k)
-	n, m, d := qs[1], ks[1], qs[2]/heads
-	if mask.Causal && n != m {
-		panic(fmt.Errorf("%s: causal attention needs as many queries as keys, has %d and %d", name, n, m))
+	if mask.Causal && qs[1] != ks[1] {
+		panic(fmt.Errorf("%s: causal attention needs as many queries as keys, has %d and %d", name, qs[1], ks[1]))
 	}
-	scores := graph.BatchedMatMul(splitHeads(q, heads), splitHeads(k, heads), false, true) // [B, H, N, M]
-	scores = maskLogits(b, consts+".causal", graph.Scale(scores, 1/math.Sqrt(float64(d))), mask)
 	if noise == nil {
-		weights = graph.Softmax(scores, 3)
-	} else {
-		logPhi := graph.LogSoftmax(scores, 3)
-		weights = graph.Softmax(a.logSample(logPhi, noise), 3)
-		if withKL {
-			logP := a.logPrior(b, name, consts, k, heads, n, mask)
-			kl = a.meanKL(b, consts, logPhi, logP, heads, mask)
-		}
+		return graph.Attention(q, k, v, mask.Keys, heads, mask.Causal), nil
 	}
-	read := graph.BatchedMatMul(weights, splitHeads(v, heads), false, false) // [B, H, N, dv]
-	return mergeHeads(read), weights, kl
-}
-
-// logSample is log S of §3 or §4 from log φ and the noise, both
-// [B, H, N, M].
-func (a BayesAttention) logSample(logPhi, noise *graph.Node) *graph.Node {
-	if a.Kind == KindBayesLogNormal {
-		return graph.Add(graph.AddScalar(logPhi, -a.Sigma*a.Sigma/2), graph.Scale(noise, a.Sigma))
+	out = graph.BiasedAttention(q, k, v, mask.Keys, a.noiseBias(noise), heads, mask.Causal)
+	if !withKL {
+		return out, nil
 	}
-	lg, _ := math.Lgamma(1 + 1/a.K)
-	// −log(1 − u) is an Exp(1) draw, whose 1/k-th power is a Weibull(k, 1)
-	// draw. It is computed as −log u, which has the same distribution:
-	// a float32 u just below 1 rounds to 1, where 1 − u would give S = ∞
-	// and a NaN softmax, while u gives S = 0, a weight of 0.
-	gumbel := graph.Log(graph.Neg(graph.Log(noise)))
-	return graph.Add(graph.AddScalar(logPhi, -lg), graph.Scale(gumbel, 1/a.K))
-}
-
-// logPrior is log p [B, H, N, M], the log prior mean of each weight (§2),
-// normalised over the keys each query sees.
-func (a BayesAttention) logPrior(b *graph.Builder, name, consts string, k *graph.Node, heads, n int, mask Mask) *graph.Node {
-	ks := graph.Shape(k)
-	bs, m := ks[0], ks[1]
-	grid := b.Constant(consts+".prior.grid", []int{bs * heads, n, m}, make([]float64, bs*heads*n*m))
-	logits := grid // constant prior: equal logits
+	var logits *graph.Node // nil: the constant prior
 	if a.Prior == PriorContextual {
-		c := contextualPriorLogits(b, name, k, heads)                       // [B, H, M]
-		logits = graph.BroadcastAdd(grid, graph.Reshape(c, bs*heads, m), 1) // over queries
+		logits = contextualPriorLogits(b, name, k, heads)
 	}
-	logits = maskLogits(b, consts+".prior.causal", graph.Reshape(logits, bs, heads, n, m), mask)
-	return graph.LogSoftmax(logits, 3)
+	return out, graph.BayesAttentionKL(q, k, mask.Keys, mask.Queries, logits, a.klConfig(heads, mask.Causal))
+}
+
+// noiseBias is the score bias b [B, H, N, M] of a sample from the noise
+// [B, H, N, M]: (1/k)·log(−log u) for the Weibull kernel (§3), σ·ε for the
+// log-normal (§4). −log(1 − u) is the Exp(1) draw of §3; −log u has the
+// same distribution and keeps a float32 u that rounds to 1 harmless (a
+// weight of 0, where 1 − u = 0 would give a NaN softmax).
+func (a BayesAttention) noiseBias(noise *graph.Node) *graph.Node {
+	if a.Kind == KindBayesLogNormal {
+		return graph.Scale(noise, a.Sigma)
+	}
+	return graph.WeibullLogNoise(noise, a.K)
+}
+
+// klConfig is the fused KL's view of a.
+func (a BayesAttention) klConfig(heads int, causal bool) graph.BayesKL {
+	post := graph.BayesWeibull
+	if a.Kind == KindBayesLogNormal {
+		post = graph.BayesLogNormal
+	}
+	return graph.BayesKL{Posterior: post, K: a.K, PriorRate: a.PriorRate, Sigma: a.Sigma, PriorSigma: a.PriorSigma,
+		Heads: heads, Causal: causal}
 }
 
 // contextualPriorLogits: k [B, M, H·d] → c [B, H, M] with
-// c_j = w₂·ReLU(W₁ k_j + b₁) + b₂ per head (§2).
+// c_j = w₂·ReLU(W₁ k_j + b₁) + b₂ per head (§2), as one fused op
+// (graph.BayesPriorLogits).
 func contextualPriorLogits(b *graph.Builder, name string, k *graph.Node, heads int) *graph.Node {
-	ks := graph.Shape(k)
-	bs, m, d := ks[0], ks[1], ks[2]/heads
-	w1 := b.Param(name+".prior.w1", []int{heads, d, bayesPriorHidden}, graph.Glorot)
-	b1 := b.Param(name+".prior.b1", []int{heads, bayesPriorHidden}, graph.Zeros)
-	w2 := b.Param(name+".prior.w2", []int{heads, bayesPriorHidden, 1}, graph.Glorot)
-	b2 := b.Param(name+".prior.b2", []int{heads}, graph.Zeros)
-	kh := headMajor(k, heads) // [H, B·M, d]
-	hidden := graph.ReLU(graph.BroadcastAdd(graph.BatchedMatMul(kh, w1, false, false), b1, 1))
-	c := graph.Reshape(graph.BatchedMatMul(hidden, w2, false, false), heads, bs*m)
-	c = graph.BroadcastAdd(c, b2, 1)
-	return graph.Transpose(graph.Reshape(c, heads, bs, m), 1, 0, 2)
+	w1, b1, w2, b2 := priorParams(b, name, k, heads)
+	return graph.BayesPriorLogits(k, w1, b1, w2, b2, heads)
 }
 
-// meanKL is KL̄ of §5 for one layer: the KL of each weight's posterior
-// from its prior (§3 or §4), averaged over heads and the (i, j) that the
-// mask lets through. logPhi and logP are [B, H, N, M].
-func (a BayesAttention) meanKL(b *graph.Builder, consts string, logPhi, logP *graph.Node, heads int, mask Mask) *graph.Node {
-	s := graph.Shape(logPhi)
-	bs, n, m := s[0], s[2], s[3]
-	var kl *graph.Node
-	if a.Kind == KindBayesLogNormal {
-		mu := graph.AddScalar(logPhi, -a.Sigma*a.Sigma/2)
-		mu0 := graph.AddScalar(logP, -a.PriorSigma*a.PriorSigma/2)
-		kl = klLogNormal(mu, mu0, a.Sigma, a.PriorSigma)
-	} else {
-		lg, _ := math.Lgamma(1 + 1/a.K)
-		floor := make([]float64, graph.Shape(logP)[0]*heads*n*m)
-		for i := range floor {
-			floor[i] = bayesAlphaFloor
-		}
-		p := graph.Maximum(graph.Exp(logP), b.Constant(consts+".alpha_floor", s, floor))
-		kl = klWeibullGamma(a.K, graph.AddScalar(logPhi, -lg), graph.Scale(p, a.PriorRate), a.PriorRate)
-	}
-	if mask.Keys == nil && !mask.Causal {
-		return graph.Mean(kl)
-	}
-	ones := make([]float64, bs*n*m)
-	for i := range ones {
-		ones[i] = 1
-	}
-	seen := b.Constant(consts+".kl.seen", []int{bs, n, m}, ones) // [B, N, M]: 1 where query i sees key j
-	if mask.Keys != nil {
-		seen = graph.BroadcastMul(seen, mask.Keys, 1)
-	}
-	seen = graph.Reshape(seen, bs, n*m)
-	if mask.Causal {
-		lower := causalScores(n)
-		for i := range lower {
-			lower[i] = 1 - lower[i]/graph.MaskNegInf
-		}
-		seen = graph.BroadcastMul(seen, b.Constant(consts+".kl.causal", []int{n * m}, lower), 0)
-	}
-	total := graph.Sum(graph.BroadcastMul(graph.Reshape(kl, bs, heads, n*m), seen, 1))
-	return graph.Div(total, graph.Scale(graph.Sum(seen), float64(heads)))
-}
-
-// maskLogits adds the masks to logits x [B, H, N, M]: MaskNegInf where a
-// key is padding (mask.Keys) or after the query (mask.Causal). The causal
-// constant is named causalName.
-func maskLogits(b *graph.Builder, causalName string, x *graph.Node, mask Mask) *graph.Node {
-	s := graph.Shape(x)
-	bs, heads, n, m := s[0], s[1], s[2], s[3]
-	if mask.Causal {
-		flat := graph.Reshape(x, bs*heads, n*m)
-		flat = graph.BroadcastAdd(flat, b.Constant(causalName, []int{n * m}, causalScores(n)), 0)
-		x = graph.Reshape(flat, bs, heads, n, m)
-	}
-	if mask.Keys != nil {
-		// (mask − 1)·1e9 is 0 for real keys and −1e9 for padding.
-		additive := graph.Scale(graph.AddScalar(mask.Keys, -1), -graph.MaskNegInf)
-		folded := graph.BroadcastAdd(graph.Reshape(x, bs, heads*n, m), additive, 1)
-		x = graph.Reshape(folded, bs, heads, n, m)
-	}
-	return x
-}
-
-// klWeibullGamma is KL(Weibull(k, λ) ‖ Gamma(α, β)) element-wise
-// (layers/BAYES.md §3), with β the rate:
-//
-//	KL = α (γ/k − log λ − log β) + β Γ(1+1/k) λ + lgamma(α) + log k − γ − 1
-//
-// logLambda and alpha have the same shape; α must be > 0 everywhere.
-func klWeibullGamma(k float64, logLambda, alpha *graph.Node, beta float64) *graph.Node {
-	linear := graph.Mul(alpha, graph.AddScalar(graph.Neg(logLambda), eulerGamma/k-math.Log(beta)))
-	mean := graph.Scale(graph.Exp(logLambda), beta*math.Gamma(1+1/k))
-	kl := graph.Add(graph.Add(linear, mean), graph.Lgamma(alpha))
-	return graph.AddScalar(kl, math.Log(k)-eulerGamma-1)
-}
-
-// klLogNormal is KL(LogNormal(μ, σ²) ‖ LogNormal(μ₀, σ₀²)) element-wise
-// (layers/BAYES.md §4), that of the underlying normals:
-//
-//	KL = log(σ₀/σ) + (σ² + (μ − μ₀)²) / (2σ₀²) − ½
-//
-// mu and mu0 have the same shape.
-func klLogNormal(mu, mu0 *graph.Node, sigma, sigma0 float64) *graph.Node {
-	sq := graph.Scale(graph.Square(graph.Sub(mu, mu0)), 1/(2*sigma0*sigma0))
-	return graph.AddScalar(sq, math.Log(sigma0/sigma)+sigma*sigma/(2*sigma0*sigma0)-0.5)
+// priorParams creates the contextual prior's parameters <name>.prior.w1
+// [H, d, 10], .b1 [H, 10], .w2 [H, 10, 1], .b2 [H], in that order (the
+// order decides their initial values, and checkpoints hold these names
+// and shapes).
+func priorParams(b *graph.Builder, name string, k *graph.Node, heads int) (w1, b1, w2, b2 *graph.Node) {
+	d := graph.Shape(k)[2] / heads
+	w1 = b.Param(name+".prior.w1", []int{heads, d, bayesPriorHidden}, graph.Glorot)
+	b1 = b.Param(name+".prior.b1", []int{heads, bayesPriorHidden}, graph.Zeros)
+	w2 = b.Param(name+".prior.w2", []int{heads, bayesPriorHidden, 1}, graph.Glorot)
+	b2 = b.Param(name+".prior.b2", []int{heads}, graph.Zeros)
+	return w1, b1, w2, b2
 }

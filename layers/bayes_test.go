@@ -235,7 +235,8 @@ func TestBayesTrainingGraph(t *testing.T) {
 
 // TestBayesGradients checks, with the noise held fixed, the gradients of
 // the readout and of the layer's KL̄ with respect to q, k, v and the
-// contextual prior network, with and without a causal mask.
+// contextual prior network, with and without a causal mask, on the fused
+// path (bayes.go) and on the composed reference (bayes_reference.go).
 func TestBayesGradients(t *testing.T) {
 	type output int
 	const (
@@ -243,50 +244,57 @@ func TestBayesGradients(t *testing.T) {
 		klMean
 	)
 	seed := uint64(0)
-	for _, kind := range []string{KindBayesWeibull, KindBayesLogNormal} {
-		for _, prior := range []string{PriorContextual, PriorConstant} {
-			for _, causal := range []bool{false, true} {
-				for _, out := range []output{readout, klMean} {
-					seed++
-					name := fmt.Sprintf("%s-%s-causal=%v-%s", kind, prior, causal, map[output]string{readout: "readout", klMean: "kl"}[out])
-					t.Run(name, func(t *testing.T) {
-						a := bayesKernel(t, AttentionConfig{Kind: kind, K: 3, Sigma: 0.7, Prior: prior, PriorRate: 2, PriorSigma: 1.3})
-						a.fixed = fixedNoise(kind, seed, bayesNoiseSize)
-						res, err := graph.CheckGradients(graph.NewParams(graph.Float64, seed), func(b *graph.Builder) *graph.Node {
-							q := b.Param("q", attendShapes.q, graph.Normal(1))
-							k := b.Param("k", attendShapes.k, graph.Normal(1))
-							mask := Mask{Keys: b.Constant("mask", []int{2, 3}, maskBN), Causal: causal}
-							noise := b.Constant("noise", []int{2, 2, 3, 3}, *a.fixed)
-							if out == readout {
-								v := b.Param("v", attendShapes.v, graph.Normal(1))
-								o, _, _ := a.attend(b, "att", "att.bayes", q, k, v, 2, mask, noise, false)
-								return o
+	for _, composed := range []bool{false, true} {
+		for _, kind := range []string{KindBayesWeibull, KindBayesLogNormal} {
+			for _, prior := range []string{PriorContextual, PriorConstant} {
+				for _, causal := range []bool{false, true} {
+					for _, out := range []output{readout, klMean} {
+						seed++
+						name := fmt.Sprintf("%s-%s-causal=%v-%s-composed=%v", kind, prior, causal, map[output]string{readout: "readout", klMean: "kl"}[out], composed)
+						t.Run(name, func(t *testing.T) {
+							a := bayesKernel(t, AttentionConfig{Kind: kind, K: 3, Sigma: 0.7, Prior: prior, PriorRate: 2, PriorSigma: 1.3})
+							a.fixed = fixedNoise(kind, seed, bayesNoiseSize)
+							res, err := graph.CheckGradients(graph.NewParams(graph.Float64, seed), func(b *graph.Builder) *graph.Node {
+								q := b.Param("q", attendShapes.q, graph.Normal(1))
+								k := b.Param("k", attendShapes.k, graph.Normal(1))
+								mask := Mask{Keys: b.Constant("mask", []int{2, 3}, maskBN), Causal: causal}
+								noise := b.Constant("noise", []int{2, 2, 3, 3}, *a.fixed)
+								attend := func(v *graph.Node, withKL bool) (out, kl *graph.Node) {
+									if composed {
+										out, _, kl = a.attendComposed(b, "att", "att.bayes", q, k, v, 2, mask, noise, withKL)
+										return out, kl
+									}
+									return a.attend(b, "att", q, k, v, 2, mask, noise, withKL)
+								}
+								if out == readout {
+									o, _ := attend(b.Param("v", attendShapes.v, graph.Normal(1)), false)
+									return o
+								}
+								// The KL does not depend on the values.
+								_, kl := attend(b.Constant("v", attendShapes.v, make([]float64, 36)), true)
+								return kl
+							}, graph.GradCheckOptions{Seed: seed, MaxPerParam: 16, Tol: 1e-5})
+							if err != nil {
+								t.Fatal(err)
 							}
-							// The KL does not depend on the values.
-							v := b.Constant("v", attendShapes.v, make([]float64, 36))
-							_, _, kl := a.attend(b, "att", "att.bayes", q, k, v, 2, mask, noise, true)
-							return kl
-						}, graph.GradCheckOptions{Seed: seed, MaxPerParam: 16, Tol: 1e-5})
-						if err != nil {
-							t.Fatal(err)
-						}
-						var checked []string
-						for _, r := range res {
-							checked = append(checked, r.Param)
-						}
-						slices.Sort(checked)
-						want := []string{"k", "q", "v"}
-						if out == klMean {
-							want = []string{"k", "q"}
-						}
-						if prior == PriorContextual && out == klMean {
-							want = append(want, "att.prior.b1", "att.prior.b2", "att.prior.w1", "att.prior.w2")
-						}
-						slices.Sort(want)
-						if !slices.Equal(checked, want) {
-							t.Fatalf("checked %v, want %v", checked, want)
-						}
-					})
+							var checked []string
+							for _, r := range res {
+								checked = append(checked, r.Param)
+							}
+							slices.Sort(checked)
+							want := []string{"k", "q", "v"}
+							if out == klMean {
+								want = []string{"k", "q"}
+							}
+							if prior == PriorContextual && out == klMean {
+								want = append(want, "att.prior.b1", "att.prior.b2", "att.prior.w1", "att.prior.w2")
+							}
+							slices.Sort(want)
+							if !slices.Equal(checked, want) {
+								t.Fatalf("checked %v, want %v", checked, want)
+							}
+						})
+					}
 				}
 			}
 		}
@@ -332,61 +340,67 @@ func evalScalar(t *testing.T, fn func(b *graph.Builder) *graph.Node) float64 {
 	}, "x")[0][0]
 }
 
-// TestBayesLayerKL compares a layer's KL̄ with the constant prior against a
-// direct loop over batch, heads, queries and the keys each query sees,
-// using losses' closed forms.
+// TestBayesLayerKL compares a layer's KL̄ with the constant prior, fused
+// and composed, against a direct loop over batch, heads, queries and the
+// keys each query sees, using losses' closed forms.
 func TestBayesLayerKL(t *testing.T) {
 	const bs, n, heads, d = 2, 3, 2, 2
 	rng := rand.New(rand.NewPCG(7, 7))
 	q, k, v := randn(rng, 24), randn(rng, 24), randn(rng, 36)
 	for _, kind := range []string{KindBayesWeibull, KindBayesLogNormal} {
 		for _, causal := range []bool{false, true} {
-			a := bayesKernel(t, AttentionConfig{Kind: kind, K: 4, Sigma: 0.8, Prior: PriorConstant, PriorRate: 3, PriorSigma: 1.5})
-			got := evalScalar(t, func(b *graph.Builder) *graph.Node {
-				mask := Mask{Keys: b.Constant("mask", []int{2, 3}, maskBN), Causal: causal}
-				noise := b.Constant("noise", []int{bs, heads, n, n}, *fixedNoise(kind, 1, bayesNoiseSize))
-				_, _, kl := a.attend(b, "att", "att.bayes", b.Constant("q", attendShapes.q, q),
-					b.Constant("k", attendShapes.k, k), b.Constant("v", attendShapes.v, v), heads, mask, noise, true)
-				return kl
-			})
-			var sum float64
-			var count int
-			lg, _ := math.Lgamma(1 + 1/a.K)
-			for bi := range bs {
-				for h := range heads {
-					for i := range n {
-						var seen []int
-						for j := range n {
-							if maskBN[bi*n+j] == 1 && (!causal || j <= i) {
-								seen = append(seen, j)
+			for _, composed := range []bool{false, true} {
+				a := bayesKernel(t, AttentionConfig{Kind: kind, K: 4, Sigma: 0.8, Prior: PriorConstant, PriorRate: 3, PriorSigma: 1.5})
+				got := evalScalar(t, func(b *graph.Builder) *graph.Node {
+					mask := Mask{Keys: b.Constant("mask", []int{2, 3}, maskBN), Causal: causal}
+					noise := b.Constant("noise", []int{bs, heads, n, n}, *fixedNoise(kind, 1, bayesNoiseSize))
+					qn, kn, vn := b.Constant("q", attendShapes.q, q), b.Constant("k", attendShapes.k, k), b.Constant("v", attendShapes.v, v)
+					if composed {
+						_, _, kl := a.attendComposed(b, "att", "att.bayes", qn, kn, vn, heads, mask, noise, true)
+						return kl
+					}
+					_, kl := a.attend(b, "att", qn, kn, vn, heads, mask, noise, true)
+					return kl
+				})
+				var sum float64
+				var count int
+				lg, _ := math.Lgamma(1 + 1/a.K)
+				for bi := range bs {
+					for h := range heads {
+						for i := range n {
+							var seen []int
+							for j := range n {
+								if maskBN[bi*n+j] == 1 && (!causal || j <= i) {
+									seen = append(seen, j)
+								}
 							}
-						}
-						scores := make([]float64, len(seen))
-						var z float64
-						for s, j := range seen {
-							for c := range d {
-								scores[s] += q[(bi*n+i)*heads*d+h*d+c] * k[(bi*n+j)*heads*d+h*d+c]
+							scores := make([]float64, len(seen))
+							var z float64
+							for s, j := range seen {
+								for c := range d {
+									scores[s] += q[(bi*n+i)*heads*d+h*d+c] * k[(bi*n+j)*heads*d+h*d+c]
+								}
+								scores[s] = math.Exp(scores[s] / math.Sqrt(d))
+								z += scores[s]
 							}
-							scores[s] = math.Exp(scores[s] / math.Sqrt(d))
-							z += scores[s]
-						}
-						p := 1 / float64(len(seen))
-						for s := range seen {
-							phi := scores[s] / z
-							if kind == KindBayesWeibull {
-								sum += losses.KLWeibullGamma(a.K, phi/math.Exp(lg), a.PriorRate*p, a.PriorRate)
-							} else {
-								sum += losses.KLLogNormal(math.Log(phi)-a.Sigma*a.Sigma/2, a.Sigma,
-									math.Log(p)-a.PriorSigma*a.PriorSigma/2, a.PriorSigma)
+							p := 1 / float64(len(seen))
+							for s := range seen {
+								phi := scores[s] / z
+								if kind == KindBayesWeibull {
+									sum += losses.KLWeibullGamma(a.K, phi/math.Exp(lg), a.PriorRate*p, a.PriorRate)
+								} else {
+									sum += losses.KLLogNormal(math.Log(phi)-a.Sigma*a.Sigma/2, a.Sigma,
+										math.Log(p)-a.PriorSigma*a.PriorSigma/2, a.PriorSigma)
+								}
+								count++
 							}
-							count++
 						}
 					}
 				}
-			}
-			want := sum / float64(count)
-			if math.Abs(got-want) > 1e-12*math.Max(1, math.Abs(want)) {
-				t.Errorf("%s causal %v: layer KL̄ = %.15g, want %.15g", kind, causal, got, want)
+				want := sum / float64(count)
+				if math.Abs(got-want) > 1e-12*math.Max(1, math.Abs(want)) {
+					t.Errorf("%s causal %v composed %v: layer KL̄ = %.15g, want %.15g", kind, causal, composed, got, want)
+				}
 			}
 		}
 	}

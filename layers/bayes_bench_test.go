@@ -1,0 +1,138 @@
+package layers
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"probformer/graph"
+)
+
+// maxnormConfig is the model of the maxnorm preset (configs/presets/
+// maxnorm.yaml): ISAB(2→64, 4 heads, 16 inducing points) ×2 → PMA(1 seed)
+// → Linear(64→2), with LayerNorm, and the given attention.
+func maxnormConfig(att AttentionConfig) SetTransformerConfig {
+	return SetTransformerConfig{DimIn: 2, Dim: 64, Heads: 4, DimOut: 2, Encoder: "isab", Blocks: 2,
+		Inducing: 16, Seeds: 1, LayerNorm: true, Attention: att}
+}
+
+// maxnormStep is one compiled training step of the maxnorm model (batch
+// 64 sets of 50 points, float32): the loss is the MSE plus, as the
+// trainer's ELBO has it (layers/BAYES.md §5), the mean of the layers'
+// KL penalties with weight 1.
+type maxnormStep struct {
+	prog *graph.Program
+	opt  *graph.Adam
+	rng  *rand.Rand
+}
+
+func newMaxnormStep(tb testing.TB, att AttentionConfig) *maxnormStep {
+	const batch, n = 64, 50
+	cfg := maxnormConfig(att)
+	prog, err := graph.Compile(graph.NewParams(graph.Float32, 1), func(bd *graph.Builder) error {
+		x := bd.Input("x", batch, n, cfg.DimIn)
+		y := bd.Input("y", batch, cfg.DimOut)
+		pred := graph.Mean(SetTransformer{Config: cfg}.Forward(bd, x, nil), 1)
+		loss := graph.Mean(graph.Square(graph.Sub(pred, y)))
+		if ps := bd.Penalties(); len(ps) > 0 {
+			kl := ps[0]
+			for _, p := range ps[1:] {
+				kl = graph.Add(kl, p)
+			}
+			loss = graph.Add(loss, graph.Scale(kl, 1/float64(len(ps))))
+		}
+		bd.SetLoss(loss)
+		return nil
+	}, true)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	xs := make([]float64, batch*n*cfg.DimIn)
+	for i := range xs {
+		xs[i] = rng.NormFloat64()
+	}
+	if err := prog.Feed("x", xs); err != nil {
+		tb.Fatal(err)
+	}
+	if err := prog.Feed("y", make([]float64, batch*cfg.DimOut)); err != nil {
+		tb.Fatal(err)
+	}
+	return &maxnormStep{prog: prog, opt: graph.NewAdam(1e-3), rng: rng}
+}
+
+// run is one training step as the trainer takes it: fresh noise (if the
+// model has any), forward and backward, Adam.
+func (s *maxnormStep) run(tb testing.TB) {
+	if s.prog.HasNoise() {
+		s.prog.DrawNoise(s.rng)
+	}
+	if err := s.prog.Run(); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := s.opt.Step(s.prog); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// bayesBenchKinds are the attention configurations the benchmarks compare:
+// softmax attention and its two Bayesian twins at the maxnorm-bayes
+// preset's settings.
+var bayesBenchKinds = []struct {
+	name string
+	att  AttentionConfig
+}{
+	{"softmax", AttentionConfig{Kind: "softmax"}},
+	{"weibull", AttentionConfig{Kind: KindBayesWeibull, K: 10, Prior: PriorContextual, PriorRate: 1}},
+	{"lognormal", AttentionConfig{Kind: KindBayesLogNormal, Sigma: 1, Prior: PriorContextual, PriorSigma: 1}},
+}
+
+// BenchmarkBayesAttentionStep times one training step (noise draw,
+// forward, backward, Adam) of the maxnorm model with softmax attention and
+// with each Bayesian kernel, float32. Run it with -count to interleave the
+// kinds; BenchmarkBayesAttentionRatio interleaves step by step.
+func BenchmarkBayesAttentionStep(b *testing.B) {
+	for _, k := range bayesBenchKinds {
+		b.Run(k.name, func(b *testing.B) {
+			s := newMaxnormStep(b, k.att)
+			s.run(b) // first run allocates the buffers
+			b.ResetTimer()
+			for range b.N {
+				s.run(b)
+			}
+		})
+	}
+}
+
+// BenchmarkBayesAttentionRatio reports, for each Bayesian kernel, its
+// training step time over that of the softmax twin, the two alternating
+// step by step so that drifts in machine speed hit both alike. The metric
+// is x-softmax (1.0 = as fast as softmax attention).
+func BenchmarkBayesAttentionRatio(b *testing.B) {
+	for _, k := range bayesBenchKinds[1:] {
+		b.Run(k.name, func(b *testing.B) {
+			soft, bayes := newMaxnormStep(b, bayesBenchKinds[0].att), newMaxnormStep(b, k.att)
+			soft.run(b)
+			bayes.run(b)
+			var ts, tb time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				// alternate which goes first, so that neither always
+				// runs on a warm cache
+				first, second, t1, t2 := soft, bayes, &ts, &tb
+				if i%2 == 1 {
+					first, second, t1, t2 = bayes, soft, &tb, &ts
+				}
+				start := time.Now()
+				first.run(b)
+				mid := time.Now()
+				second.run(b)
+				*t1 += mid.Sub(start)
+				*t2 += time.Since(mid)
+			}
+			b.ReportMetric(float64(tb)/float64(ts), "x-softmax")
+			b.ReportMetric(float64(ts.Microseconds())/float64(b.N)/1000, "ms-softmax")
+			b.ReportMetric(float64(tb.Microseconds())/float64(b.N)/1000, "ms-bayes")
+		})
+	}
+}
