@@ -96,12 +96,12 @@ func NewKernel(cfg Config) (Kernel, error) {
 // v, keyMask, nil): q [B, H, N, d], key [B, H, M, d], v [B, H, M, dv],
 // keyMask [B, M] or nil → out [B, H, N, dv], weights [B, H, N, M].
 // The interface has no error result, so an error (mismatched shapes, or a
-// Config that NewKernel would reject) panics; graph.Compile recovers the
-// panic and returns it as its error.
+// Config that NewKernel would reject) fails the build (graph.Builder.Fail),
+// and graph.Compile returns it as its error.
 func (k Kernel) Attend(b *graph.Builder, name string, q, key, v, keyMask *graph.Node) (out, weights *graph.Node) {
 	res, err := Attend(b, name, k.Config, q, key, v, keyMask, nil)
 	if err != nil {
-		panic(err)
+		b.Fail(err)
 	}
 	return res.Readout, res.Weights
 }

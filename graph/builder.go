@@ -150,3 +150,12 @@ func build(params *Params, train bool, fn BuildFunc) (b *Builder, err error) {
 	}
 	return b, nil
 }
+
+// Fail stops building with err: Compile returns it as its error, as it
+// returns the errors of the package's own ops. Layers call it for a bad
+// configuration or mismatched inputs found while they build, where a
+// BuildFunc has no error to return; a plain panic is taken for a bug and
+// reported with its stack.
+func (b *Builder) Fail(err error) {
+	panic(buildError{err})
+}

@@ -62,15 +62,15 @@ func (k EMKernel) attendWeighted(b *graph.Builder, name string, q, key, v *graph
 // attend: q [B, N, H·d], key [B, M, H·d], v [B, M, H·dv] → out
 // [B, N, H·dv] and weights [B, H, N, M], as want asks, both with zero
 // rows at padded queries. The Kernel interface has no error result, so
-// an error panics, as in em.Kernel.Attend; graph.Compile recovers it as
-// its error.
+// an error fails the build (graph.Builder.Fail), and graph.Compile
+// returns it.
 func (k EMKernel) attend(b *graph.Builder, name string, q, key, v *graph.Node, heads int, mask Mask, want graph.EMOutput) (out, weights *graph.Node) {
 	if mask.Causal {
-		panic(fmt.Errorf("%s: em attention has no causal form", name))
+		b.Fail(fmt.Errorf("%s: em attention has no causal form", name))
 	}
 	out, weights, err := em.AttendHeads(b, name, k.Config, heads, q, key, v, mask.Keys, &em.Extras{QueryMask: mask.Queries}, want)
 	if err != nil {
-		panic(err)
+		b.Fail(err)
 	}
 	return out, weights
 }

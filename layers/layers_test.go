@@ -316,3 +316,35 @@ func TestEMEqualsSoftmaxInMAB(t *testing.T) {
 		}
 	}
 }
+
+// TestBadConfigIsAnError checks that exported builders report a bad
+// configuration as Compile's one-line error, naming what is wrong, not as
+// a panic or a bug with a stack.
+func TestBadConfigIsAnError(t *testing.T) {
+	cases := []struct {
+		name  string
+		build func(b *graph.Builder)
+		want  string
+	}{
+		{"set transformer kernel", func(b *graph.Builder) {
+			cfg := SetTransformerConfig{DimIn: 2, Dim: 8, Heads: 2, DimOut: 1, Encoder: "sab", Blocks: 1, Seeds: 1,
+				Attention: AttentionConfig{Kind: "nope"}}
+			SetTransformer{Config: cfg}.Forward(b, b.Input("x", 2, 3, 2), nil)
+		}, `unknown attention kind "nope"`},
+		{"heads", func(b *graph.Builder) {
+			MultiHeadAttention{Name: "att", Dim: 6, Heads: 4, Kernel: ScaledDotProduct{}}.Forward(b, b.Input("x", 1, 2, 6), b.Input("y", 1, 2, 6), Mask{})
+		}, "does not split into 4 heads"},
+		{"em causal", func(b *graph.Builder) {
+			x := b.Input("x", 1, 2, 4)
+			EMKernel{}.Attend(b, "att", x, x, x, 2, Mask{Causal: true})
+		}, "no causal form"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := graph.Compile(graph.NewParams(graph.Float64, 1), func(b *graph.Builder) error { c.build(b); return nil }, false)
+			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("error %q, want one line with %q", err, c.want)
+			}
+		})
+	}
+}

@@ -71,14 +71,14 @@ func (m MaskedLM) Forward(b *graph.Builder, ids, mask *graph.Node) *graph.Node {
 func (m MaskedLM) Encode(b *graph.Builder, ids, mask *graph.Node) (h, w, bias *graph.Node) {
 	c := m.Config
 	if err := c.Validate(); err != nil {
-		panic(fmt.Errorf("masked LM: %w", err))
+		b.Fail(fmt.Errorf("masked LM: %w", err))
 	}
 	s := graph.Shape(ids)
 	if len(s) != 2 {
-		panic(fmt.Errorf("masked LM: ids %v must be [B, S]", s))
+		b.Fail(fmt.Errorf("masked LM: ids %v must be [B, S]", s))
 	}
 	if s[1] > c.MaxLen {
-		panic(fmt.Errorf("masked LM: length %d exceeds max_len %d", s[1], c.MaxLen))
+		b.Fail(fmt.Errorf("masked LM: length %d exceeds max_len %d", s[1], c.MaxLen))
 	}
 	h = encodeSource(b, c.encoder(), c.Vocab+1, ids, mask)
 	w, bias = denseParams(b, "mlm.out", h, c.Vocab)

@@ -24,7 +24,7 @@ type MultiHeadAttention struct {
 // mask.Queries [B, N] x's (see Mask); rows of padded queries are
 // computed but meaningless.
 func (m MultiHeadAttention) Forward(b *graph.Builder, x, y *graph.Node, mask Mask) *graph.Node {
-	m.check()
+	m.check(b)
 	q := dense(b, m.Name+".q", x, m.Dim)
 	k := dense(b, m.Name+".k", y, m.Dim)
 	v := dense(b, m.Name+".v", y, m.Dim)
@@ -35,7 +35,7 @@ func (m MultiHeadAttention) Forward(b *graph.Builder, x, y *graph.Node, mask Mas
 // same arguments, if the kernel exposes them (nil otherwise). The
 // projections are the same nodes as Forward's.
 func (m MultiHeadAttention) Weights(b *graph.Builder, x, y *graph.Node, mask Mask) *graph.Node {
-	m.check()
+	m.check(b)
 	wk, ok := m.Kernel.(WeightsKernel)
 	if !ok {
 		return nil
@@ -44,8 +44,8 @@ func (m MultiHeadAttention) Weights(b *graph.Builder, x, y *graph.Node, mask Mas
 	return wk.Weights(b, m.Name, q, k, v, m.Heads, mask)
 }
 
-func (m MultiHeadAttention) check() {
+func (m MultiHeadAttention) check(b *graph.Builder) {
 	if m.Heads <= 0 || m.Dim%m.Heads != 0 {
-		panic(fmt.Errorf("%s: width %d does not split into %d heads", m.Name, m.Dim, m.Heads))
+		b.Fail(fmt.Errorf("%s: width %d does not split into %d heads", m.Name, m.Dim, m.Heads))
 	}
 }

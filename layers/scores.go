@@ -82,10 +82,10 @@ func (s ScoredAttention) attend(b *graph.Builder, name, consts string, q, k, v *
 	qs, ks := graph.Shape(q), graph.Shape(k)
 	bs, n, m, d := qs[0], qs[1], ks[1], qs[2]/heads
 	if s.Relative < 0 {
-		panic(fmt.Errorf("%s: relative position clip %d < 0", name, s.Relative))
+		b.Fail(fmt.Errorf("%s: relative position clip %d < 0", name, s.Relative))
 	}
 	if mask.Causal && n != m {
-		panic(fmt.Errorf("%s: causal attention needs as many queries as keys, has %d and %d", name, n, m))
+		b.Fail(fmt.Errorf("%s: causal attention needs as many queries as keys, has %d and %d", name, n, m))
 	}
 	// Heads first, so that per-head parameters [H, ...] batch with them.
 	qh, kh := headMajor(q, heads), headMajor(k, heads) // [H, B·N, d], [H, B·M, d]
@@ -102,7 +102,7 @@ func (s ScoredAttention) attend(b *graph.Builder, name, consts string, q, k, v *
 	case ScoreAdditive:
 		add = newAdditiveParams(b, name, heads, d)
 	default:
-		panic(fmt.Errorf("%s: unknown attention score %q", name, s.Score))
+		b.Fail(fmt.Errorf("%s: unknown attention score %q", name, s.Score))
 	}
 	// The tables come after the score's parameters, which keeps the order
 	// in which parameters are created, and so their initial values.

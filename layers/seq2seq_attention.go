@@ -42,7 +42,7 @@ func (l DecoderLayer) CrossWeights(b *graph.Builder, y, tgtMask, memory, srcMask
 func (m Seq2Seq) CrossAttention(b *graph.Builder, src, srcMask, tgtIn, tgtMask *graph.Node, layer int) *graph.Node {
 	memory, y, dec := m.encode(b, src, srcMask, tgtIn)
 	if layer < 0 || layer >= dec.Layers {
-		panic(fmt.Errorf("seq2seq: decoder layer %d out of range [0, %d)", layer, dec.Layers))
+		b.Fail(fmt.Errorf("seq2seq: decoder layer %d out of range [0, %d)", layer, dec.Layers))
 	}
 	for i := range layer {
 		y = dec.layer(i).Forward(b, y, tgtMask, memory, srcMask)

@@ -32,7 +32,7 @@ type MAB struct {
 // Rows of padded queries are computed but meaningless.
 func (m MAB) Forward(b *graph.Builder, x, xMask, y, yMask *graph.Node) *graph.Node {
 	if m.Heads <= 0 || m.Dim%m.Heads != 0 {
-		panic(fmt.Errorf("%s: width %d does not split into %d heads", m.Name, m.Dim, m.Heads))
+		b.Fail(fmt.Errorf("%s: width %d does not split into %d heads", m.Name, m.Dim, m.Heads))
 	}
 	qp := dense(b, m.Name+".q", x, m.Dim)
 	k := dense(b, m.Name+".k", y, m.Dim)

@@ -61,7 +61,7 @@ func (s SetTransformer) Forward(b *graph.Builder, x, mask *graph.Node) *graph.No
 	c := s.Config
 	kernel, err := NewKernel(c.Attention)
 	if err != nil {
-		panic(err)
+		b.Fail(err)
 	}
 	mab := func(name string) MAB {
 		return MAB{Name: name, Dim: c.Dim, Heads: c.Heads, LayerNorm: c.LayerNorm, Kernel: kernel}

@@ -282,15 +282,15 @@ func (m Seq2Seq) Decode(b *graph.Builder, src, srcMask, tgtIn, tgtMask *graph.No
 func (m Seq2Seq) encode(b *graph.Builder, src, srcMask, tgtIn *graph.Node) (memory, y *graph.Node, dec Decoder) {
 	c := m.Config
 	if err := c.Validate(); err != nil {
-		panic(fmt.Errorf("seq2seq: %w", err))
+		b.Fail(fmt.Errorf("seq2seq: %w", err))
 	}
 	kernel, _ := NewKernel(c.Attention)
 	ss, ts := graph.Shape(src), graph.Shape(tgtIn)
 	if len(ss) != 2 || len(ts) != 2 || ss[0] != ts[0] {
-		panic(fmt.Errorf("seq2seq: source %v and target %v must be [B, S] and [B, T]", ss, ts))
+		b.Fail(fmt.Errorf("seq2seq: source %v and target %v must be [B, S] and [B, T]", ss, ts))
 	}
 	if ss[1] > c.MaxLen || ts[1] > c.MaxLen {
-		panic(fmt.Errorf("seq2seq: source length %d or target length %d exceeds max_len %d", ss[1], ts[1], c.MaxLen))
+		b.Fail(fmt.Errorf("seq2seq: source length %d or target length %d exceeds max_len %d", ss[1], ts[1], c.MaxLen))
 	}
 	selfKernel, _ := SelfAttentionKernel(c.Attention)
 	dec = Decoder{Name: "dec", Layers: c.DecLayers, FinalNorm: c.FinalNorm, Layer: DecoderLayer{
