@@ -18,6 +18,9 @@ func TestTrackAndPenalties(t *testing.T) {
 		if names := b.PenaltyNames(); !slices.Equal(names, []string{"layer.kl"}) || len(b.Penalties()) != 1 {
 			t.Errorf("penalties %v, want layer.kl only", names)
 		}
+		if kinds := b.PenaltyKinds(); !slices.Equal(kinds, []PenaltyKind{PenaltyKL}) {
+			t.Errorf("kinds %v, want [kl]: AddPenalty reads the kind from the suffix", kinds)
+		}
 		return nil
 	}, false)
 	if err != nil {
@@ -35,6 +38,29 @@ func TestTrackAndPenalties(t *testing.T) {
 	}, false)
 	if err == nil || !strings.Contains(err.Error(), "rows must be a scalar") {
 		t.Errorf("tracking a vector: error %v", err)
+	}
+}
+
+// TestPenaltyKinds: a penalty's kind is what AddPenaltyKind says, not
+// what its name suggests; AddPenalty infers it from the suffix.
+func TestPenaltyKinds(t *testing.T) {
+	_, err := Compile(NewParams(Float64, 1), func(b *Builder) error {
+		x := b.Constant("x", []int{2}, []float64{1, 2})
+		b.AddPenaltyKind(PenaltyDiversity, "enc.0.spread", Sum(x))
+		b.AddPenaltyKind(PenaltyKL, "enc.1.divergence", Mean(x))
+		b.AddPenalty("enc.2.diversity", Sum(x))
+		b.AddPenalty("enc.3.custom", Sum(x))
+		want := []PenaltyKind{PenaltyDiversity, PenaltyKL, PenaltyDiversity, PenaltyOther}
+		if got := b.PenaltyKinds(); !slices.Equal(got, want) {
+			t.Errorf("kinds %v, want %v", got, want)
+		}
+		if got := PenaltyKL.String() + " " + PenaltyDiversity.String() + " " + PenaltyOther.String(); got != "kl diversity other" {
+			t.Errorf("names %q", got)
+		}
+		return nil
+	}, false)
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -76,7 +76,7 @@ func (k DiversityKernel) Attend(b *graph.Builder, name string, q, key, v *graph.
 		out = k.Inner.Attend(b, name, q, key, v, heads, mask)
 		weights = k.Inner.Weights(b, name, q, key, v, heads, mask)
 	}
-	b.AddPenalty(name+".diversity", HeadDiversity(b, name, weights, mask.Queries))
+	b.AddPenaltyKind(graph.PenaltyDiversity, name+".diversity", HeadDiversity(b, name, weights, mask.Queries))
 	return out
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"probformer/cmd/trainer/train"
 	"probformer/configs"
 	"probformer/graph"
 )
@@ -26,7 +27,7 @@ func TestBayesKLWeight(t *testing.T) {
 		{0, 10, 5, 0},
 	}
 	for _, c := range cases {
-		got := klWeight(configs.Training{KLWeight: c.weight, KLWarmup: c.warmup}, c.step)
+		got := train.KLWeight(c.weight, c.warmup, c.step)
 		if math.Abs(got-c.want) > 1e-15 {
 			t.Errorf("κ(%d) with kl_weight %v, kl_warmup %d = %v, want %v", c.step, c.weight, c.warmup, got, c.want)
 		}
@@ -53,32 +54,32 @@ func TestBayesMaxNormLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	params := graph.NewParams(graph.Float64, cfg.Seed)
-	train, err := graph.Compile(params, tk.build(cfg.Training.Batch), true)
+	trainProg, err := graph.Compile(params, tk.Build(cfg.Training.Batch), true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eval, err := graph.Compile(params, tk.build(4), false)
+	eval, err := graph.Compile(params, tk.Build(4), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if eval.HasInput(klWeightInput) || len(eval.PenaltyValues()) != 0 || eval.HasNoise() {
+	if eval.HasInput(train.KLWeightInput) || len(eval.PenaltyValues()) != 0 || eval.HasNoise() {
 		t.Fatal("the evaluation graph has a KL weight, penalties or noise")
 	}
-	if err := tk.feedTrain(rand.New(rand.NewPCG(1, 2)), train, 1); err != nil {
+	if err := tk.Feed(rand.New(rand.NewPCG(1, 2)), trainProg, 1); err != nil {
 		t.Fatal(err)
 	}
 	loss := map[int]float64{}
 	var penalties map[string]float64
 	for _, step := range []int{0, 5, 10} {
-		train.DrawNoise(rand.New(rand.NewPCG(3, 4))) // the same sample each time
-		if err := tk.atStep(train, step, cfg.Training.Steps); err != nil {
+		trainProg.DrawNoise(rand.New(rand.NewPCG(3, 4))) // the same sample each time
+		if err := tk.AtStep(trainProg, step, cfg.Training.Steps); err != nil {
 			t.Fatal(err)
 		}
-		if err := train.Run(); err != nil {
+		if err := trainProg.Run(); err != nil {
 			t.Fatal(err)
 		}
-		loss[step] = train.Loss()
-		penalties = train.PenaltyValues()
+		loss[step] = trainProg.Loss()
+		penalties = trainProg.PenaltyValues()
 	}
 	var mean float64
 	var layers int
@@ -103,7 +104,7 @@ func TestBayesMaxNormLoss(t *testing.T) {
 		t.Errorf("tracked nll = %.15g, want the loss at κ = 0, %.15g", penalties["nll"], loss[0])
 	}
 	for _, step := range []int{5, 10} {
-		want := loss[0] + klWeight(cfg.Training, step)*mean
+		want := loss[0] + train.KLWeight(cfg.Training.KLWeight, cfg.Training.KLWarmup, step)*mean
 		if math.Abs(loss[step]-want) > 1e-12*math.Abs(want) {
 			t.Errorf("loss at step %d = %.15g, want NLL %.15g + κ·KL̄ = %.15g", step, loss[step], loss[0], want)
 		}

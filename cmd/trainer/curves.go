@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"probformer/cmd/trainer/train"
 )
 
 // curvesFlags compare one logged metric across runs.
@@ -154,7 +156,7 @@ func firstReach(s series, bar float64) string {
 
 // readSeries reads metric from a run directory's metrics.jsonl.
 func readSeries(run, metric string) (series, error) {
-	path := filepath.Join(run, metricsFile)
+	path := filepath.Join(run, train.MetricsFile)
 	file, err := os.Open(path)
 	if err != nil {
 		return series{}, fmt.Errorf("curves: %w", err)

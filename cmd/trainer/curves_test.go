@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"probformer/cmd/trainer/train"
 )
 
 func writeRun(t *testing.T, dir, lines string) string {
@@ -12,7 +14,7 @@ func writeRun(t *testing.T, dir, lines string) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, metricsFile), []byte(lines), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, train.MetricsFile), []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir

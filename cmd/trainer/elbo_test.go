@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"probformer/cmd/trainer/train"
 	"probformer/configs"
 	"probformer/graph"
 )
@@ -29,17 +30,17 @@ func TestHeadDiversityObjective(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	train, err := graph.Compile(graph.NewParams(graph.Float64, cfg.Seed), tk.build(cfg.Training.Batch), true)
+	trainProg, err := graph.Compile(graph.NewParams(graph.Float64, cfg.Seed), tk.Build(cfg.Training.Batch), true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tk.feedTrain(rand.New(rand.NewPCG(1, 2)), train, 1); err != nil {
+	if err := tk.Feed(rand.New(rand.NewPCG(1, 2)), trainProg, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := train.Run(); err != nil {
+	if err := trainProg.Run(); err != nil {
 		t.Fatal(err)
 	}
-	tracked := train.PenaltyValues()
+	tracked := trainProg.PenaltyValues()
 	var sum float64
 	var layers int
 	for name, v := range tracked {
@@ -55,7 +56,7 @@ func TestHeadDiversityObjective(t *testing.T) {
 		t.Errorf("tracked diversity %.15g, want the layers' sum %.15g", tracked["diversity"], sum)
 	}
 	want := tracked["nll"] + lambda*sum
-	if got := train.Loss(); math.Abs(got-want) > 1e-12*want {
+	if got := trainProg.Loss(); math.Abs(got-want) > 1e-12*want {
 		t.Errorf("loss %.15g, want nll + λ·Σ diversity = %.15g", got, want)
 	}
 }
@@ -82,11 +83,11 @@ func TestHeadDiversityZeroChangesNothing(t *testing.T) {
 	if !reflect.DeepEqual(a, b) {
 		t.Errorf("metrics differ:\n%v\n%v", a, b)
 	}
-	pa, err := graph.ReadCheckpoint(filepath.Join(plain, stepCheckpointName(15)))
+	pa, err := graph.ReadCheckpoint(filepath.Join(plain, train.CheckpointName(15)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pb, err := graph.ReadCheckpoint(filepath.Join(zero, stepCheckpointName(15)))
+	pb, err := graph.ReadCheckpoint(filepath.Join(zero, train.CheckpointName(15)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,61 +2,13 @@ package main
 
 import (
 	"bytes"
-	"math"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"probformer/cmd/trainer/train"
 	"probformer/graph"
 )
-
-// TestWeightAverage follows the average by hand over three steps, for
-// float32 and float64 parameters, and checks that swapping the average
-// in and out restores the weights and that it survives encode/decode.
-func TestWeightAverage(t *testing.T) {
-	for _, dt := range []graph.DType{graph.Float32, graph.Float64} {
-		params := graph.NewParams(dt, 1)
-		if _, err := graph.Compile(params, func(b *graph.Builder) error {
-			b.Output("w", b.Param("w", []int{2}, graph.Constant(1)))
-			return nil
-		}, false); err != nil {
-			t.Fatal(err)
-		}
-		w := params.Lookup("w")
-		a := newWeightAverage(params, 0.5)
-		want := []float64{1, 1}
-		for step, v := range []float64{3, -1, 0.25} {
-			if err := w.SetValues([]float64{v, 2 * v}); err != nil {
-				t.Fatal(err)
-			}
-			a.update(step + 1)
-			d := math.Min(0.5, float64(2+step)/float64(11+step)) // d_t = min(decay, (1+t)/(10+t))
-			want = []float64{d*want[0] + (1-d)*v, d*want[1] + (1-d)*2*v}
-		}
-		if math.Abs(a.avg[0][0]-want[0]) > 1e-15 || math.Abs(a.avg[0][1]-want[1]) > 1e-15 {
-			t.Errorf("%v: average %v, want %v", dt, a.avg[0], want)
-		}
-		if err := a.swapIn(); err != nil {
-			t.Fatal(err)
-		}
-		if got := w.Values(); math.Abs(got[0]-want[0]) > 1e-7*math.Abs(want[0]) {
-			t.Errorf("%v: swapped in %v, want %v", dt, got, want)
-		}
-		if err := a.swapOut(); err != nil {
-			t.Fatal(err)
-		}
-		if got := w.Values(); !slices.Equal(got, []float64{0.25, 0.5}) {
-			t.Errorf("%v: swapped back %v, want the weights [0.25 0.5]", dt, got)
-		}
-		b := newWeightAverage(params, 0.5)
-		if err := b.decode(a.encode()); err != nil || !slices.Equal(b.avg[0], a.avg[0]) {
-			t.Errorf("%v: decoded %v (%v), want %v", dt, b.avg[0], err, a.avg[0])
-		}
-		if err := b.decode(a.encode()[1:]); err == nil {
-			t.Errorf("%v: a truncated average decoded", dt)
-		}
-	}
-}
 
 // TestWeightAverageRun: with training.ema_decay, a run resumed halfway
 // ends with the same weights and average, to the bit, as a straight one,
@@ -64,7 +16,7 @@ func TestWeightAverage(t *testing.T) {
 // score comes back when the checkpoint is loaded.
 func TestWeightAverageRun(t *testing.T) {
 	straight, _, a, b := straightAndResumed(t, tiny, "--set", "training.ema_decay=0.9")
-	if len(a.Extra[emaExtra]) == 0 || !bytes.Equal(a.Extra[emaExtra], b.Extra[emaExtra]) {
+	if len(a.Extra[train.AverageExtra]) == 0 || !bytes.Equal(a.Extra[train.AverageExtra], b.Extra[train.AverageExtra]) {
 		t.Error("the weight average differs after resume")
 	}
 	for i := range a.Params {
@@ -72,7 +24,7 @@ func TestWeightAverageRun(t *testing.T) {
 			t.Fatalf("%s differs after resume", a.Params[i].Name)
 		}
 	}
-	best, err := graph.ReadCheckpoint(filepath.Join(straight, bestCheckpoint))
+	best, err := graph.ReadCheckpoint(filepath.Join(straight, train.BestCheckpoint))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +32,7 @@ func TestWeightAverageRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := tr.task.evaluate(tr.params, tr.eval, "valid")
+	m, err := tr.task.Evaluate(tr.params, tr.eval, "valid")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +44,7 @@ func TestWeightAverageRun(t *testing.T) {
 	if err := best.Restore(tr.params); err != nil {
 		t.Fatal(err)
 	}
-	m, err = tr.task.evaluate(tr.params, tr.eval, "valid")
+	m, err = tr.task.Evaluate(tr.params, tr.eval, "valid")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"probformer/cmd/trainer/train"
 	"probformer/configs"
 	"probformer/graph"
 	"probformer/layers"
@@ -27,11 +28,11 @@ checkpoint's directory.`,
 			if err != nil {
 				return err
 			}
-			if ft, ok := t.task.(figureTask); ok {
+			if ft, ok := t.task.(train.Plotter); ok {
 				if plots == "" {
 					plots = filepath.Dir(file)
 				}
-				ft.setPlotDir(plots)
+				ft.SetPlotDir(plots)
 			}
 			if samples < 0 || samples == 1 {
 				return badInput(fmt.Errorf("--samples %d: want 0 (the mean weights) or at least 2", samples))
@@ -46,7 +47,11 @@ checkpoint's directory.`,
 				return badInput(fmt.Errorf("--samples: the model's attention is not sampled (attention.kind is %s)", kind))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "checkpoint %s (step %d, config %s)\n", file, t.step, t.cfg.Name)
-			if err := t.task.report(cmd.OutOrStdout(), t.params, t.eval); err != nil {
+			rep, ok := t.task.(train.Reporter)
+			if !ok {
+				return badInput(fmt.Errorf("task %s has no report", t.cfg.Task))
+			}
+			if err := rep.Report(cmd.OutOrStdout(), t.params, t.eval); err != nil {
 				return err
 			}
 			if samples > 1 {
@@ -83,11 +88,11 @@ func loadForEval(path string) (*trainer, string, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, "", badInput(fmt.Errorf("checkpoint %s: config: %w", file, err))
 	}
-	t, err := newTrainer(cfg, "", ck.Extra)
+	t, err := newTrainer(cfg, "", ck.Extra, nil)
 	if err != nil {
 		return nil, "", err
 	}
-	if err := useAverage(ck); err != nil {
+	if err := train.UseAverage(ck); err != nil {
 		return nil, "", badInput(fmt.Errorf("checkpoint %s: %w", file, err))
 	}
 	if err := ck.Restore(t.params); err != nil {
@@ -95,4 +100,10 @@ func loadForEval(path string) (*trainer, string, error) {
 	}
 	t.step = ck.Step
 	return t, file, nil
+}
+
+// resolveCheckpoint is train.ResolveCheckpoint, its errors bad input.
+func resolveCheckpoint(path string, preferBest bool) (string, error) {
+	file, err := train.ResolveCheckpoint(path, preferBest)
+	return file, badInput(err)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"probformer/cmd/trainer/train"
 	"probformer/configs"
 	"probformer/graph"
 )
@@ -34,7 +35,7 @@ checkpoint).`,
 			if err != nil {
 				return badInput(err)
 			}
-			if err := useAverage(ck); err != nil {
+			if err := train.UseAverage(ck); err != nil {
 				return badInput(fmt.Errorf("checkpoint %s: %w", file, err))
 			}
 			cfg, err := configs.Parse(ck.Config)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"probformer/cmd/trainer/train"
 	"probformer/configs"
 	"probformer/datasets"
 	"probformer/graph"
@@ -28,8 +29,8 @@ var encoderPrefixes = [...]string{"src_emb.", "enc."}
 // Only a new run calls it: a resumed run restores every parameter from
 // its own checkpoint, so init.encoder_from, kept in its config, is
 // ignored then. Errors are bad input (exit status 2).
-func initEncoder(t *trainer, stderr io.Writer) error {
-	from := t.cfg.Init.EncoderFrom
+func initEncoder(cfg *configs.Config, tk train.Task, params *graph.Params, stderr io.Writer) error {
+	from := cfg.Init.EncoderFrom
 	if from == "" {
 		return nil
 	}
@@ -44,7 +45,7 @@ func initEncoder(t *trainer, stderr io.Writer) error {
 	if err != nil {
 		return badInput(fmt.Errorf("init.encoder_from: %w", err))
 	}
-	if err := useAverage(ck); err != nil {
+	if err := train.UseAverage(ck); err != nil {
 		return fail("%v", err)
 	}
 	src, err := configs.Parse(ck.Config)
@@ -54,13 +55,13 @@ func initEncoder(t *trainer, stderr io.Writer) error {
 	if src.Task != "mlm" {
 		return fail("a checkpoint of task %q; want a masked-LM (task mlm) checkpoint", src.Task)
 	}
-	if err := sameEncoder(src.Model, t.cfg.Model); err != nil {
+	if err := sameEncoder(src.Model, cfg.Model); err != nil {
 		return fail("%v", err)
 	}
-	if err := sameVocabulary(ck.Extra["src_vocab"], t.task); err != nil {
+	if err := sameVocabulary(ck.Extra["src_vocab"], tk); err != nil {
 		return fail("%v", err)
 	}
-	copied, err := copyEncoder(ck, t.params)
+	copied, err := copyEncoder(ck, params)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -97,7 +98,7 @@ func sameEncoder(ck, run configs.Model) error {
 
 // sameVocabulary checks that the checkpoint's source vocabulary is the
 // run's word for word, so that embedding rows mean the same words.
-func sameVocabulary(saved []byte, tk task) error {
+func sameVocabulary(saved []byte, tk train.Task) error {
 	if saved == nil {
 		return fmt.Errorf("the checkpoint has no source vocabulary")
 	}
@@ -105,7 +106,11 @@ func sameVocabulary(saved []byte, tk task) error {
 	if err := json.Unmarshal(saved, &ckVocab); err != nil {
 		return fmt.Errorf("source vocabulary: %w", err)
 	}
-	st, err := tk.state()
+	stateful, ok := tk.(train.Stateful)
+	if !ok {
+		return fmt.Errorf("this run's task keeps no vocabulary")
+	}
+	st, err := stateful.State()
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"probformer/cmd/trainer/train"
 	"probformer/graph"
 )
 
@@ -26,17 +27,17 @@ func tinySeq2SeqSets() []string {
 func newRun(t *testing.T, extra ...string) *trainer {
 	t.Helper()
 	tr, err := setupRun(trainFlags{config: "seq2seq-toy", out: filepath.Join(t.TempDir(), "run"),
-		sets: append(tinySeq2SeqSets(), extra...)}, io.Discard)
+		sets: append(tinySeq2SeqSets(), extra...)}, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr.log.Close()
+
 	return tr
 }
 
 func TestInitEncoderFromCopiesEncoder(t *testing.T) {
 	mlmDir := trainRun(t, tinyMLM...)
-	ck, err := graph.ReadCheckpoint(filepath.Join(mlmDir, bestCheckpoint))
+	ck, err := graph.ReadCheckpoint(filepath.Join(mlmDir, train.BestCheckpoint))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"probformer/cmd/trainer/train"
 	"probformer/graph"
 )
 
@@ -80,7 +81,7 @@ func expectBadInput(t *testing.T, args []string, want ...string) {
 
 func readMetrics(t *testing.T, dir string) []map[string]float64 {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, metricsFile))
+	f, err := os.Open(filepath.Join(dir, train.MetricsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,11 +112,11 @@ func TestTrainEvalAndLearn(t *testing.T) {
 	if !strings.Contains(stdout, "step 60/60") || !strings.Contains(stdout, "valid_mse") {
 		t.Errorf("progress lines missing:\n%s", stdout)
 	}
-	steps, _ := stepCheckpoints(dir)
-	if len(steps) != 2 || !strings.HasSuffix(steps[1], stepCheckpointName(60)) {
+	steps, _ := train.StepCheckpoints(dir)
+	if len(steps) != 2 || !strings.HasSuffix(steps[1], train.CheckpointName(60)) {
 		t.Errorf("kept checkpoints %v, want steps 40 and 60", steps)
 	}
-	if _, err := os.Stat(filepath.Join(dir, bestCheckpoint)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, train.BestCheckpoint)); err != nil {
 		t.Error("no best checkpoint")
 	}
 	m := readMetrics(t, dir)
@@ -171,7 +172,7 @@ func TestResumeIsExact(t *testing.T) {
 // its training wall time, never decreasing, also across a resume.
 func expectWallClock(t *testing.T, dir string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, metricsFile))
+	data, err := os.ReadFile(filepath.Join(dir, train.MetricsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,10 +244,10 @@ func straightAndResumed(t *testing.T, config []string, extra ...string) (straigh
 		t.Fatal(stderr)
 	}
 	var err error
-	if a, err = graph.ReadCheckpoint(filepath.Join(straight, stepCheckpointName(40))); err != nil {
+	if a, err = graph.ReadCheckpoint(filepath.Join(straight, train.CheckpointName(40))); err != nil {
 		t.Fatal(err)
 	}
-	if b, err = graph.ReadCheckpoint(filepath.Join(split, stepCheckpointName(40))); err != nil {
+	if b, err = graph.ReadCheckpoint(filepath.Join(split, train.CheckpointName(40))); err != nil {
 		t.Fatal(err)
 	}
 	return straight, split, a, b
@@ -302,7 +303,7 @@ func TestInspectAndExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ck, _ := graph.ReadCheckpoint(filepath.Join(dir, bestCheckpoint))
+	ck, _ := graph.ReadCheckpoint(filepath.Join(dir, train.BestCheckpoint))
 	if len(tensors) != len(ck.Params) {
 		t.Fatalf("%d tensors exported, checkpoint has %d", len(tensors), len(ck.Params))
 	}
@@ -344,7 +345,7 @@ func TestDivergenceStopsTraining(t *testing.T) {
 	if !strings.Contains(stderr, "step ") || !(strings.Contains(stderr, "not finite") || strings.Contains(stderr, "loss is")) {
 		t.Fatalf("error does not name the step and the cause: %q", stderr)
 	}
-	steps, _ := stepCheckpoints(dir)
+	steps, _ := train.StepCheckpoints(dir)
 	if len(steps) > 0 && !strings.Contains(stderr, steps[len(steps)-1]) {
 		t.Errorf("error %q does not name the last good checkpoint %s", stderr, steps[len(steps)-1])
 	}

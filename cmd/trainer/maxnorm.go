@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"text/tabwriter"
 
+	"probformer/cmd/trainer/train"
 	"probformer/configs"
 	"probformer/datasets"
 	"probformer/em"
@@ -51,7 +52,7 @@ func newMaxNormTask(cfg *configs.Config) (*maxNormTask, error) {
 	}, nil
 }
 
-func (t *maxNormTask) build(batch int) graph.BuildFunc {
+func (t *maxNormTask) Build(batch int) graph.BuildFunc {
 	n, dim := t.data.MaxN, t.data.Dim
 	return func(b *graph.Builder) error {
 		x := b.Input("x", batch, n, dim)
@@ -66,7 +67,7 @@ func (t *maxNormTask) build(batch int) graph.BuildFunc {
 		if err != nil {
 			return err
 		}
-		total, err := objective(b, loss, t.cfg.Model.Attention.HeadDiversity)
+		total, err := train.Objective(b, loss, t.cfg.Model.Attention.HeadDiversity)
 		if err != nil {
 			return err
 		}
@@ -88,18 +89,18 @@ func feedSets(prog *graph.Program, batch datasets.SetBatch) error {
 	return prog.Feed("y", batch.Y)
 }
 
-func (t *maxNormTask) feedTrain(rng *rand.Rand, prog *graph.Program, _ int) error {
+func (t *maxNormTask) Feed(rng *rand.Rand, prog *graph.Program, _ int) error {
 	return feedSets(prog, t.data.Batch(rng, t.cfg.Training.Batch))
 }
 
-func (t *maxNormTask) evalBatch() int { return maxNormEvalBatch }
+func (t *maxNormTask) EvalBatch() int { return maxNormEvalBatch }
 
-func (t *maxNormTask) selection() (string, bool) { return "valid_" + t.cfg.Training.Loss, false }
+func (t *maxNormTask) Selection() (string, bool) { return "valid_" + t.cfg.Training.Loss, false }
 
-func (t *maxNormTask) state() (map[string][]byte, error) { return nil, nil }
+func (t *maxNormTask) State() (map[string][]byte, error) { return nil, nil }
 
-func (t *maxNormTask) atStep(prog *graph.Program, step, _ int) error {
-	return feedKLWeight(prog, t.cfg.Training, step)
+func (t *maxNormTask) AtStep(prog *graph.Program, step, _ int) error {
+	return train.FeedKLWeight(prog, t.cfg.Training.KLWeight, t.cfg.Training.KLWarmup, step)
 }
 
 // predictions runs prog over a fixed set and returns predictions and
@@ -126,7 +127,7 @@ func (t *maxNormTask) split(name string) []datasets.SetBatch {
 	return t.valid
 }
 
-func (t *maxNormTask) evaluate(_ *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
+func (t *maxNormTask) Evaluate(_ *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
 	pred, target, err := t.predictions(prog, t.split(split))
 	if err != nil {
 		return nil, err
@@ -146,10 +147,10 @@ func regressionMetrics(prefix string, pred, target []float64, dim int) (map[stri
 	return out, nil
 }
 
-// report prints the test metrics of the model next to two baselines:
+// Report prints the test metrics of the model next to two baselines:
 // predicting zero and predicting the set's mean, then the learned priors
 // of any EM attention layer.
-func (t *maxNormTask) report(w io.Writer, params *graph.Params, prog *graph.Program) error {
+func (t *maxNormTask) Report(w io.Writer, params *graph.Params, prog *graph.Program) error {
 	pred, target, err := t.predictions(prog, t.test)
 	if err != nil {
 		return err

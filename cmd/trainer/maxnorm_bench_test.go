@@ -15,11 +15,11 @@ import (
 // MSE; float32) with each attention kind, so that every probabilistic
 // kernel has a softmax twin of the same size in the same run. A row's
 // name says what it runs: em-kK-vV is EM attention with T_k = K key
-// adaptation iterations (MATH.md §4; "alpha" adapts α too) and T_v = V
-// value iterations (§3), linked prior; em-k1-v0 is the maxnorm-em
-// preset. The -dim32-batch32 rows are the size of PyTorch's
-// maxnorm-em-k1v0 twin in
-// ../shared/bench/torch_em_bench.py (width 32, batch 32).
+// adaptation iterations (em/MATH.md §4; "alpha" adapts α too) and
+// T_v = V value iterations (§3), linked prior; em-k1-v0 is the maxnorm-em
+// preset. The -dim32-batch32 rows are the size of the PyTorch reference
+// script's maxnorm-em-k1v0 model (width 32, batch 32; README,
+// Performance).
 func BenchmarkMaxNormStep(b *testing.B) {
 	em := func(k, v string, alpha bool, more ...string) []string {
 		a := "false"
@@ -55,12 +55,12 @@ func BenchmarkMaxNormStep(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			prog, err := graph.Compile(graph.NewParams(dt, cfg.Seed), task.build(cfg.Training.Batch), true)
+			prog, err := graph.Compile(graph.NewParams(dt, cfg.Seed), task.Build(cfg.Training.Batch), true)
 			if err != nil {
 				b.Fatal(err)
 			}
 			rng := rand.New(rand.NewPCG(1, 1))
-			if err := task.feedTrain(rng, prog, 1); err != nil {
+			if err := task.Feed(rng, prog, 1); err != nil {
 				b.Fatal(err)
 			}
 			opt := graph.NewAdam(cfg.Optimizer.LR)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"probformer/cmd/trainer/train"
 	"probformer/configs"
 	"probformer/datasets"
 	"probformer/graph"
@@ -192,7 +193,7 @@ func (t *mlmTask) maskSplit(dst *mlmSplit, pairs []datasets.Pair, rng *rand.Rand
 	return nil
 }
 
-func (t *mlmTask) state() (map[string][]byte, error) {
+func (t *mlmTask) State() (map[string][]byte, error) {
 	v, err := json.Marshal(t.vocab)
 	if err != nil {
 		return nil, err
@@ -200,7 +201,7 @@ func (t *mlmTask) state() (map[string][]byte, error) {
 	return map[string][]byte{"src_vocab": v}, nil
 }
 
-func (t *mlmTask) build(batch int) graph.BuildFunc {
+func (t *mlmTask) Build(batch int) graph.BuildFunc {
 	return func(b *graph.Builder) error {
 		src, srcMask := b.IndexInput("src", batch, t.length), b.Input("src_mask", batch, t.length)
 		targets, lossMask := b.IndexInput("targets", batch, t.length), b.Input("loss_mask", batch, t.length)
@@ -220,7 +221,7 @@ func (t *mlmTask) build(batch int) graph.BuildFunc {
 		if err != nil {
 			return err
 		}
-		total, err := objective(b, loss, t.cfg.Model.Attention.HeadDiversity)
+		total, err := train.Objective(b, loss, t.cfg.Model.Attention.HeadDiversity)
 		if err != nil {
 			return err
 		}
@@ -242,9 +243,9 @@ func feedMasked(prog *graph.Program, mb datasets.MaskedBatch) error {
 	return prog.Feed("loss_mask", mb.LossMask)
 }
 
-// feedTrain draws the batch's sentences and its masking from rng, the
+// Feed draws the batch's sentences and its masking from rng, the
 // run's data generator, so a resumed run masks as an uninterrupted one.
-func (t *mlmTask) feedTrain(rng *rand.Rand, prog *graph.Program, _ int) error {
+func (t *mlmTask) Feed(rng *rand.Rand, prog *graph.Program, _ int) error {
 	rows := make([][]string, t.cfg.Training.Batch)
 	for i := range rows {
 		rows[i] = t.train[rng.IntN(len(t.train))]
@@ -257,13 +258,13 @@ func (t *mlmTask) feedTrain(rng *rand.Rand, prog *graph.Program, _ int) error {
 	return feedMasked(prog, mb)
 }
 
-func (t *mlmTask) evalBatch() int { return mlmEvalBatch }
+func (t *mlmTask) EvalBatch() int { return mlmEvalBatch }
 
-func (t *mlmTask) atStep(prog *graph.Program, step, _ int) error {
-	return feedKLWeight(prog, t.cfg.Training, step)
+func (t *mlmTask) AtStep(prog *graph.Program, step, _ int) error {
+	return train.FeedKLWeight(prog, t.cfg.Training.KLWeight, t.cfg.Training.KLWarmup, step)
 }
 
-func (t *mlmTask) selection() (string, bool) { return "valid_accuracy", true }
+func (t *mlmTask) Selection() (string, bool) { return "valid_accuracy", true }
 
 func (t *mlmTask) split(name string) *mlmSplit {
 	if name == "test" {
@@ -331,8 +332,8 @@ func (t *mlmTask) score(prog *graph.Program, s *mlmSplit) (mlmScores, error) {
 	return sc, nil
 }
 
-// evaluate reports the loss and the accuracy at the masked positions.
-func (t *mlmTask) evaluate(_ *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
+// Evaluate reports the loss and the accuracy at the masked positions.
+func (t *mlmTask) Evaluate(_ *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
 	sc, err := t.score(prog, t.split(split))
 	if err != nil {
 		return nil, err
@@ -340,7 +341,7 @@ func (t *mlmTask) evaluate(_ *graph.Params, prog *graph.Program, split string) (
 	return map[string]float64{split + "_loss": sc.loss / sc.positions, split + "_accuracy": sc.correct / sc.positions}, nil
 }
 
-func (t *mlmTask) report(w io.Writer, _ *graph.Params, prog *graph.Program) error {
+func (t *mlmTask) Report(w io.Writer, _ *graph.Params, prog *graph.Program) error {
 	sc, err := t.score(prog, &t.test)
 	if err != nil {
 		return err

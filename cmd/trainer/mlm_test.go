@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"probformer/cmd/trainer/train"
 )
 
 // tinyMLM shrinks mlm-toy to the data and encoder of tinySeq2Seq, so that
@@ -21,7 +23,7 @@ var tinyMLM = []string{"--config", "mlm-toy",
 
 func TestMLMTrainAndEval(t *testing.T) {
 	dir := trainRun(t, tinyMLM...)
-	f, err := os.Open(filepath.Join(dir, metricsFile))
+	f, err := os.Open(filepath.Join(dir, train.MetricsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"probformer/cmd/trainer/train"
 	"probformer/em"
 	"probformer/graph"
 )
@@ -82,7 +83,7 @@ func TestMaxNormEMTrainsAndReportsPriors(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("eval exit %d: %s", code, stderr)
 	}
-	ck, err := graph.ReadCheckpoint(filepath.Join(dir, bestCheckpoint))
+	ck, err := graph.ReadCheckpoint(filepath.Join(dir, train.BestCheckpoint))
 	if err != nil {
 		t.Fatal(err)
 	}

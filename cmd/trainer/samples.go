@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sort"
 
+	"probformer/cmd/trainer/train"
 	"probformer/graph"
 )
 
@@ -23,7 +24,7 @@ type sampler interface {
 // deviation over samples of each set's prediction, and how it tracks the
 // error of the mean prediction.
 func (t *maxNormTask) sampleReport(w io.Writer, params *graph.Params, samples int, seed uint64) error {
-	prog, err := graph.CompileSampler(params, t.build(maxNormEvalBatch))
+	prog, err := graph.CompileSampler(params, t.Build(maxNormEvalBatch))
 	if err != nil {
 		return err
 	}
@@ -37,7 +38,7 @@ func (t *maxNormTask) sampleReport(w io.Writer, params *graph.Params, samples in
 		if err := feedSets(prog, batch); err != nil {
 			return err
 		}
-		if err := feedKLWeight(prog, t.cfg.Training, t.cfg.Training.Steps); err != nil {
+		if err := train.FeedKLWeight(prog, t.cfg.Training.KLWeight, t.cfg.Training.KLWarmup, t.cfg.Training.Steps); err != nil {
 			return err
 		}
 		sum := make([]float64, len(batch.Y))

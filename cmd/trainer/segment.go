@@ -81,9 +81,9 @@ func newSegmentTask(cfg *configs.Config) (*segmentTask, error) {
 	}, nil
 }
 
-// build: x [B, P, 5], clicked [B, P], values [B, P, C] and labels [B, P]
+// Build: x [B, P, 5], clicked [B, P], values [B, P, C] and labels [B, P]
 // → logits [B, P, C] and the pixel cross-entropy over every pixel.
-func (t *segmentTask) build(batch int) graph.BuildFunc {
+func (t *segmentTask) Build(batch int) graph.BuildFunc {
 	P, C := t.data.Size*t.data.Size, t.data.Classes
 	return func(b *graph.Builder) error {
 		logits, err := t.model.Forward(b, b.Input("x", batch, P, datasets.SegFeatDim),
@@ -159,7 +159,7 @@ func argmax(row []float64) int {
 	return best
 }
 
-func (t *segmentTask) feedTrain(rng *rand.Rand, prog *graph.Program, _ int) error {
+func (t *segmentTask) Feed(rng *rand.Rand, prog *graph.Program, _ int) error {
 	batch := t.data.Batch(rng, t.cfg.Training.Batch)
 	P, W := batch.Pixels, batch.Width
 	clicks := make([][]int, batch.Size)
@@ -206,7 +206,7 @@ func (t *segmentTask) predictor(train *graph.Program) (*graph.Program, error) {
 		if err != nil {
 			return nil, err
 		}
-		t.ahead, err = graph.Compile(graph.NewParams(dt, t.cfg.Seed), t.build(t.cfg.Training.Batch), false)
+		t.ahead, err = graph.Compile(graph.NewParams(dt, t.cfg.Seed), t.Build(t.cfg.Training.Batch), false)
 		if err != nil {
 			return nil, fmt.Errorf("build click-placing graph: %w", err)
 		}
@@ -229,11 +229,11 @@ func (t *segmentTask) predictor(train *graph.Program) (*graph.Program, error) {
 
 // evalBatch is the training batch: the graphs hold [B, H, P, P] tensors,
 // so the training batch is the one known to fit in memory.
-func (t *segmentTask) evalBatch() int { return t.cfg.Training.Batch }
+func (t *segmentTask) EvalBatch() int { return t.cfg.Training.Batch }
 
-func (t *segmentTask) selection() (string, bool) { return "valid_accuracy", true }
+func (t *segmentTask) Selection() (string, bool) { return "valid_accuracy", true }
 
-func (t *segmentTask) state() (map[string][]byte, error) { return nil, nil }
+func (t *segmentTask) State() (map[string][]byte, error) { return nil, nil }
 
 func (t *segmentTask) split(name string) []datasets.SegBatch {
 	if name == "test" {
@@ -242,8 +242,8 @@ func (t *segmentTask) split(name string) []datasets.SegBatch {
 	return t.valid
 }
 
-// evaluate scores a split at data.valid_clicks interactive clicks.
-func (t *segmentTask) evaluate(_ *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
+// Evaluate scores a split at data.valid_clicks interactive clicks.
+func (t *segmentTask) Evaluate(_ *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
 	n := t.cfg.Data.ValidClicks
 	scores, _, err := t.interactive(prog, t.split(split), []int{n}, false)
 	if err != nil {
@@ -339,14 +339,14 @@ func clickOnce(rng *rand.Rand, batch datasets.SegBatch, pred []int, clicks [][]i
 	return nil
 }
 
-// setPlotDir implements figureTask.
-func (t *segmentTask) setPlotDir(dir string) { t.plotDir = dir }
+// SetPlotDir implements train.Plotter.
+func (t *segmentTask) SetPlotDir(dir string) { t.plotDir = dir }
 
-// report prints pixel accuracy and mean IoU on the test set against the
+// Report prints pixel accuracy and mean IoU on the test set against the
 // number of clicks, with adaptation (the model given the clicks) and
 // without (the 0-click prediction with the clicked pixels set), draws both
 // as <plot dir>/clicks.png, and prints the learned priors.
-func (t *segmentTask) report(w io.Writer, params *graph.Params, prog *graph.Program) error {
+func (t *segmentTask) Report(w io.Writer, params *graph.Params, prog *graph.Program) error {
 	adapt, fixed, err := t.interactive(prog, t.test, reportClicks, true)
 	if err != nil {
 		return err

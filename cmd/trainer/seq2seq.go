@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"probformer/cmd/trainer/train"
 	"probformer/configs"
 	"probformer/datasets"
 	"probformer/graph"
@@ -112,7 +113,7 @@ func (t *seq2seqTask) vocabularies(state map[string][]byte) error {
 	return nil
 }
 
-func (t *seq2seqTask) state() (map[string][]byte, error) {
+func (t *seq2seqTask) State() (map[string][]byte, error) {
 	src, err := json.Marshal(t.src)
 	if err != nil {
 		return nil, err
@@ -124,7 +125,7 @@ func (t *seq2seqTask) state() (map[string][]byte, error) {
 	return map[string][]byte{"src_vocab": src, "tgt_vocab": tgt}, nil
 }
 
-func (t *seq2seqTask) build(batch int) graph.BuildFunc {
+func (t *seq2seqTask) Build(batch int) graph.BuildFunc {
 	return t.buildModel(t.model, batch, false)
 }
 
@@ -150,7 +151,7 @@ func (t *seq2seqTask) buildModel(model layers.Seq2Seq, batch int, logitsOut bool
 		if err != nil {
 			return err
 		}
-		total, err := objective(b, loss, t.cfg.Model.Attention.HeadDiversity)
+		total, err := train.Objective(b, loss, t.cfg.Model.Attention.HeadDiversity)
 		if err != nil {
 			return err
 		}
@@ -179,7 +180,7 @@ func feedPairs(prog *graph.Program, batch datasets.Batch) error {
 	return nil
 }
 
-func (t *seq2seqTask) feedTrain(rng *rand.Rand, prog *graph.Program, step int) error {
+func (t *seq2seqTask) Feed(rng *rand.Rand, prog *graph.Program, step int) error {
 	batch, err := datasets.EncodeBatch(t.batchPairs(rng, step), t.src, t.tgt, t.srcLen, t.tgtLen)
 	if err != nil {
 		return err
@@ -201,13 +202,13 @@ func (t *seq2seqTask) batchPairs(rng *rand.Rand, step int) []datasets.Pair {
 	return pairs
 }
 
-func (t *seq2seqTask) evalBatch() int { return seq2seqEvalBatch }
+func (t *seq2seqTask) EvalBatch() int { return seq2seqEvalBatch }
 
-func (t *seq2seqTask) atStep(prog *graph.Program, step, _ int) error {
-	return feedKLWeight(prog, t.cfg.Training, step)
+func (t *seq2seqTask) AtStep(prog *graph.Program, step, _ int) error {
+	return train.FeedKLWeight(prog, t.cfg.Training.KLWeight, t.cfg.Training.KLWarmup, step)
 }
 
-func (t *seq2seqTask) selection() (string, bool) { return "valid_bleu", true }
+func (t *seq2seqTask) Selection() (string, bool) { return "valid_bleu", true }
 
 func (t *seq2seqTask) split(name string) []datasets.Pair {
 	if name == "test" {
@@ -216,8 +217,8 @@ func (t *seq2seqTask) split(name string) []datasets.Pair {
 	return t.corpus.Valid
 }
 
-// evaluate reports the teacher-forced loss and the greedy BLEU of a split.
-func (t *seq2seqTask) evaluate(params *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
+// Evaluate reports the teacher-forced loss and the greedy BLEU of a split.
+func (t *seq2seqTask) Evaluate(params *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
 	pairs := t.split(split)
 	batches, err := t.paddedBatches(pairs, seq2seqEvalBatch)
 	if err != nil {
@@ -342,7 +343,7 @@ func (t *seq2seqTask) bleu(params *graph.Params, pairs []datasets.Pair, beam int
 	return score, hyps, err
 }
 
-func (t *seq2seqTask) report(w io.Writer, params *graph.Params, _ *graph.Program) error {
+func (t *seq2seqTask) Report(w io.Writer, params *graph.Params, _ *graph.Program) error {
 	fmt.Fprintf(w, "test set: %d sentence pairs; vocabularies %d source, %d target words\n",
 		len(t.corpus.Test), t.src.Size(), t.tgt.Size())
 	greedy, hyps, err := t.bleu(params, t.corpus.Test, 1)

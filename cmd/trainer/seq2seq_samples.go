@@ -8,6 +8,7 @@ import (
 	"sort"
 	"text/tabwriter"
 
+	"probformer/cmd/trainer/train"
 	"probformer/graph"
 )
 
@@ -79,7 +80,7 @@ func (t *seq2seqTask) sampleReport(w io.Writer, params *graph.Params, samples in
 		if err := feedPairs(sampled, batch); err != nil {
 			return err
 		}
-		if err := feedKLWeight(sampled, t.cfg.Training, t.cfg.Training.Steps); err != nil {
+		if err := train.FeedKLWeight(sampled, t.cfg.Training.KLWeight, t.cfg.Training.KLWarmup, t.cfg.Training.Steps); err != nil {
 			return err
 		}
 		dist := make([]float64, v)

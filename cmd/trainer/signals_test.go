@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"probformer/cmd/trainer/train"
 	"probformer/graph"
 )
 
@@ -55,7 +56,7 @@ func TestSIGKILLLeavesLoadableCheckpoint(t *testing.T) {
 	kills := 0
 	for attempt := 0; kills < 5 && attempt < 40; attempt++ {
 		cmdArgs := args
-		if steps, _ := stepCheckpoints(dir); len(steps) > 0 {
+		if steps, _ := train.StepCheckpoints(dir); len(steps) > 0 {
 			cmdArgs = []string{"train", "--resume", dir}
 		}
 		cmd, out := startTrain(t, bin, cmdArgs...)
@@ -92,7 +93,7 @@ func TestSIGKILLLeavesLoadableCheckpoint(t *testing.T) {
 	if !strings.Contains(out.String(), "done:") {
 		t.Fatalf("resumed run did not finish:\n%s", out)
 	}
-	ck, err := graph.ReadCheckpoint(filepath.Join(dir, stepCheckpointName(end)))
+	ck, err := graph.ReadCheckpoint(filepath.Join(dir, train.CheckpointName(end)))
 	if err != nil || ck.Step != end {
 		t.Fatalf("final checkpoint: %v", err)
 	}

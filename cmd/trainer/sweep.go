@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"probformer/cmd/trainer/train"
 	"probformer/configs"
 	"probformer/graph"
 )
@@ -178,8 +179,8 @@ func sweepVariant(f sweepFlags, v variant, stdout, stderr io.Writer) (sweepResul
 		return r, writeSweepResult(resultPath, r)
 	}
 	tf := trainFlags{config: f.config, out: dir, sets: sets, bar: f.bar}
-	if steps, _ := stepCheckpoints(dir); len(steps) > 0 {
-		if saved, err := os.ReadFile(filepath.Join(dir, configFile)); err != nil || string(saved) != want {
+	if steps, _ := train.StepCheckpoints(dir); len(steps) > 0 {
+		if saved, err := os.ReadFile(filepath.Join(dir, train.ConfigFile)); err != nil || string(saved) != want {
 			return sweepResult{}, badInput(fmt.Errorf("%s holds a run of another config than this sweep's; delete it, or choose another --out", dir))
 		}
 		tf = trainFlags{resume: dir, bar: f.bar}
@@ -196,7 +197,7 @@ func sweepVariant(f sweepFlags, v variant, stdout, stderr io.Writer) (sweepResul
 	if err != nil {
 		return r, err
 	}
-	if r.Test, err = t.task.evaluate(t.params, t.eval, "test"); err != nil {
+	if r.Test, err = t.task.Evaluate(t.params, t.eval, "test"); err != nil {
 		return r, err
 	}
 	r.BestStep = t.step
@@ -215,7 +216,7 @@ func writeSweepResult(path string, r sweepResult) error {
 // timeSteps returns the mean milliseconds of a training step of cfg on
 // fresh weights, after two untimed steps that warm the caches.
 func timeSteps(cfg *configs.Config, steps int) (float64, error) {
-	t, err := newTrainer(cfg, "", nil)
+	t, err := newTrainer(cfg, "", nil, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -224,7 +225,7 @@ func timeSteps(cfg *configs.Config, steps int) (float64, error) {
 		if i == 0 {
 			start = time.Now()
 		}
-		if _, _, err := t.trainStep(i + 3); err != nil {
+		if _, _, err := t.loop.TrainStep(i + 3); err != nil {
 			return 0, err
 		}
 	}

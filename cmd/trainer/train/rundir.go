@@ -1,4 +1,4 @@
-package main
+package train
 
 import (
 	"bufio"
@@ -23,16 +23,22 @@ import (
 //	metrics.jsonl          one JSON object per log or evaluation
 //	step-00001000.ckpt     the last keep_checkpoints checkpoints
 //	best.ckpt              the checkpoint with the best validation metric
+//
+// The Loop writes all but config.yaml, which is its caller's to write.
 const (
-	bestCheckpoint = "best.ckpt"
-	metricsFile    = "metrics.jsonl"
-	configFile     = "config.yaml"
+	// BestCheckpoint is the file of the best validation checkpoint.
+	BestCheckpoint = "best.ckpt"
+	// MetricsFile is the file of the metrics log, one JSON object a line.
+	MetricsFile = "metrics.jsonl"
+	// ConfigFile is the file of a run's config (`trainer train` writes it).
+	ConfigFile = "config.yaml"
 )
 
-func stepCheckpointName(step int) string { return fmt.Sprintf("step-%08d.ckpt", step) }
+// CheckpointName is the file name of the step checkpoint of step.
+func CheckpointName(step int) string { return fmt.Sprintf("step-%08d.ckpt", step) }
 
-// stepCheckpoints lists the step checkpoints of dir, oldest first.
-func stepCheckpoints(dir string) ([]string, error) {
+// StepCheckpoints lists the step checkpoints of dir, oldest first.
+func StepCheckpoints(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -50,22 +56,22 @@ func stepCheckpoints(dir string) ([]string, error) {
 	return names, nil
 }
 
-// resolveCheckpoint maps a path to a checkpoint file: a file is itself; a
+// ResolveCheckpoint maps a path to a checkpoint file: a file is itself; a
 // run directory gives its best checkpoint when preferBest, else its latest
 // step checkpoint (falling back to the other).
-func resolveCheckpoint(path string, preferBest bool) (string, error) {
+func ResolveCheckpoint(path string, preferBest bool) (string, error) {
 	info, err := os.Stat(path)
 	if err != nil {
-		return "", badInput(fmt.Errorf("checkpoint: %w", err))
+		return "", fmt.Errorf("checkpoint: %w", err)
 	}
 	if !info.IsDir() {
 		return path, nil
 	}
-	steps, err := stepCheckpoints(path)
+	steps, err := StepCheckpoints(path)
 	if err != nil {
-		return "", badInput(fmt.Errorf("checkpoint: %w", err))
+		return "", fmt.Errorf("checkpoint: %w", err)
 	}
-	best := filepath.Join(path, bestCheckpoint)
+	best := filepath.Join(path, BestCheckpoint)
 	_, bestErr := os.Stat(best)
 	switch {
 	case preferBest && bestErr == nil:
@@ -75,16 +81,16 @@ func resolveCheckpoint(path string, preferBest bool) (string, error) {
 	case bestErr == nil:
 		return best, nil
 	}
-	return "", badInput(fmt.Errorf("checkpoint: %s holds no checkpoint", path))
+	return "", fmt.Errorf("checkpoint: %s holds no checkpoint", path)
 }
 
-// loadLatestGood returns the newest step checkpoint of dir that loads,
+// LatestCheckpoint returns the newest step checkpoint of dir that loads,
 // skipping (and naming) any that do not: a crash can only leave whole
 // files, but a disk can still fail.
-func loadLatestGood(dir string, warn io.Writer) (*graph.Checkpoint, string, error) {
-	steps, err := stepCheckpoints(dir)
+func LatestCheckpoint(dir string, warn io.Writer) (*graph.Checkpoint, string, error) {
+	steps, err := StepCheckpoints(dir)
 	if err != nil {
-		return nil, "", badInput(fmt.Errorf("resume: %w", err))
+		return nil, "", fmt.Errorf("resume: %w", err)
 	}
 	for i := len(steps) - 1; i >= 0; i-- {
 		ck, err := graph.ReadCheckpoint(steps[i])
@@ -93,12 +99,12 @@ func loadLatestGood(dir string, warn io.Writer) (*graph.Checkpoint, string, erro
 		}
 		fmt.Fprintf(warn, "skipping %v\n", err)
 	}
-	return nil, "", badInput(fmt.Errorf("resume: %s holds no loadable checkpoint", dir))
+	return nil, "", fmt.Errorf("resume: %s holds no loadable checkpoint", dir)
 }
 
-// pruneCheckpoints deletes all but the newest keep step checkpoints.
-func pruneCheckpoints(dir string, keep int) error {
-	steps, err := stepCheckpoints(dir)
+// PruneCheckpoints deletes all but the newest keep step checkpoints.
+func PruneCheckpoints(dir string, keep int) error {
+	steps, err := StepCheckpoints(dir)
 	if err != nil {
 		return err
 	}
@@ -111,10 +117,10 @@ func pruneCheckpoints(dir string, keep int) error {
 	return nil
 }
 
-// truncateMetrics drops the lines of metrics.jsonl logged after step, so a
+// TruncateMetrics drops the lines of metrics.jsonl logged after step, so a
 // resumed run's log reads as if it had never stopped.
-func truncateMetrics(dir string, step int) error {
-	path := filepath.Join(dir, metricsFile)
+func TruncateMetrics(dir string, step int) error {
+	path := filepath.Join(dir, MetricsFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -143,9 +149,9 @@ func truncateMetrics(dir string, step int) error {
 	})
 }
 
-// removeStaleTemps deletes the temporary files of atomic writes that a
+// RemoveStaleTemps deletes the temporary files of atomic writes that a
 // killed run left behind; they are never the only copy of anything.
-func removeStaleTemps(dir string) {
+func RemoveStaleTemps(dir string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return

@@ -1,4 +1,4 @@
-package main
+package train
 
 import (
 	"encoding/binary"
@@ -8,29 +8,31 @@ import (
 	"probformer/graph"
 )
 
-// emaExtra is the checkpoint entry that holds the averaged weights.
-const emaExtra = "ema"
+// AverageExtra is the checkpoint entry (graph.Checkpoint.Extra) that
+// holds the averaged weights.
+const AverageExtra = "ema"
 
-// weightAverage is an exponential moving average of the parameters
+// WeightAverage is an exponential moving average of the parameters
 // (Polyak averaging, as timm's ModelEmaV2 keeps it): after step t,
 //
 //	ē ← d_t·ē + (1 − d_t)·w,   d_t = min(decay, (1 + t)/(10 + t)),
 //
-// the warm-up letting early averages follow the weights. Evaluation,
-// best-checkpoint selection, eval, translate and export use ē; training
-// updates w. The average is kept in float64 whatever the parameters'
+// the warm-up letting early averages follow the weights. A Loop with
+// Settings.EMADecay > 0 keeps one: validation and the best checkpoint's
+// selection use ē, training updates w, and `trainer eval`, translate and
+// export read ē (UseAverage). The average is kept in float64 whatever the parameters'
 // dtype, and saved in checkpoints, so a resumed run averages exactly as an
 // uninterrupted one.
-type weightAverage struct {
+type WeightAverage struct {
 	decay  float64
 	params []*graph.Param
 	avg    [][]float64 // ē, in params' order
 	saved  [][]float64 // w while ē is swapped in
 }
 
-// newWeightAverage starts the average at the parameters' current values.
-func newWeightAverage(params *graph.Params, decay float64) *weightAverage {
-	a := &weightAverage{decay: decay, params: params.List()}
+// NewWeightAverage starts the average at the parameters' current values.
+func NewWeightAverage(params *graph.Params, decay float64) *WeightAverage {
+	a := &WeightAverage{decay: decay, params: params.List()}
 	for _, p := range a.params {
 		a.avg = append(a.avg, p.Values())
 		a.saved = append(a.saved, make([]float64, len(a.avg[len(a.avg)-1])))
@@ -38,8 +40,8 @@ func newWeightAverage(params *graph.Params, decay float64) *weightAverage {
 	return a
 }
 
-// update folds in the weights after step t (1-based).
-func (a *weightAverage) update(step int) {
+// Update folds in the weights after step t (1-based).
+func (a *WeightAverage) Update(step int) {
 	d := min(a.decay, float64(1+step)/float64(10+step))
 	for i, p := range a.params {
 		avg := a.avg[i]
@@ -56,8 +58,8 @@ func (a *weightAverage) update(step int) {
 	}
 }
 
-// swapIn puts ē into the parameters, keeping w; swapOut puts w back.
-func (a *weightAverage) swapIn() error {
+// SwapIn puts ē into the parameters, keeping w; SwapOut puts w back.
+func (a *WeightAverage) SwapIn() error {
 	for i, p := range a.params {
 		copy(a.saved[i], p.Values())
 		if err := p.SetValues(a.avg[i]); err != nil {
@@ -67,7 +69,8 @@ func (a *weightAverage) swapIn() error {
 	return nil
 }
 
-func (a *weightAverage) swapOut() error {
+// SwapOut puts back the weights that SwapIn kept.
+func (a *WeightAverage) SwapOut() error {
 	for i, p := range a.params {
 		if err := p.SetValues(a.saved[i]); err != nil {
 			return err
@@ -76,8 +79,8 @@ func (a *weightAverage) swapOut() error {
 	return nil
 }
 
-// encode is ē as little-endian float64s, parameter after parameter.
-func (a *weightAverage) encode() []byte {
+// Encode is ē as little-endian float64s, parameter after parameter.
+func (a *WeightAverage) Encode() []byte {
 	var n int
 	for _, v := range a.avg {
 		n += len(v)
@@ -91,16 +94,16 @@ func (a *weightAverage) encode() []byte {
 	return out
 }
 
-// decode restores ē from encode's bytes.
-func (a *weightAverage) decode(data []byte) error {
+// Decode restores ē from Encode's bytes.
+func (a *WeightAverage) Decode(data []byte) error {
 	return decodeFloats(data, a.avg)
 }
 
-// useAverage replaces a checkpoint's parameters by its weight average, if
+// UseAverage replaces a checkpoint's parameters by its weight average, if
 // it has one: the weights that evaluation, export and init.encoder_from
-// read. The entries follow ck.Params's order, as encode writes them.
-func useAverage(ck *graph.Checkpoint) error {
-	data, ok := ck.Extra[emaExtra]
+// read. The entries follow ck.Params's order, as Encode writes them.
+func UseAverage(ck *graph.Checkpoint) error {
+	data, ok := ck.Extra[AverageExtra]
 	if !ok {
 		return nil
 	}

@@ -1,0 +1,22 @@
+// Package train is probformer's training library: the pieces that
+// `trainer train` is made of, usable from any Go program.
+//
+// A Task (task.go) is data, a model graph, its loss and its evaluation.
+// A Loop (loop.go) trains a Task: learning-rate schedules (schedule.go),
+// a weight average (ema.go), checkpoints and exact resume in a run
+// directory (rundir.go), metrics.jsonl, a progress display (progress.go),
+// evaluation at a cadence with the best checkpoint kept, a clean stop on
+// Ctrl-C or SIGTERM (signals.go) and a stop with an error on a NaN or
+// infinite loss or gradient (step.go). Objective (objective.go) adds the
+// penalties a model's layers record, by their graph.PenaltyKind, to a
+// task's loss: the ELBO of Bayesian attention and the head-diversity
+// regulariser. Each piece works on its own.
+//
+// The registry (registry.go) maps a config's task name to a Factory;
+// the built-in tasks (probformer/cmd/trainer/tasks) register themselves
+// through it exactly as a user's task does.
+//
+// A Loop is reproducible: the same Task, Settings and seed give
+// bit-identical metrics and checkpoints, and a run stopped and resumed
+// ends exactly where an uninterrupted one does.
+package train

@@ -1,0 +1,504 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"probformer/graph"
+)
+
+// Settings configure a Loop. Steps and Batch are required; a zero value
+// elsewhere is a documented default.
+type Settings struct {
+	// Dir is the run directory (rundir.go); Run needs one, and creates it.
+	Dir string
+	// Steps is the step the run ends at; Batch the training batch size.
+	Steps, Batch int
+	// Seed draws the initial weights, the batches (through Task.Feed's
+	// generator) and the dropout masks and noise, each from its own stream.
+	Seed uint64
+	// DType of the parameters and graphs (graph.Float32 is the zero value).
+	DType graph.DType
+	// Optimizer updates the weights; nil is graph.NewAdam(1e-3).
+	Optimizer *graph.Adam
+	// Schedule sets the optimizer's learning rate before every step; nil
+	// leaves it as it is.
+	Schedule Schedule
+	// EMADecay > 0 keeps a weight average (WeightAverage) that validation
+	// and the best checkpoint use.
+	EMADecay float64
+	// LogEvery steps (default 100) a metrics line is appended and the
+	// progress display logs; the last step always logs.
+	LogEvery int
+	// EvalEvery steps the validation split is scored; 0 is only at the
+	// last step. The best score's checkpoint is BestCheckpoint.
+	EvalEvery int
+	// CheckpointEvery steps a step checkpoint is written; 0 is only at the
+	// last step.
+	CheckpointEvery int
+	// KeepCheckpoints is how many step checkpoints are kept (default 3).
+	KeepCheckpoints int
+	// Config is stored in every checkpoint (graph.Checkpoint.Config), the
+	// run's config as its caller writes it, YAML for `trainer train`.
+	Config []byte
+	// Extra entries are stored in every checkpoint, beside the task's
+	// state (Stateful) and the loop's own.
+	Extra map[string][]byte
+	// Init, if set, changes the initial weights of a new run before the
+	// weight average starts (e.g. from a pretrained model). New calls it;
+	// Restore overwrites its work.
+	Init func(params *graph.Params) error
+	// Progress displays the run; nil shows nothing.
+	Progress Progress
+	// Out receives the run's closing line (or the interruption's); nil
+	// discards it.
+	Out io.Writer
+}
+
+// loopState is the loop's own state, saved in checkpoints (Extra "loop")
+// so a resumed run logs exactly what an uninterrupted one would.
+type loopState struct {
+	LossSum   float64 `json:"loss_sum"`
+	LossCount int     `json:"loss_count"`
+	// PenaltySums are the sums over the log interval of the model's
+	// tracked values (graph.Builder.Track and AddPenaltyKind).
+	PenaltySums map[string]float64 `json:"penalty_sums,omitempty"`
+	Best        float64            `json:"best"`      // best validation score so far
+	BestStep    int                `json:"best_step"` // 0 before the first evaluation
+	// WallSec is the wall time in seconds of the run's training loop up to
+	// the checkpoint (steps, validations and checkpoints; not loading),
+	// summed over sessions when it is resumed.
+	WallSec float64 `json:"wall_sec,omitempty"`
+}
+
+// Loop trains a Task: one run, new or resumed. It is not safe for
+// concurrent use.
+type Loop struct {
+	set     Settings
+	task    Task
+	params  *graph.Params
+	train   *graph.Program
+	eval    *graph.Program
+	opt     *graph.Adam
+	dataSrc *rand.PCG
+	dropSrc *rand.PCG
+	data    *rand.Rand
+	drop    *rand.Rand
+	step    int
+	loop    loopState
+	metrics map[string]float64
+	avg     *WeightAverage // nil unless EMADecay > 0
+	log     io.Writer
+	// started is when this session's training loop began.
+	started     time.Time
+	interrupted bool
+}
+
+// New builds the task's training and evaluation programs on fresh
+// parameters drawn from the seed, then runs Settings.Init.
+func New(task Task, s Settings) (*Loop, error) {
+	switch {
+	case task == nil:
+		return nil, errors.New("train: no task")
+	case s.Steps <= 0:
+		return nil, fmt.Errorf("train: %d steps: want a positive number", s.Steps)
+	case s.Batch <= 0:
+		return nil, fmt.Errorf("train: batch %d: want a positive number", s.Batch)
+	case s.LogEvery < 0 || s.EvalEvery < 0 || s.CheckpointEvery < 0 || s.KeepCheckpoints < 0:
+		return nil, errors.New("train: a negative cadence")
+	case task.EvalBatch() <= 0:
+		return nil, fmt.Errorf("train: evaluation batch %d: want a positive number", task.EvalBatch())
+	}
+	if s.LogEvery == 0 {
+		s.LogEvery = 100
+	}
+	if s.KeepCheckpoints == 0 {
+		s.KeepCheckpoints = 3
+	}
+	if s.Optimizer == nil {
+		s.Optimizer = graph.NewAdam(1e-3)
+	}
+	if s.Out == nil {
+		s.Out = io.Discard
+	}
+	l := &Loop{set: s, task: task, opt: s.Optimizer, metrics: map[string]float64{},
+		params:  graph.NewParams(s.DType, s.Seed),
+		dataSrc: rand.NewPCG(s.Seed, 1), dropSrc: rand.NewPCG(s.Seed, 2),
+	}
+	l.data, l.drop = rand.New(l.dataSrc), rand.New(l.dropSrc)
+	var err error
+	if l.train, err = graph.Compile(l.params, task.Build(s.Batch), true); err != nil {
+		return nil, fmt.Errorf("build training graph: %w", err)
+	}
+	if l.eval, err = graph.Compile(l.params, task.Build(task.EvalBatch()), false); err != nil {
+		return nil, fmt.Errorf("build evaluation graph: %w", err)
+	}
+	if s.Init != nil {
+		if err := s.Init(l.params); err != nil {
+			return nil, err
+		}
+	}
+	if s.EMADecay > 0 { // the average starts from the initial weights
+		l.avg = NewWeightAverage(l.params, s.EMADecay)
+	}
+	return l, nil
+}
+
+// Task returns the task the loop trains.
+func (l *Loop) Task() Task { return l.task }
+
+// Params returns the model's parameters.
+func (l *Loop) Params() *graph.Params { return l.params }
+
+// EvalProgram returns the evaluation program (batch Task.EvalBatch).
+func (l *Loop) EvalProgram() *graph.Program { return l.eval }
+
+// Step returns the number of steps trained.
+func (l *Loop) Step() int { return l.step }
+
+// Metrics returns the latest value of every metric, logged or evaluated.
+func (l *Loop) Metrics() map[string]float64 {
+	out := make(map[string]float64, len(l.metrics))
+	for k, v := range l.metrics {
+		out[k] = v
+	}
+	return out
+}
+
+// Interrupted reports whether the last Run stopped at its context's end
+// rather than at the last step.
+func (l *Loop) Interrupted() bool { return l.interrupted }
+
+// Restore puts a checkpoint's parameters, optimizer state, generators,
+// weight average and loop state back, so that Run continues the run
+// exactly. With a run directory, the metrics logged after the checkpoint's
+// step are dropped and the temporary files of a killed run removed.
+func (l *Loop) Restore(ck *graph.Checkpoint) error {
+	if err := ck.Restore(l.params); err != nil {
+		return err
+	}
+	l.opt.SetState(ck.Adam)
+	if err := l.dataSrc.UnmarshalBinary(ck.RNG["data"]); err != nil {
+		return fmt.Errorf("checkpoint data generator: %w", err)
+	}
+	if err := l.dropSrc.UnmarshalBinary(ck.RNG["dropout"]); err != nil {
+		return fmt.Errorf("checkpoint dropout generator: %w", err)
+	}
+	if err := json.Unmarshal(ck.Extra["loop"], &l.loop); err != nil {
+		return fmt.Errorf("checkpoint loop state: %w", err)
+	}
+	if l.avg != nil {
+		data, ok := ck.Extra[AverageExtra]
+		if !ok {
+			return errors.New("checkpoint has no weight average, but training.ema_decay is set")
+		}
+		if err := l.avg.Decode(data); err != nil {
+			return err
+		}
+	}
+	l.step = ck.Step
+	l.metrics = ck.Metrics
+	if l.metrics == nil {
+		l.metrics = map[string]float64{}
+	}
+	if l.set.Dir == "" {
+		return nil
+	}
+	if err := TruncateMetrics(l.set.Dir, l.step); err != nil {
+		return err
+	}
+	RemoveStaleTemps(l.set.Dir)
+	return nil
+}
+
+// Resume restores the newest step checkpoint of the run directory that
+// loads (LatestCheckpoint; unloadable ones are named on warn, which may
+// be nil). It returns the checkpoint's path.
+func (l *Loop) Resume(warn io.Writer) (string, error) {
+	if warn == nil {
+		warn = io.Discard
+	}
+	ck, path, err := LatestCheckpoint(l.set.Dir, warn)
+	if err != nil {
+		return "", err
+	}
+	if ck.Step >= l.set.Steps {
+		return "", fmt.Errorf("resume: the checkpoint is at step %d of %d", ck.Step, l.set.Steps)
+	}
+	if err := l.Restore(ck); err != nil {
+		return "", fmt.Errorf("resume %s: %w", path, err)
+	}
+	return path, nil
+}
+
+// wallSec is the wall time of the run's training loop so far, in
+// seconds, validations and checkpoints included: the earlier sessions'
+// and this one's.
+func (l *Loop) wallSec() float64 {
+	if l.started.IsZero() {
+		return l.loop.WallSec
+	}
+	return l.loop.WallSec + time.Since(l.started).Seconds()
+}
+
+// Checkpoint captures the run as it is now.
+func (l *Loop) Checkpoint() (*graph.Checkpoint, error) {
+	ck := graph.NewCheckpoint(l.params, l.opt, l.step, l.set.Config)
+	for k, v := range l.metrics {
+		ck.Metrics[k] = v
+	}
+	var err error
+	if ck.RNG["data"], err = l.dataSrc.MarshalBinary(); err != nil {
+		return nil, err
+	}
+	if ck.RNG["dropout"], err = l.dropSrc.MarshalBinary(); err != nil {
+		return nil, err
+	}
+	loop := l.loop
+	loop.WallSec = l.wallSec()
+	if ck.Extra["loop"], err = json.Marshal(loop); err != nil {
+		return nil, err
+	}
+	for k, v := range l.set.Extra {
+		ck.Extra[k] = v
+	}
+	if l.avg != nil {
+		ck.Extra[AverageExtra] = l.avg.Encode()
+	}
+	st, err := taskState(l.task)
+	if err != nil {
+		return nil, fmt.Errorf("task state: %w", err)
+	}
+	for k, v := range st {
+		ck.Extra[k] = v
+	}
+	return ck, nil
+}
+
+// save writes a step checkpoint and prunes old ones.
+func (l *Loop) save() (string, error) {
+	ck, err := l.Checkpoint()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(l.set.Dir, CheckpointName(l.step))
+	if err := graph.WriteCheckpoint(path, ck); err != nil {
+		return "", err
+	}
+	return path, PruneCheckpoints(l.set.Dir, l.set.KeepCheckpoints)
+}
+
+// record appends one JSON line to metrics.jsonl.
+func (l *Loop) record(fields map[string]any) error {
+	fields["step"] = l.step
+	line, err := json.Marshal(fields)
+	if err != nil {
+		return err
+	}
+	_, err = l.log.Write(append(line, '\n'))
+	return err
+}
+
+// validate scores the validation split (with the weight average, if the
+// run keeps one), records it, and saves best.ckpt on improvement.
+func (l *Loop) validate() (map[string]float64, error) {
+	m, err := l.Evaluate("valid")
+	if err != nil {
+		return nil, fmt.Errorf("step %d: evaluate: %w", l.step, err)
+	}
+	// wall_sec times the run (loop, validations and checkpoints), as the
+	// validation curves of PyTorch baselines are reported in minutes;
+	// tests ignore it.
+	fields := map[string]any{"wall_sec": l.wallSec()}
+	for k, v := range m {
+		l.metrics[k] = v
+		fields[k] = v
+	}
+	if err := l.record(fields); err != nil {
+		return nil, err
+	}
+	name, maximize := l.task.Selection()
+	sel, ok := m[name]
+	if !ok {
+		return nil, fmt.Errorf("step %d: evaluate: no selection metric %s among %s", l.step, name, FormatMetrics(m))
+	}
+	if l.loop.BestStep == 0 || (maximize && sel > l.loop.Best) || (!maximize && sel < l.loop.Best) {
+		l.loop.Best, l.loop.BestStep = sel, l.step
+		ck, err := l.Checkpoint()
+		if err != nil {
+			return nil, err
+		}
+		if err := graph.WriteCheckpoint(filepath.Join(l.set.Dir, BestCheckpoint), ck); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Evaluate scores a split with the evaluation program, with the weight
+// average swapped in when the run keeps one.
+func (l *Loop) Evaluate(split string) (m map[string]float64, err error) {
+	if l.avg == nil {
+		return l.task.Evaluate(l.params, l.eval, split)
+	}
+	if err := l.avg.SwapIn(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if e := l.avg.SwapOut(); err == nil {
+			err = e
+		}
+	}()
+	return l.task.Evaluate(l.params, l.eval, split)
+}
+
+// Run trains until Settings.Steps, appending to the run directory's
+// metrics.jsonl, validating and checkpointing at the configured cadences
+// and at the last step. When ctx is done it saves a step checkpoint and
+// returns nil (Interrupted then reports true). A non-finite loss or
+// gradient stops it with an error naming the step and the last good
+// checkpoint (see Divergence).
+func (l *Loop) Run(ctx context.Context) (err error) {
+	if l.set.Dir == "" {
+		return errors.New("train: no run directory (Settings.Dir)")
+	}
+	if err := os.MkdirAll(l.set.Dir, 0o755); err != nil {
+		return fmt.Errorf("run directory: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(l.set.Dir, MetricsFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if e := f.Close(); err == nil {
+			err = e
+		}
+	}()
+	l.log = f
+	p := l.set.Progress
+	if p == nil {
+		p = nopProgress{}
+	}
+	p.Start(l.set.Steps, l.step)
+	return l.run(ctx, p)
+}
+
+func (l *Loop) run(ctx context.Context, p Progress) error {
+	s := l.set
+	l.interrupted = false
+	lastGood := ""
+	if steps, _ := StepCheckpoints(s.Dir); len(steps) > 0 {
+		lastGood = steps[len(steps)-1]
+	}
+	start := time.Now()
+	l.started = start
+	startStep := l.step
+	for l.step < s.Steps {
+		select {
+		case <-ctx.Done():
+			path, err := l.save()
+			if err != nil {
+				return fmt.Errorf("interrupted at step %d; saving failed: %w", l.step, err)
+			}
+			p.Finish()
+			l.interrupted = true
+			fmt.Fprintf(s.Out, "interrupted at step %d: checkpoint %s\n", l.step, path)
+			return nil
+		default:
+		}
+		next := l.step + 1
+		loss, norm, err := l.TrainStep(next)
+		var div *Divergence
+		if errors.As(err, &div) {
+			return diverged(next, div, lastGood)
+		}
+		if err != nil {
+			return err
+		}
+		l.step = next
+		l.loop.LossSum += loss
+		l.loop.LossCount++
+		for name, v := range l.train.PenaltyValues() {
+			if l.loop.PenaltySums == nil {
+				l.loop.PenaltySums = map[string]float64{}
+			}
+			l.loop.PenaltySums[name] += v
+		}
+		p.Update(l.step, loss)
+
+		last := l.step == s.Steps
+		if l.step%s.LogEvery == 0 || last {
+			mean := l.loop.LossSum / float64(l.loop.LossCount)
+			rate := float64(l.step-startStep) / time.Since(start).Seconds()
+			l.metrics["train_loss"] = mean
+			fields := map[string]any{"train_loss": mean, "lr": l.opt.LR, "grad_norm": norm, "steps_per_sec": rate}
+			penalties := map[string]float64{}
+			for name, sum := range l.loop.PenaltySums {
+				penalties[name] = sum / float64(l.loop.LossCount)
+				fields["train_"+name] = penalties[name]
+				l.metrics["train_"+name] = penalties[name]
+			}
+			if err := l.record(fields); err != nil {
+				return err
+			}
+			p.Log(l.step, mean, l.opt.LR, rate, headline(penalties))
+			l.loop.LossSum, l.loop.LossCount, l.loop.PenaltySums = 0, 0, nil
+		}
+		if (s.EvalEvery > 0 && l.step%s.EvalEvery == 0) || last {
+			m, err := l.validate()
+			if err != nil {
+				return err
+			}
+			p.Eval(l.step, m)
+		}
+		if (s.CheckpointEvery > 0 && l.step%s.CheckpointEvery == 0) || last {
+			path, err := l.save()
+			if err != nil {
+				return fmt.Errorf("step %d: %w", l.step, err)
+			}
+			lastGood = path
+		}
+	}
+	p.Finish()
+	name, _ := l.task.Selection()
+	fmt.Fprintf(s.Out, "done: %d steps in %s; best %s = %.6g at step %d\ncheckpoints: %s\n",
+		l.step, time.Since(start).Round(time.Second), name, l.loop.Best, l.loop.BestStep, s.Dir)
+	return nil
+}
+
+func diverged(step int, div *Divergence, lastGood string) error {
+	if lastGood == "" {
+		return fmt.Errorf("step %d: %w; no checkpoint was written yet", step, div)
+	}
+	return fmt.Errorf("step %d: %w; the last good checkpoint is %s", step, div, lastGood)
+}
+
+// headline keeps the parts of the loss a progress line has room for: the
+// whole-model values (nll, kl, diversity), not each layer's, which
+// metrics.jsonl holds.
+func headline(tracked map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for name, v := range tracked {
+		if !strings.Contains(name, ".") {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// nopProgress shows nothing.
+type nopProgress struct{}
+
+func (nopProgress) Start(int, int)                                         {}
+func (nopProgress) Update(int, float64)                                    {}
+func (nopProgress) Log(int, float64, float64, float64, map[string]float64) {}
+func (nopProgress) Eval(int, map[string]float64)                           {}
+func (nopProgress) Finish()                                                {}

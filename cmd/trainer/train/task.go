@@ -1,0 +1,64 @@
+package train
+
+import (
+	"io"
+	"math/rand/v2"
+
+	"probformer/graph"
+)
+
+// Task is what a Loop trains: data, a model and its loss, and how to
+// score the model. A Loop knows nothing else about it.
+type Task interface {
+	// Build returns the function that adds the model and its loss
+	// (graph.Builder.SetLoss) for batches of the given size. The Loop
+	// compiles it twice on the same parameters: a training program of
+	// the Settings' batch and an evaluation program of EvalBatch.
+	Build(batch int) graph.BuildFunc
+	// Feed draws the batch of training step step (1-based) from rng into
+	// prog's inputs. Drawing only from rng keeps runs reproducible and
+	// resumable.
+	Feed(rng *rand.Rand, prog *graph.Program, step int) error
+	// EvalBatch is the batch size of the evaluation program.
+	EvalBatch() int
+	// Evaluate scores the evaluation program on a split, "valid" or
+	// "test"; metric names should start with the split ("valid_mse").
+	Evaluate(params *graph.Params, prog *graph.Program, split string) (map[string]float64, error)
+	// Selection names the validation metric that picks the best
+	// checkpoint, and whether higher is better.
+	Selection() (metric string, maximize bool)
+}
+
+// Stateful is a Task that must carry state in its checkpoints to be
+// rebuilt (a vocabulary, say). The entries go into the checkpoint's
+// Extra by name; a Factory gets them back.
+type Stateful interface {
+	State() (map[string][]byte, error)
+}
+
+// StepAware is a Task whose inputs depend on the step, such as an
+// annealed KL weight (see FeedKLWeight). AtStep runs before every
+// training step, after Feed.
+type StepAware interface {
+	AtStep(prog *graph.Program, step, steps int) error
+}
+
+// Reporter is a Task that prints a human summary of a checkpoint's test
+// metrics, next to baselines (`trainer eval`).
+type Reporter interface {
+	Report(w io.Writer, params *graph.Params, prog *graph.Program) error
+}
+
+// Plotter is a Reporter that also draws figures, into a directory its
+// caller chooses before Report.
+type Plotter interface {
+	SetPlotDir(dir string)
+}
+
+// taskState returns a task's checkpoint state, or nil if it keeps none.
+func taskState(t Task) (map[string][]byte, error) {
+	if s, ok := t.(Stateful); ok {
+		return s.State()
+	}
+	return nil, nil
+}
