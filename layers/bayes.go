@@ -151,7 +151,7 @@ func (a BayesAttention) Attend(b *graph.Builder, name string, q, k, v *graph.Nod
 	}
 	out, kl := a.attend(b, name, q, k, v, heads, mask, noise, b.Training())
 	if kl != nil {
-		b.AddPenalty(name+".kl", kl)
+		b.AddPenaltyKind(graph.PenaltyKL, name+".kl", kl)
 	}
 	return out
 }
