@@ -363,3 +363,58 @@ double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n,
 	rows_axpy(m, n, d, scale, s, 1, m8, q, ldq, dk, ldk);
 	return 0;
 }
+
+// pf_prior_head computes one head of the contextual prior network of
+// Bayesian attention (fusedbayesprior.go, BayesPriorLogits) with its
+// hidden width padded to 16: w1 [d×16], w1t [16×d] (its transpose), b1
+// and w2 [16], all zero past the real width. Row r = b·m + j of k (rows
+// strided by ldk, d wide) has the hidden units u = kᵀ w1 + b1 (kept in
+// scratch [rows×16]) and the logit
+//   c[b·ldc + j] = b2 + Σ_t w2_t ReLU(u_t).
+// With gc (the logits' gradient, laid out as c) it runs the backward pass
+// instead: du = G w2 [u > 0], db1 = Σ du, dw2 = Σ G ReLU(u), *db2 = Σ G,
+// dw1 [d×16] = kᵀ du, and dk rows = du w1ᵀ (strided by ldk).
+__attribute__((target("avx2,fma")))
+void pf_prior_head(const float *k, int ldk, int rows, int m, int d, const float *w1, const float *w1t,
+                   const float *b1, const float *w2, float b2, float *c, const float *gc, int ldc,
+                   float *scratch, float *dk, float *dw1, float *db1, float *dw2, float *db2) {
+	rows_axpy(rows, d, 16, 1, k, ldk, 1, w1, 16, scratch, 16);
+	const __m256 zero = _mm256_setzero_ps();
+	const __m256 b10 = _mm256_loadu_ps(b1), b11 = _mm256_loadu_ps(b1 + 8);
+	const __m256 w20 = _mm256_loadu_ps(w2), w21 = _mm256_loadu_ps(w2 + 8);
+	if (!gc) {
+		for (int r = 0; r < rows; r++) {
+			float *u = scratch + (size_t)r * 16;
+			__m256 h0 = _mm256_max_ps(zero, _mm256_add_ps(_mm256_loadu_ps(u), b10));
+			__m256 h1 = _mm256_max_ps(zero, _mm256_add_ps(_mm256_loadu_ps(u + 8), b11));
+			c[(size_t)(r / m) * ldc + r % m] = b2 + hsum(_mm256_fmadd_ps(h1, w21, _mm256_mul_ps(h0, w20)));
+		}
+		return;
+	}
+	__m256 sb0 = zero, sb1 = zero, sw0 = zero, sw1 = zero;
+	double sg = 0;
+	for (int r = 0; r < rows; r++) {
+		float *u = scratch + (size_t)r * 16;
+		float g = gc[(size_t)(r / m) * ldc + r % m];
+		__m256 vg = _mm256_set1_ps(g);
+		__m256 u0 = _mm256_add_ps(_mm256_loadu_ps(u), b10), u1 = _mm256_add_ps(_mm256_loadu_ps(u + 8), b11);
+		__m256 on0 = _mm256_cmp_ps(u0, zero, _CMP_GT_OQ), on1 = _mm256_cmp_ps(u1, zero, _CMP_GT_OQ);
+		sw0 = _mm256_fmadd_ps(vg, _mm256_and_ps(on0, u0), sw0);
+		sw1 = _mm256_fmadd_ps(vg, _mm256_and_ps(on1, u1), sw1);
+		__m256 d0 = _mm256_and_ps(on0, _mm256_mul_ps(vg, w20)), d1 = _mm256_and_ps(on1, _mm256_mul_ps(vg, w21));
+		sb0 = _mm256_add_ps(sb0, d0);
+		sb1 = _mm256_add_ps(sb1, d1);
+		_mm256_storeu_ps(u, d0);
+		_mm256_storeu_ps(u + 8, d1);
+		sg += g;
+	}
+	_mm256_storeu_ps(db1, sb0);
+	_mm256_storeu_ps(db1 + 8, sb1);
+	_mm256_storeu_ps(dw2, sw0);
+	_mm256_storeu_ps(dw2 + 8, sw1);
+	*db2 = (float)sg;
+	// dk [rows×d]: row r = Σ_t du[r][t] w1ᵀ[t]
+	rows_axpy(rows, 16, d, 1, scratch, 16, 1, w1t, d, dk, ldk);
+	// dw1 [d×16]: row e = Σ_r k[r][e] du[r]
+	rows_axpy(d, rows, 16, 1, k, 1, ldk, scratch, 16, dw1, 16);
+}

@@ -10,6 +10,9 @@ package graph
 // double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n, int m, int d, float scale,
 //                         const float *mask, const float *qmask, int kind, const float *a, const float *b, float g,
 //                         float *dq, float *dk, float *colsum, double *agg);
+// void pf_prior_head(const float *k, int ldk, int rows, int m, int d, const float *w1, const float *w1t,
+//                    const float *b1, const float *w2, float b2, float *c, const float *gc, int ldc,
+//                    float *scratch, float *dk, float *dw1, float *db1, float *dw2, float *db2);
 import "C"
 
 // attnHeadFwdBias32 is attnHeadFwd32 with an additive score bias [n×m]
@@ -69,4 +72,28 @@ func klHead32(q []float32, k []float32, ld, n, m, d int, scale float32, mask, qm
 	r := C.pf_bayes_kl_head((*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld), C.int(n), C.int(m), C.int(d),
 		C.float(scale), mp, qp, C.int(kind), (*C.float)(&a[0]), bp, C.float(g), dqp, dkp, csp, (*C.double)(&agg[0]))
 	return float64(r), true
+}
+
+// priorHead32 runs attention.c's pf_prior_head (see there) on one head:
+// rows = B·M rows of k, hidden width padded to 16 in w1 [d×16], w1t
+// [16×d], b1, w2 [16]; c or gc laid out [B, ·, M] with rows of examples
+// ldc apart; scratch [rows×16]. With gc it writes dk, dw1 [d×16], db1,
+// dw2 [16] and db2 [1]. It reports whether it ran (AVX2 and FMA, d a
+// multiple of 8 up to 64).
+func priorHead32(k []float32, ldk, rows, m, d int, w1, w1t, b1, w2 []float32, b2 float32, c, gc []float32, ldc int,
+	scratch, dk, dw1, db1, dw2, db2 []float32) bool {
+	if hasAVX2() == 0 || d%8 != 0 || d > 64 || rows == 0 || len(scratch) < rows*16 {
+		return false
+	}
+	if gc == nil {
+		C.pf_prior_head((*C.float)(&k[0]), C.int(ldk), C.int(rows), C.int(m), C.int(d), (*C.float)(&w1[0]),
+			(*C.float)(&w1t[0]), (*C.float)(&b1[0]), (*C.float)(&w2[0]), C.float(b2), (*C.float)(&c[0]), nil, C.int(ldc),
+			(*C.float)(&scratch[0]), nil, nil, nil, nil, nil)
+		return true
+	}
+	C.pf_prior_head((*C.float)(&k[0]), C.int(ldk), C.int(rows), C.int(m), C.int(d), (*C.float)(&w1[0]),
+		(*C.float)(&w1t[0]), (*C.float)(&b1[0]), (*C.float)(&w2[0]), C.float(b2), nil, (*C.float)(&gc[0]), C.int(ldc),
+		(*C.float)(&scratch[0]), (*C.float)(&dk[0]), (*C.float)(&dw1[0]), (*C.float)(&db1[0]), (*C.float)(&dw2[0]),
+		(*C.float)(&db2[0]))
+	return true
 }

@@ -15,3 +15,8 @@ func klHead32([]float32, []float32, int, int, int, int, float32, []float32, []fl
 	[]float32, []float32, float32, []float32, []float32, []float32, *[2]float64) (float64, bool) {
 	return 0, false
 }
+
+func priorHead32([]float32, int, int, int, int, []float32, []float32, []float32, []float32, float32, []float32,
+	[]float32, int, []float32, []float32, []float32, []float32, []float32, []float32) bool {
+	return false
+}

@@ -126,6 +126,9 @@ func priorRun[T float](p priorKernel, in []*tensor.Dense, c, gc, packed []T) {
 	}
 	hidden := make([][]T, runtime.GOMAXPROCS(0))
 	parallelFor(h, func(w, hh int) {
+		if priorHeadC(p, k, w1, b1, w2, b2, c, gc, dk, dw1, db1, dw2, db2, hh, b, m, d, r) {
+			return
+		}
 		if hidden[w] == nil {
 			hidden[w] = make([]T, rows*r)
 		}
@@ -171,4 +174,44 @@ func priorRun[T float](p priorKernel, in []*tensor.Dense, c, gc, packed []T) {
 		gemm(true, false, d, r, rows, 1, k[hh*d:], hd, u, r, 0, dw1[hh*d*r:(hh+1)*d*r], r)
 		gemm(false, true, rows, d, r, 1, u, r, w1h, r, 0, dk[hh*d:], hd)
 	})
+}
+
+// priorHeadC runs head hh of priorRun in attention.c (float32, hidden
+// width R ≤ 16 padded to 16) and reports whether it did.
+func priorHeadC[T float](p priorKernel, k, w1, b1, w2, b2, c, gc, dk, dw1, db1, dw2, db2 []T, hh, b, m, d, r int) bool {
+	k32, ok := any(k).([]float32)
+	if !ok || r > 16 {
+		return false
+	}
+	h := p.heads
+	w1p, w1t, b1p, w2p := make([]float32, d*16), make([]float32, 16*d), make([]float32, 16), make([]float32, 16)
+	for e := range d {
+		for t := range r {
+			x := float32(w1[(hh*d+e)*r+t])
+			w1p[e*16+t], w1t[t*d+e] = x, x
+		}
+	}
+	for t := range r {
+		b1p[t], w2p[t] = float32(b1[hh*r+t]), float32(w2[hh*r+t])
+	}
+	scratch := make([]float32, b*m*16)
+	if gc == nil {
+		return priorHead32(k32[hh*d:], h*d, b*m, m, d, w1p, w1t, b1p, w2p, float32(b2[hh]), any(c).([]float32)[hh*m:],
+			nil, h*m, scratch, nil, nil, nil, nil, nil)
+	}
+	dw1p, db1p, dw2p, db2p := make([]float32, d*16), make([]float32, 16), make([]float32, 16), make([]float32, 1)
+	if !priorHead32(k32[hh*d:], h*d, b*m, m, d, w1p, w1t, b1p, w2p, float32(b2[hh]), nil, any(gc).([]float32)[hh*m:],
+		h*m, scratch, any(dk).([]float32)[hh*d:], dw1p, db1p, dw2p, db2p) {
+		return false
+	}
+	for e := range d {
+		for t := range r {
+			dw1[(hh*d+e)*r+t] = T(dw1p[e*16+t])
+		}
+	}
+	for t := range r {
+		db1[hh*r+t], dw2[hh*r+t] = T(db1p[t]), T(dw2p[t])
+	}
+	db2[hh] = T(db2p[0])
+	return true
 }
