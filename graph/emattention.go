@@ -343,7 +343,10 @@ func (k emKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 // problem returns the views of problem g = b·H + h of the inputs.
-func emProblemOf[T float](k emKernel, in []*tensor.Dense, g int) *emProblem[T] {
+//
+// It fills p, and inS [N] when the problem has annotated units, so that a
+// worker reuses one of each for all its problems.
+func emProblemOf[T float](k emKernel, in []*tensor.Dense, g int, p *emProblem[T], inS []T) *emProblem[T] {
 	d := k.dims
 	b, h := g/d.h, g%d.h
 	data := func(slot int) []T {
@@ -352,7 +355,7 @@ func emProblemOf[T float](k emKernel, in []*tensor.Dense, g int) *emProblem[T] {
 		}
 		return in[k.at[slot]].Data().([]T)
 	}
-	p := &emProblem[T]{n: d.n, m: d.m, d: d.d, dv: d.dv}
+	*p = emProblem[T]{n: d.n, m: d.m, d: d.d, dv: d.dv}
 	if k.spec.SplitHeads {
 		p.q, p.ldq = data(emQ)[g*d.n*d.d:], d.d
 		p.xi0, p.ldk = data(emK)[g*d.m*d.d:], d.d
@@ -394,9 +397,8 @@ func emProblemOf[T float](k emKernel, in []*tensor.Dense, g int) *emProblem[T] {
 		}
 	}
 	if ann := data(emAnnotated); ann != nil && k.spec.PropagateIters > 0 {
-		// S: annotated and real. Each problem builds its own, so the
-		// slice is new (a few dozen values).
-		p.inS = make([]T, d.n)
+		// S: annotated and real.
+		p.inS = inS[:d.n]
 		for i := range d.n {
 			p.inS[i] = ann[b*d.n+i]
 			if p.queryMask != nil {
@@ -424,14 +426,19 @@ func emRunForward[T float](k emKernel, in []*tensor.Dense, out []T) {
 	d, s := k.dims, k.spec
 	size := emTraceSize(s, d.n, d.m, d.d, d.dv)
 	traces := emTraces[T](k, d.g*size)
-	scratch := make([][]T, runtime.GOMAXPROCS(0))
+	type worker struct {
+		scratch, inS []T
+		p            emProblem[T]
+	}
+	workers := make([]*worker, runtime.GOMAXPROCS(0))
 	parallelFor(d.g, func(w, g int) {
-		if scratch[w] == nil {
-			scratch[w] = make([]T, emScratchSize(d.n, d.m))
+		if workers[w] == nil {
+			workers[w] = &worker{scratch: make([]T, emScratchSize(d.n, d.m)), inS: make([]T, d.n)}
 		}
-		p := emProblemOf[T](k, in, g)
+		scratch := workers[w].scratch
+		p := emProblemOf(k, in, g, &workers[w].p, workers[w].inS)
 		tr := cutTrace(s, d.n, d.m, d.d, d.dv, traces[g*size:(g+1)*size])
-		emForward(s, p, tr, scratch[w])
+		emForward(s, p, tr, scratch)
 		if out != nil {
 			emWrite(k, out, p, tr, g)
 		}
@@ -581,13 +588,18 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 		logits = make([]T, d.g*d.m)
 	}
 	seedOff := k.seedOffsets()
-	scratch := make([][]T, runtime.GOMAXPROCS(0))
+	type worker struct {
+		scratch, inS []T
+		p            emProblem[T]
+	}
+	workers := make([]*worker, runtime.GOMAXPROCS(0))
 	parallelFor(d.g, func(w, g int) {
-		if scratch[w] == nil {
-			scratch[w] = make([]T, emBackScratchSize(d.n, d.m, d.d, d.dv))
+		if workers[w] == nil {
+			workers[w] = &worker{scratch: make([]T, emBackScratchSize(d.n, d.m, d.d, d.dv)), inS: make([]T, d.n)}
 		}
+		scratch := workers[w].scratch
 		b, h := g/d.h, g%d.h
-		p := emProblemOf[T](k, in, g)
+		p := emProblemOf(k, in, g, &workers[w].p, workers[w].inS)
 		tr := cutTrace(s, d.n, d.m, d.d, d.dv, traces[g*size:(g+1)*size])
 		tr.pr = emPropagates(s, p)
 		seed := &emSeeds[T]{}
@@ -631,7 +643,7 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 		case dlogits != nil:
 			gr.logits = dlogits[g*d.m : (g+1)*d.m]
 		}
-		emBackward(s, p, tr, seed, gr, cutBackScratch[T](d.n, d.m, d.d, d.dv, scratch[w]))
+		emBackward(s, p, tr, seed, gr, cutBackScratch[T](d.n, d.m, d.d, d.dv, scratch))
 	})
 	// Per-head gradients: sums over the examples, in a fixed order.
 	for i := range emHyperCount {
