@@ -1,5 +1,7 @@
 package configs
 
+import "probformer/layers"
+
 // Config is one run: everything needed to reproduce it.
 type Config struct {
 	// Name is the preset's name or the file's base name; set by Load.
@@ -120,48 +122,11 @@ type Model struct {
 	TieOutput bool `yaml:"tie_output"`
 }
 
-// Attention selects the attention kernel of every layer.
-type Attention struct {
-	// Kind: softmax, em (probabilistic attention, em/MATH.md),
-	// bayes-weibull or bayes-lognormal (Bayesian attention,
-	// layers/BAYES.md).
-	Kind string `yaml:"kind"`
-	// KeyIters, ValueIters and PropagateIters are em's unrolled
-	// iterations T_k (§4), T_v (§3) and T_p (§5).
-	KeyIters       int `yaml:"key_iters"`
-	ValueIters     int `yaml:"value_iters"`
-	PropagateIters int `yaml:"propagate_iters"`
-	// AdaptAlpha, AdaptBeta, AdaptPi add em's optional precision and prior
-	// updates.
-	AdaptAlpha bool `yaml:"adapt_alpha"`
-	AdaptBeta  bool `yaml:"adapt_beta"`
-	AdaptPi    bool `yaml:"adapt_pi"`
-	// Prior is em's initial mixing prior, linked or free; for the
-	// Bayesian kinds, the prior of the weights, contextual (the default,
-	// also empty) or constant.
-	Prior string `yaml:"prior"`
-	// K is bayes-weibull's shape k (larger: less noise), Sigma
-	// bayes-lognormal's σ, PriorRate the Gamma prior's rate β₀ and
-	// PriorSigma the log-normal prior's σ₀; 0 picks the default (10, 1, 1
-	// and 1).
-	K          float64 `yaml:"k"`
-	Sigma      float64 `yaml:"sigma"`
-	PriorRate  float64 `yaml:"prior_rate"`
-	PriorSigma float64 `yaml:"prior_sigma"`
-	// Score is softmax attention's score function: dot, scaled_dot (the
-	// default, also empty), bilinear or additive.
-	Score string `yaml:"score"`
-	// RelativePositions is the clip distance δ of relative position
-	// representations in encoder and decoder self-attention; 0 is off.
-	RelativePositions int `yaml:"relative_positions"`
-	// HeadDiversity is the weight λ of the head-diversity regulariser
-	// λ‖AAᵀ − I‖² over each layer's per-head attention rows (Lin et al.
-	// 2017); 0 leaves it out.
-	HeadDiversity float64 `yaml:"head_diversity"`
-	// Dropout on the attention weights of softmax scaled_dot attention,
-	// as nn.MultiheadAttention's dropout; 0 is off.
-	Dropout float64 `yaml:"dropout"`
-}
+// Attention selects the attention kernel of every layer. It is
+// layers.AttentionConfig itself, whose fields and YAML names are the
+// model.attention section: layers owns the attention settings, and
+// configs reads them into the layers' type, so there is nothing to copy.
+type Attention = layers.AttentionConfig
 
 // Optimizer is Adam with decoupled weight decay and a learning-rate
 // schedule.

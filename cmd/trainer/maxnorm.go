@@ -37,7 +37,7 @@ func newMaxNormTask(cfg *configs.Config) (*maxNormTask, error) {
 	st := layers.SetTransformerConfig{
 		DimIn: d.Dim, Dim: m.Dim, Heads: m.Heads, DimOut: d.Dim, Encoder: m.Encoder, Blocks: m.Blocks,
 		Inducing: m.Inducing, Seeds: m.Seeds, DecoderSAB: m.DecoderSAB, LayerNorm: m.LayerNorm,
-		Attention: attentionConfig(m.Attention),
+		Attention: m.Attention,
 	}
 	if err := st.Validate(); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
@@ -178,12 +178,4 @@ func (t *maxNormTask) Report(w io.Writer, params *graph.Params, prog *graph.Prog
 		return err
 	}
 	return printPriors(w, params, em.DefaultRawParams(t.cfg.Model.Dim/t.cfg.Model.Heads))
-}
-
-// attentionConfig maps the config's attention section to the layers'.
-func attentionConfig(a configs.Attention) layers.AttentionConfig {
-	return layers.AttentionConfig{Kind: a.Kind, KeyIters: a.KeyIters, ValueIters: a.ValueIters,
-		PropagateIters: a.PropagateIters, AdaptAlpha: a.AdaptAlpha, AdaptBeta: a.AdaptBeta, AdaptPi: a.AdaptPi, Prior: a.Prior,
-		Score: a.Score, RelativePositions: a.RelativePositions, HeadDiversity: a.HeadDiversity,
-		K: a.K, Sigma: a.Sigma, PriorRate: a.PriorRate, PriorSigma: a.PriorSigma, Dropout: a.Dropout}
 }

@@ -89,7 +89,7 @@ func newMLMTask(cfg *configs.Config, state map[string][]byte) (*mlmTask, error) 
 	}
 	m := cfg.Model
 	mc := layers.MaskedLMConfig{DModel: m.Dim, Heads: m.Heads, FF: m.FF, Layers: m.EncLayers, Dropout: m.Dropout,
-		PreLN: m.PreLN, Vocab: t.vocab.Size(), MaxLen: t.length, Attention: attentionConfig(m.Attention)}
+		PreLN: m.PreLN, Vocab: t.vocab.Size(), MaxLen: t.length, Attention: m.Attention}
 	if err := mc.Validate(); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}

@@ -66,7 +66,7 @@ func newSegmentTask(cfg *configs.Config) (*segmentTask, error) {
 		return nil, fmt.Errorf("data: %w", err)
 	}
 	sc := layers.SegmenterConfig{FeatDim: datasets.SegFeatDim, Classes: d.Classes, Dim: m.Dim, Heads: m.Heads,
-		Encoder: m.EncLayers, Layers: m.Blocks, Attention: attentionConfig(m.Attention)}
+		Encoder: m.EncLayers, Layers: m.Blocks, Attention: m.Attention}
 	if err := sc.Validate(); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}

@@ -58,7 +58,7 @@ func newSeq2SeqTask(cfg *configs.Config, state map[string][]byte) (*seq2seqTask,
 	m := cfg.Model
 	sc := layers.Seq2SeqConfig{DModel: m.Dim, Heads: m.Heads, FF: m.FF, EncLayers: m.EncLayers, DecLayers: m.DecLayers,
 		Dropout: m.Dropout, PreLN: m.PreLN, FinalNorm: m.FinalNorm, TieOutput: m.TieOutput, SrcVocab: t.src.Size(), TgtVocab: t.tgt.Size(), MaxLen: t.tgtLen,
-		Attention: attentionConfig(m.Attention)}
+		Attention: m.Attention}
 	if err := sc.Validate(); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
