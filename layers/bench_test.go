@@ -54,14 +54,26 @@ func benchmarkSetStep(b *testing.B, cfg SetTransformerConfig, batch, n int) {
 	}
 }
 
-// BenchmarkSetTransformerStepEM is BenchmarkSetTransformerStep with EM
-// attention (em/MATH.md) in every block: 2 key-adaptation iterations with
-// α, and 1 value iteration, so the cost of the unrolled EM shows beside
-// softmax attention.
+// BenchmarkSetTransformerStepEM is BenchmarkSetTransformerStep, the same
+// model and size, with EM attention (em/MATH.md) in every block, one row a
+// configuration named by its iterations: k2-alpha-v1 is 2 key-adaptation
+// iterations with α and 1 value iteration (PyTorch's setstep-em in the
+// reference script, README Performance), k1-v0 one key iteration.
+// softmax is the twin, BenchmarkSetTransformerStep again in the same run.
 func BenchmarkSetTransformerStepEM(b *testing.B) {
 	const batch, n, dim = 64, 32, 8
-	cfg := SetTransformerConfig{DimIn: dim, Dim: 64, Heads: 4, DimOut: dim, Encoder: "isab", Blocks: 2,
-		Inducing: 16, Seeds: 1, LayerNorm: false,
-		Attention: AttentionConfig{Kind: "em", KeyIters: 2, ValueIters: 1, AdaptAlpha: true}}
-	benchmarkSetStep(b, cfg, batch, n)
+	for _, c := range []struct {
+		name string
+		attn AttentionConfig
+	}{
+		{"softmax", AttentionConfig{}},
+		{"k1-v0", AttentionConfig{Kind: "em", KeyIters: 1}},
+		{"k2-alpha-v1", AttentionConfig{Kind: "em", KeyIters: 2, ValueIters: 1, AdaptAlpha: true}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			cfg := SetTransformerConfig{DimIn: dim, Dim: 64, Heads: 4, DimOut: dim, Encoder: "isab", Blocks: 2,
+				Inducing: 16, Seeds: 1, LayerNorm: false, Attention: c.attn}
+			benchmarkSetStep(b, cfg, batch, n)
+		})
+	}
 }
