@@ -597,3 +597,18 @@ func TestBayesPriorLogits(t *testing.T) {
 		}
 	}
 }
+
+// TestFastGammaFunctions: the float32 path's lgamma and ψ agree with
+// math.Lgamma and the exact digamma to 1e-9 over the range a Gamma
+// prior's shape takes, from the floor up.
+func TestFastGammaFunctions(t *testing.T) {
+	for x := BayesAlphaFloor; x < 200; x *= 1.07 {
+		want, _ := math.Lgamma(x)
+		if d := math.Abs(lgammaFast(x) - want); d > 1e-9*math.Max(1, math.Abs(want)) {
+			t.Fatalf("lgammaFast(%g) = %.15g, want %.15g", x, lgammaFast(x), want)
+		}
+		if d := math.Abs(digammaFast(x) - digamma(x)); d > 1e-9*math.Max(1, math.Abs(digamma(x))) {
+			t.Fatalf("digammaFast(%g) = %.15g, want %.15g", x, digammaFast(x), digamma(x))
+		}
+	}
+}

@@ -204,6 +204,9 @@ func (a BayesAttention) attend(b *graph.Builder, name string, q, k, v *graph.Nod
 // weight of 0, where 1 − u = 0 would give a NaN softmax).
 func (a BayesAttention) noiseBias(noise *graph.Node) *graph.Node {
 	if a.Kind == KindBayesLogNormal {
+		if a.Sigma == 1 { // the default: ε itself, without a pass over it
+			return noise
+		}
 		return graph.Scale(noise, a.Sigma)
 	}
 	return graph.WeibullLogNoise(noise, a.K)
