@@ -50,9 +50,18 @@ const eulerGamma = 0.5772156649015329
 //
 // so that E[S_ij] = φ_ij. A training graph samples, with the noise a
 // graph.Noise input that the trainer draws each step, and records the
-// layer's KL̄ (the mean of the KL over heads and unmasked (i, j)) as the
-// penalty <name>.kl; an evaluation graph uses the mean W = φ, which is
-// softmax attention.
+// layer's KL̄ (§5: the mean of the KL over heads, real queries and the
+// keys each sees) as the penalty <name>.kl; an evaluation graph uses the
+// mean W = φ, which is softmax attention (graph.Attention). Padded
+// queries (Mask.Queries) are left out of KL̄, so padding a set changes
+// nothing for its real elements.
+//
+// The layer runs on fused ops with analytic backward passes (see attend):
+// a sample is softmax attention with the noise term as a score bias
+// (graph.BiasedAttention), the KL one op (graph.BayesAttentionKL), the
+// prior network another (graph.BayesPriorLogits). attendComposed
+// (bayes_reference.go) builds the same from generic graph ops; the tests
+// hold the two equal to 1e-9.
 //
 // The prior has mean p_j: Gamma(β₀ p_j, β₀) for the Weibull kernel,
 // LogNormal(log p_j − σ₀²/2, σ₀²) for the log-normal. The contextual
@@ -131,8 +140,9 @@ func (a BayesAttention) check() error {
 	return nil
 }
 
-// Attend implements Kernel. In a training graph it samples the weights
-// and records the penalty <name>.kl; otherwise it reads out with W = φ.
+// Attend implements Kernel: q [B, N, H·d], k [B, M, H·d], v [B, M, H·dv]
+// → [B, N, H·dv]. In a training graph it samples the weights and records
+// the penalty <name>.kl; otherwise it reads out with W = φ.
 func (a BayesAttention) Attend(b *graph.Builder, name string, q, k, v *graph.Node, heads int, mask Mask) *graph.Node {
 	if err := a.check(); err != nil {
 		panic(fmt.Errorf("%s: %w", name, err))
@@ -156,9 +166,9 @@ func (a BayesAttention) Attend(b *graph.Builder, name string, q, k, v *graph.Nod
 	return out
 }
 
-// Weights implements WeightsKernel: the mean weights φ [B, H, N, M],
-// composed from graph ops so that they have a gradient (the head-diversity
-// penalty trains through them).
+// Weights implements WeightsKernel: q [B, N, H·d], k [B, M, H·d] → the
+// mean weights φ [B, H, N, M], composed from graph ops so that they have a
+// gradient (the head-diversity penalty trains through them).
 func (a BayesAttention) Weights(b *graph.Builder, name string, q, k, v *graph.Node, heads int, mask Mask) *graph.Node {
 	_, w, _ := a.attendComposed(b, name, name+".weights", q, k, v, heads, mask, nil, false)
 	return w
