@@ -124,13 +124,15 @@ func priorRun[T float](p priorKernel, in []*tensor.Dense, c, gc, packed []T) {
 		}
 		dk, dw1, db1, dw2, db2 = next(len(k)), next(len(w1)), next(len(b1)), next(len(w2)), next(len(b2))
 	}
+	// one buffer per worker: the hidden units [B·M, R], or attention.c's
+	// [B·M, 16]
 	hidden := make([][]T, runtime.GOMAXPROCS(0))
 	parallelFor(h, func(w, hh int) {
-		if priorHeadC(p, k, w1, b1, w2, b2, c, gc, dk, dw1, db1, dw2, db2, hh, b, m, d, r) {
-			return
-		}
 		if hidden[w] == nil {
-			hidden[w] = make([]T, rows*r)
+			hidden[w] = make([]T, rows*max(r, 16))
+		}
+		if priorHeadC(p, k, w1, b1, w2, b2, c, gc, dk, dw1, db1, dw2, db2, hh, b, m, d, r, hidden[w]) {
+			return
 		}
 		u := hidden[w] // [B·M, R]: W₁ᵀ k + b₁
 		w1h, b1h, w2h := w1[hh*d*r:(hh+1)*d*r], b1[hh*r:(hh+1)*r], w2[hh*r:(hh+1)*r]
@@ -177,8 +179,9 @@ func priorRun[T float](p priorKernel, in []*tensor.Dense, c, gc, packed []T) {
 }
 
 // priorHeadC runs head hh of priorRun in attention.c (float32, hidden
-// width R ≤ 16 padded to 16) and reports whether it did.
-func priorHeadC[T float](p priorKernel, k, w1, b1, w2, b2, c, gc, dk, dw1, db1, dw2, db2 []T, hh, b, m, d, r int) bool {
+// width R ≤ 16 padded to 16), with buf [B·M·16] as its scratch, and
+// reports whether it did.
+func priorHeadC[T float](p priorKernel, k, w1, b1, w2, b2, c, gc, dk, dw1, db1, dw2, db2 []T, hh, b, m, d, r int, buf []T) bool {
 	k32, ok := any(k).([]float32)
 	if !ok || r > 16 {
 		return false
@@ -194,7 +197,7 @@ func priorHeadC[T float](p priorKernel, k, w1, b1, w2, b2, c, gc, dk, dw1, db1, 
 	for t := range r {
 		b1p[t], w2p[t] = float32(b1[hh*r+t]), float32(w2[hh*r+t])
 	}
-	scratch := make([]float32, b*m*16)
+	scratch := any(buf).([]float32)
 	if gc == nil {
 		return priorHead32(k32[hh*d:], h*d, b*m, m, d, w1p, w1t, b1p, w2p, float32(b2[hh]), any(c).([]float32)[hh*m:],
 			nil, h*m, scratch, nil, nil, nil, nil, nil)
