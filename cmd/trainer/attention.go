@@ -7,9 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"probformer/datasets"
-	"probformer/graph"
-	"probformer/layers"
+	"probformer/cmd/trainer/internal/figure"
 )
 
 func newAttentionCommand() *cobra.Command {
@@ -45,7 +43,7 @@ printed.`,
 			if err != nil {
 				return err
 			}
-			m := task.model.Config
+			m := task.ModelConfig()
 			if !cmd.Flags().Changed("layer") {
 				layer = m.DecLayers - 1
 			}
@@ -55,27 +53,18 @@ printed.`,
 			if headIndex >= m.Heads {
 				return badInput(fmt.Errorf("--head %d: the model has heads 0 to %d", headIndex, m.Heads-1))
 			}
-			words := task.sourceTokens(text)
+			words := task.SourceTokens(text)
 			if len(words) == 0 {
 				return badInput(fmt.Errorf("--text: no word to translate"))
 			}
-			if len(words) > task.srcLen {
-				return badInput(fmt.Errorf("--text: %d words, the model reads at most %d (data.max_len)", len(words), task.srcLen))
+			if len(words) > task.MaxLen() {
+				return badInput(fmt.Errorf("--text: %d words, the model reads at most %d (data.max_len)", len(words), task.MaxLen()))
 			}
-			src := task.src.Encode(words)
-			outIDs, weights, err := task.crossAttention(t.params, src, layer)
+			a, err := task.CrossAttention(t.params, words, layer)
 			if err != nil {
 				return err
 			}
-
-			rows := make([]string, len(outIDs))
-			for i, id := range outIDs {
-				rows[i] = task.tgt.Word(id)
-			}
-			cols := make([]string, len(src))
-			for j, id := range src {
-				cols[j] = task.src.Word(id)
-			}
+			rows, cols, weights := a.Output, a.Source, a.Weights
 			grid := meanHeads(weights)
 			what := fmt.Sprintf("mean of %d heads", len(weights))
 			if headIndex >= 0 {
@@ -84,11 +73,11 @@ printed.`,
 			// The title stays short: a heat map of a short sentence is only
 			// 4 in wide, and a longer title would be cut at both ends.
 			title := fmt.Sprintf("decoder layer %d of %d, %s", layer, m.DecLayers, what)
-			if err := writeHeatmap(out, grid, rows, cols, title); err != nil {
+			if err := figure.WriteHeatmap(out, grid, rows, cols, title); err != nil {
 				return badInput(err)
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintln(w, strings.Join(task.tgt.Decode(outIDs), " "))
+			fmt.Fprintln(w, strings.Join(a.Translation, " "))
 			fmt.Fprintf(w, "wrote %s: cross-attention of %s, %d output × %d source words\n", out, title, len(rows), len(cols))
 			return nil
 		},
@@ -102,68 +91,6 @@ printed.`,
 		cmd.MarkFlagRequired(f)
 	}
 	return cmd
-}
-
-// crossAttention decodes src (ids, no padding) greedily and returns the
-// generated ids, <eos> included if the translation ended, and the
-// cross-attention weights of decoder layer `layer` behind them:
-// weights[h][i][j] is head h's weight on source word j while generating
-// token i.
-//
-// Decoder position i reads <bos> y1 … y_i and predicts token i + 1, so
-// the weights come from one teacher-forced pass over <bos> and the
-// generated tokens but the last, at the sentence's own lengths; without
-// padding there is nothing to mask.
-func (t *seq2seqTask) crossAttention(params *graph.Params, src []int, layer int) ([]int, [][][]float64, error) {
-	tr, err := t.decoder(params, 1)
-	if err != nil {
-		return nil, nil, err
-	}
-	hyps, err := layers.Greedy(tr, [][]int{src}, t.tgtLen)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := hyps[0].Tokens
-	if hyps[0].Finished {
-		out = append(out, datasets.EOSID)
-	}
-	tgtIn := append([]int{datasets.BOSID}, out[:len(out)-1]...)
-	S, T := len(src), len(tgtIn)
-	prog, err := graph.Compile(params, func(b *graph.Builder) error {
-		w := t.model.CrossAttention(b, b.IndexInput("src", 1, S), b.Input("src_mask", 1, S),
-			b.IndexInput("tgt_in", 1, T), b.Input("tgt_mask", 1, T), layer)
-		if w == nil {
-			return fmt.Errorf("attention kind %q does not expose its weights", t.cfg.Model.Attention.Kind)
-		}
-		b.Output("weights", w)
-		return nil
-	}, false)
-	if err != nil {
-		return nil, nil, fmt.Errorf("build cross-attention graph: %w", err)
-	}
-	feeds := []error{prog.FeedIndices("src", src), prog.Feed("src_mask", onesSlice(S)),
-		prog.FeedIndices("tgt_in", tgtIn), prog.Feed("tgt_mask", onesSlice(T))}
-	for _, err := range feeds {
-		if err != nil {
-			return nil, nil, err
-		}
-	}
-	if err := prog.Run(); err != nil {
-		return nil, nil, fmt.Errorf("cross-attention: %w", err)
-	}
-	flat, shape := prog.Output("weights") // [1, H, T, S]
-	if len(shape) != 4 || shape[0] != 1 || shape[2] != T || shape[3] != S {
-		return nil, nil, fmt.Errorf("cross-attention: weights of shape %v, want [1 H %d %d]", shape, T, S)
-	}
-	weights := make([][][]float64, shape[1])
-	for h := range weights {
-		weights[h] = make([][]float64, T)
-		for i := range T {
-			at := (h*T + i) * S
-			weights[h][i] = flat[at : at+S : at+S]
-		}
-	}
-	return out, weights, nil
 }
 
 // meanHeads averages weights [H][T][S] over heads.
@@ -181,12 +108,4 @@ func meanHeads(weights [][][]float64) [][]float64 {
 		}
 	}
 	return mean
-}
-
-func onesSlice(n int) []float64 {
-	v := make([]float64, n)
-	for i := range v {
-		v[i] = 1
-	}
-	return v
 }

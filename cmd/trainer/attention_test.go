@@ -1,14 +1,13 @@
 package main
 
 import (
-	"math"
+	"image"
+	"image/png"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	"probformer/datasets"
 )
 
 func TestAttentionCommand(t *testing.T) {
@@ -43,71 +42,6 @@ func TestAttentionCommand(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestCrossAttentionWeights checks the matrix the heat map draws: one row
-// per generated token, <eos> included when the sentence ended, one column
-// per source word, each row a distribution, the tokens those of greedy
-// translation.
-func TestCrossAttentionWeights(t *testing.T) {
-	dir := trainRun(t, tinySeq2Seq...)
-	tr, task, err := loadSeq2Seq(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	words := strings.Fields("the dog sees a big cat")
-	src := task.src.Encode(words)
-	greedy, err := task.translateLines(tr.params, [][]string{words}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check := func(name string, layer int, wantFinished bool) {
-		t.Helper()
-		out, weights, err := task.crossAttention(tr.params, src, layer)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if finished := len(out) > 0 && out[len(out)-1] == datasets.EOSID; finished != wantFinished {
-			t.Fatalf("%s: tokens %v: ended %v, want %v", name, out, finished, wantFinished)
-		}
-		if len(out) == 0 || len(out) > task.tgtLen || slices.Contains(out[:len(out)-1], datasets.EOSID) {
-			t.Fatalf("%s: tokens %v", name, out)
-		}
-		if len(weights) != task.model.Config.Heads {
-			t.Fatalf("%s: %d heads", name, len(weights))
-		}
-		for h, w := range weights {
-			if len(w) != len(out) {
-				t.Fatalf("%s: head %d has %d rows for %d tokens", name, h, len(w), len(out))
-			}
-			for i, row := range w {
-				if len(row) != len(src) {
-					t.Fatalf("%s: head %d row %d has %d columns for %d source words", name, h, i, len(row), len(src))
-				}
-				var sum float64
-				for _, v := range row {
-					sum += v
-				}
-				if math.Abs(sum-1) > 1e-5 { // a float32 model
-					t.Errorf("%s: head %d row %d sums to %v", name, h, i, sum)
-				}
-			}
-		}
-		if name == "trained" && !slices.Equal(task.tgt.Decode(out), greedy[0]) {
-			t.Errorf("%s: tokens %q, greedy translation %q", name, task.tgt.Decode(out), greedy[0])
-		}
-	}
-	// After 5 steps the model runs to the length limit.
-	check("trained", 0, false)
-	check("trained", 1, false)
-	// A large <eos> bias ends every sentence at once: a single row.
-	bias := tr.params.Lookup("out.b")
-	b := bias.Values()
-	b[datasets.EOSID] = 100
-	if err := bias.SetValues(b); err != nil {
-		t.Fatal(err)
-	}
-	check("eos", 1, true)
 }
 
 func TestMeanHeads(t *testing.T) {
@@ -153,4 +87,19 @@ func TestAttentionCommandErrors(t *testing.T) {
 	if _, err := os.Stat(out); err == nil {
 		t.Error("a failed command wrote the map")
 	}
+}
+
+// decodePNG reads the PNG at path, failing the test if it is not one.
+func decodePNG(t *testing.T, path string) image.Image {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("decode %s: %v", path, err)
+	}
+	return img
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"probformer/cmd/trainer/internal/figure"
 	"probformer/cmd/trainer/train"
 )
 
@@ -124,14 +125,14 @@ func runCurves(f curvesFlags, runs []string, stdout io.Writer) error {
 	if len(common) == 0 {
 		return badInput(fmt.Errorf("--out: the runs share no step at which %s was logged", f.metric))
 	}
-	lines := make([]curve, len(all))
+	lines := make([]figure.Curve, len(all))
 	for i, s := range all {
-		lines[i].name = s.label
+		lines[i].Name = s.label
 		for _, x := range common {
-			lines[i].ys = append(lines[i].ys, s.values[int(x)])
+			lines[i].Ys = append(lines[i].Ys, s.values[int(x)])
 		}
 	}
-	return writeCurves(f.out, f.metric, "step", f.metric, common, lines)
+	return figure.WriteCurves(f.out, f.metric, "step", f.metric, common, lines)
 }
 
 // firstReach is the first step at which s's values are at least bar, with

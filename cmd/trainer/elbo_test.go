@@ -1,65 +1,13 @@
 package main
 
 import (
-	"math"
-	"math/rand/v2"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
 	"probformer/cmd/trainer/train"
-	"probformer/configs"
 	"probformer/graph"
 )
-
-// TestHeadDiversityObjective: with λ > 0 the loss is the task's loss plus
-// λ times the sum of the layers' diversity penalties, and the progress
-// values nll and diversity are tracked.
-func TestHeadDiversityObjective(t *testing.T) {
-	const lambda = 0.25
-	var sets []string
-	for i := 0; i < len(tiny); i += 2 {
-		sets = append(sets, tiny[i+1])
-	}
-	cfg, err := configs.Load("maxnorm", append(sets, "dtype=float64", "model.attention.head_diversity=0.25"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := newMaxNormTask(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	trainProg, err := graph.Compile(graph.NewParams(graph.Float64, cfg.Seed), tk.Build(cfg.Training.Batch), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tk.Feed(rand.New(rand.NewPCG(1, 2)), trainProg, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := trainProg.Run(); err != nil {
-		t.Fatal(err)
-	}
-	tracked := trainProg.PenaltyValues()
-	var sum float64
-	var layers int
-	for name, v := range tracked {
-		if strings.HasSuffix(name, ".diversity") {
-			sum += v
-			layers++
-		}
-	}
-	if layers < 3 {
-		t.Fatalf("tracked %v: want a diversity penalty per attention layer", tracked)
-	}
-	if math.Abs(tracked["diversity"]-sum) > 1e-12*sum {
-		t.Errorf("tracked diversity %.15g, want the layers' sum %.15g", tracked["diversity"], sum)
-	}
-	want := tracked["nll"] + lambda*sum
-	if got := trainProg.Loss(); math.Abs(got-want) > 1e-12*want {
-		t.Errorf("loss %.15g, want nll + λ·Σ diversity = %.15g", got, want)
-	}
-}
 
 // TestHeadDiversityZeroChangesNothing: a run with λ = 0 is the run without
 // the regulariser, to the bit: same losses, metrics and weights.

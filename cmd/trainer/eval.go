@@ -37,12 +37,12 @@ checkpoint's directory.`,
 			if samples < 0 || samples == 1 {
 				return badInput(fmt.Errorf("--samples %d: want 0 (the mean weights) or at least 2", samples))
 			}
-			sm, canSample := t.task.(sampler)
+			sm, canSample := t.task.(train.Sampler)
 			if samples > 1 && !canSample {
 				return badInput(fmt.Errorf("--samples: task %s has no sampled evaluation yet", t.cfg.Task))
 			}
 			// Fail before the report, which can take minutes (beam search);
-			// sampleReport checks the compiled graph for noise as well.
+			// SampleReport checks the compiled graph for noise as well.
 			if kind := t.cfg.Model.Attention.Kind; samples > 1 && kind != layers.KindBayesWeibull && kind != layers.KindBayesLogNormal {
 				return badInput(fmt.Errorf("--samples: the model's attention is not sampled (attention.kind is %s)", kind))
 			}
@@ -55,7 +55,7 @@ checkpoint's directory.`,
 				return err
 			}
 			if samples > 1 {
-				if err := sm.sampleReport(cmd.OutOrStdout(), t.params, samples, t.cfg.Seed); err != nil {
+				if err := sm.SampleReport(cmd.OutOrStdout(), t.params, samples, t.cfg.Seed); err != nil {
 					return badInput(err)
 				}
 			}

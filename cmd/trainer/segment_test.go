@@ -17,6 +17,10 @@ var tinySegment = []string{
 	"--set", "training.log_every=2", "--set", "optimizer.warmup_steps=2",
 }
 
+// reportClicks are the click counts of the rows of eval's table for task
+// segment.
+var reportClicks = []int{0, 1, 2, 5, 10}
+
 // reportTable returns the rows of the clicks table in eval's output: the
 // click count, then accuracy and mIoU with and without adaptation.
 func reportTable(t *testing.T, stdout string) [][]float64 {
@@ -104,6 +108,10 @@ func TestSegmentTrainAndReport(t *testing.T) {
 	decodePNG(t, filepath.Join(dir, "clicks.png"))
 }
 
+// priorColumns is the number of prior hyperparameters in a row of eval's
+// priors table (θ_ξ, a_α, b_α, θ_μ, a_β, b_β, θ_π, α⁰, β⁰).
+const priorColumns = 9
+
 // checkPriorsTable checks that eval's output lists, for each layer, an
 // initial row and one row per head, each with nine positive values or
 // dashes.
@@ -115,7 +123,7 @@ func checkPriorsTable(t *testing.T, stdout string, layerNames []string, heads in
 	rows := map[string][]string{}
 	for _, line := range strings.Split(stdout, "\n") {
 		f := strings.Fields(line)
-		if len(f) != 2+len(priorFields) {
+		if len(f) != 2+priorColumns {
 			continue
 		}
 		if _, err := strconv.Atoi(f[1]); err == nil || f[1] == "initial" {

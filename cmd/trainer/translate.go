@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"probformer/graph"
+	"probformer/cmd/trainer/tasks"
 )
 
 func newTranslateCommand() *cobra.Command {
@@ -46,13 +46,13 @@ training.length_penalty. An empty line gives an empty translation.`,
 			lines := splitLines(input)
 			srcs := make([][]string, len(lines))
 			for i, l := range lines {
-				srcs[i] = task.sourceTokens(l)
-				if len(srcs[i]) > task.srcLen {
+				srcs[i] = task.SourceTokens(l)
+				if len(srcs[i]) > task.MaxLen() {
 					fmt.Fprintf(cmd.ErrOrStderr(), "trainer: line %d has %d words; the model reads the first %d (data.max_len)\n",
-						i+1, len(srcs[i]), task.srcLen)
+						i+1, len(srcs[i]), task.MaxLen())
 				}
 			}
-			out, err := task.translateLines(t.params, srcs, beam)
+			out, err := task.Translate(t.params, srcs, beam)
 			if err != nil {
 				return err
 			}
@@ -72,48 +72,14 @@ training.length_penalty. An empty line gives an empty translation.`,
 
 // loadSeq2Seq loads a checkpoint as loadForEval does and returns its
 // seq2seq task; a checkpoint of another task is bad input.
-func loadSeq2Seq(path string) (*trainer, *seq2seqTask, error) {
+func loadSeq2Seq(path string) (*trainer, *tasks.Seq2Seq, error) {
 	t, file, err := loadForEval(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	task, ok := t.task.(*seq2seqTask)
+	task, ok := t.task.(*tasks.Seq2Seq)
 	if !ok {
 		return nil, nil, badInput(fmt.Errorf("checkpoint %s: a %s model, not seq2seq", file, t.cfg.Task))
 	}
 	return t, task, nil
-}
-
-// sourceTokens splits a line of input as the training data was: on
-// whitespace, lowercased first if data.lowercase is set.
-func (t *seq2seqTask) sourceTokens(line string) []string {
-	if t.cfg.Data.Lowercase {
-		line = strings.ToLower(line)
-	}
-	return strings.Fields(line)
-}
-
-// translateLines is translate for sentences some of which may be empty:
-// those have no source to attend to, so they are not decoded and their
-// translation is empty.
-func (t *seq2seqTask) translateLines(params *graph.Params, srcs [][]string, beam int) ([][]string, error) {
-	out := make([][]string, len(srcs))
-	var nonEmpty [][]string
-	var at []int
-	for i, s := range srcs {
-		if len(s) > 0 {
-			nonEmpty, at = append(nonEmpty, s), append(at, i)
-		}
-	}
-	if len(nonEmpty) == 0 {
-		return out, nil
-	}
-	hyps, err := t.translate(params, nonEmpty, beam)
-	if err != nil {
-		return nil, err
-	}
-	for j, i := range at {
-		out[i] = hyps[j]
-	}
-	return out, nil
 }

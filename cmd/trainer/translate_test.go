@@ -3,11 +3,8 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
-
-	"probformer/configs"
 )
 
 // tinySeq2Seq shrinks the seq2seq-toy preset so that a 5-step run takes a
@@ -121,24 +118,5 @@ func TestTranslateErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { expectBadInput(t, append([]string{"translate"}, c.args...), c.want...) })
-	}
-}
-
-func TestSourceTokens(t *testing.T) {
-	cases := []struct {
-		line      string
-		lowercase bool
-		want      []string
-	}{
-		{"The Dog  sees\tthe CAT", false, []string{"The", "Dog", "sees", "the", "CAT"}},
-		{"The Dog  sees\tthe CAT", true, []string{"the", "dog", "sees", "the", "cat"}},
-		{"  ", true, nil},
-		{"Ärger ÜBER", true, []string{"ärger", "über"}},
-	}
-	for _, c := range cases {
-		task := &seq2seqTask{cfg: &configs.Config{Data: configs.Data{Lowercase: c.lowercase}}}
-		if got := task.sourceTokens(c.line); !slices.Equal(got, c.want) {
-			t.Errorf("sourceTokens(%q), lowercase %v = %q, want %q", c.line, c.lowercase, got, c.want)
-		}
 	}
 }

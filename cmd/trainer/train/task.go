@@ -55,6 +55,16 @@ type Plotter interface {
 	SetPlotDir(dir string)
 }
 
+// Sampler is a Reporter whose model can also be run with its attention
+// weights sampled, as Bayesian attention's training graph does, to
+// measure the model's uncertainty (`trainer eval --samples`).
+type Sampler interface {
+	// SampleReport runs the test set samples times with fresh noise from
+	// a generator seeded with seed, and prints the spread of the
+	// predictions; a model without sampled attention is an error.
+	SampleReport(w io.Writer, params *graph.Params, samples int, seed uint64) error
+}
+
 // taskState returns a task's checkpoint state, or nil if it keeps none.
 func taskState(t Task) (map[string][]byte, error) {
 	if s, ok := t.(Stateful); ok {

@@ -1,4 +1,4 @@
-package main
+package tasks
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"slices"
 	"text/tabwriter"
 
+	"probformer/cmd/trainer/internal/figure"
 	"probformer/configs"
 	"probformer/datasets"
 	"probformer/graph"
@@ -368,14 +369,14 @@ func (t *segmentTask) Report(w io.Writer, params *graph.Params, prog *graph.Prog
 		for k, n := range reportClicks {
 			xs[k] = float64(n)
 		}
-		series := []curve{
-			{"accuracy, adapted", adapt.accuracy},
-			{"accuracy, not adapted", fixed.accuracy},
-			{"mIoU, adapted", adapt.miou},
-			{"mIoU, not adapted", fixed.miou},
+		series := []figure.Curve{
+			{Name: "accuracy, adapted", Ys: adapt.accuracy},
+			{Name: "accuracy, not adapted", Ys: fixed.accuracy},
+			{Name: "mIoU, adapted", Ys: adapt.miou},
+			{Name: "mIoU, not adapted", Ys: fixed.miou},
 		}
 		title := fmt.Sprintf("interactive segmentation, %d test images", images)
-		if err := writeCurves(path, title, "clicks", "pixel accuracy, mean IoU", xs, series); err != nil {
+		if err := figure.WriteCurves(path, title, "clicks", "pixel accuracy, mean IoU", xs, series); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "wrote %s\n", path)

@@ -1,4 +1,4 @@
-package main
+package tasks
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 	"probformer/graph"
 )
 
-// sampleReport measures the uncertainty of a translation model with
+// SampleReport measures the uncertainty of a translation model with
 // Bayesian attention (layers/BAYES.md §6). It is teacher-forced: every
 // test pair's decoder reads the reference prefix, and each real target
 // token (the words and <eos>) gets
@@ -35,7 +35,7 @@ import (
 // count half): 0.5 when the uncertainty does not track the error. The
 // BLEU of greedy and beam decoding with the mean weights is in eval's
 // report above this block.
-func (t *seq2seqTask) sampleReport(w io.Writer, params *graph.Params, samples int, seed uint64) error {
+func (t *Seq2Seq) SampleReport(w io.Writer, params *graph.Params, samples int, seed uint64) error {
 	pairs := t.corpus.Test
 	rows := min(seq2seqEvalBatch, len(pairs))
 	sampled, err := graph.CompileSampler(params, t.buildLogits(rows))
@@ -103,10 +103,10 @@ func (t *seq2seqTask) sampleReport(w io.Writer, params *graph.Params, samples in
 }
 
 // buildLogits is build's graph without dropout and with the logits
-// [B, T, V] as the output "logits", for sampleReport: as a sampler
+// [B, T, V] as the output "logits", for SampleReport: as a sampler
 // (graph.CompileSampler) it samples the attention weights, as an
 // evaluation graph it uses their mean.
-func (t *seq2seqTask) buildLogits(batch int) graph.BuildFunc {
+func (t *Seq2Seq) buildLogits(batch int) graph.BuildFunc {
 	model := t.model
 	model.Config.Dropout = 0 // dropout masks are the only other noise of a training graph
 	return t.buildModel(model, batch, true)
@@ -244,7 +244,7 @@ func auroc(pos, neg []float64) float64 {
 	return (rankSum - np*(np+1)/2) / (np * nn)
 }
 
-// writeSampleReport prints sampleReport's block: the two predictions'
+// writeSampleReport prints SampleReport's block: the two predictions'
 // scores, then the uncertainty of the tokens p̄ predicts right and wrong.
 func writeSampleReport(w io.Writer, samples int, toks []tokenUncertainty) error {
 	var right, meanRight int

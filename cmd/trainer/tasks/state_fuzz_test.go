@@ -1,4 +1,4 @@
-package main
+package tasks
 
 import (
 	"encoding/json"
@@ -30,7 +30,7 @@ func FuzzCheckpointState(f *testing.F) {
 		srcOK, tgtOK := json.Unmarshal(src, &s) == nil, json.Unmarshal(tgt, &g) == nil
 
 		state := map[string][]byte{"src_vocab": src, "tgt_vocab": tgt}
-		task := &seq2seqTask{cfg: &configs.Config{}}
+		task := &Seq2Seq{cfg: &configs.Config{}}
 		err := task.vocabularies(state)
 		if (err == nil) != (srcOK && tgtOK) {
 			t.Fatalf("seq2seq: error %v, datasets accepts source %v, target %v", err, srcOK, tgtOK)

@@ -1,4 +1,4 @@
-package main
+package figure
 
 import (
 	"fmt"
@@ -169,8 +169,8 @@ func TestWriteHeatmap(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "attn.png")
-			if err := writeHeatmap(path, tt.weights, tt.rows, tt.cols, tt.title); err != nil {
-				t.Fatalf("writeHeatmap: %v", err)
+			if err := WriteHeatmap(path, tt.weights, tt.rows, tt.cols, tt.title); err != nil {
+				t.Fatalf("WriteHeatmap: %v", err)
 			}
 			if names := dirNames(t, dir); len(names) != 1 {
 				t.Errorf("directory holds %q, want only attn.png", names)
@@ -242,7 +242,7 @@ func TestWriteHeatmapOrientation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "attn.png")
-			if err := writeHeatmap(path, tt.weights, words("o", n), words("s", n), "orientation"); err != nil {
+			if err := WriteHeatmap(path, tt.weights, words("o", n), words("s", n), "orientation"); err != nil {
 				t.Fatal(err)
 			}
 			img := decodePNG(t, path)
@@ -282,7 +282,7 @@ func TestWriteHeatmapErrors(t *testing.T) {
 			if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			err := writeHeatmap(path, tt.weights, tt.rows, tt.cols, "t")
+			err := WriteHeatmap(path, tt.weights, tt.rows, tt.cols, "t")
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), path) {
 				t.Fatalf("err = %v, want one naming %s and containing %q", err, path, tt.wantErr)
 			}
@@ -307,13 +307,13 @@ func assertUntouched(t *testing.T, dir, path string) {
 // TestWritePlotUnwritable checks that a failure while writing, after the
 // plot was drawn, leaves nothing behind.
 func TestWritePlotUnwritable(t *testing.T) {
-	curves := []curve{{"a", []float64{1, 2}}}
+	curves := []Curve{{"a", []float64{1, 2}}}
 	writers := []struct {
 		name  string
 		write func(path string) error
 	}{
-		{"heatmap", func(p string) error { return writeHeatmap(p, diagonal(2), words("o", 2), words("s", 2), "") }},
-		{"curves", func(p string) error { return writeCurves(p, "", "x", "y", []float64{0, 1}, curves) }},
+		{"heatmap", func(p string) error { return WriteHeatmap(p, diagonal(2), words("o", 2), words("s", 2), "") }},
+		{"curves", func(p string) error { return WriteCurves(p, "", "x", "y", []float64{0, 1}, curves) }},
 	}
 	for _, w := range writers {
 		t.Run(w.name+"/missing dir", func(t *testing.T) {
@@ -354,14 +354,14 @@ func TestWriteCurves(t *testing.T) {
 	tests := []struct {
 		name   string
 		xs     []float64
-		series []curve
+		series []Curve
 	}{
-		{"one point", []float64{3}, []curve{{"only", []float64{0.5}}}},
-		{"accuracy vs clicks", clicks, []curve{
+		{"one point", []float64{3}, []Curve{{"only", []float64{0.5}}}},
+		{"accuracy vs clicks", clicks, []Curve{
 			{"with adaptation", []float64{0.62, 0.74, 0.81, 0.86, 0.89, 0.91, 0.925, 0.935, 0.94, 0.945, 0.95}},
 			{"without adaptation", []float64{0.62, 0.70, 0.75, 0.79, 0.82, 0.84, 0.855, 0.865, 0.87, 0.875, 0.88}},
 		}},
-		{"falling loss, fractional x", []float64{0.5, 1.5, 2.5, 3.5}, []curve{
+		{"falling loss, fractional x", []float64{0.5, 1.5, 2.5, 3.5}, []Curve{
 			{"train", []float64{2.3, 1.1, 0.7, 0.5}},
 			{"valid", []float64{2.4, 1.3, 1.0, 0.9}},
 			{"test", []float64{2.4, 1.4, 1.0, 0.95}},
@@ -371,8 +371,8 @@ func TestWriteCurves(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "curves.png")
-			if err := writeCurves(path, "title", "x", "y", tt.xs, tt.series); err != nil {
-				t.Fatalf("writeCurves: %v", err)
+			if err := WriteCurves(path, "title", "x", "y", tt.xs, tt.series); err != nil {
+				t.Fatalf("WriteCurves: %v", err)
 			}
 			if names := dirNames(t, dir); len(names) != 1 {
 				t.Errorf("directory holds %q, want only curves.png", names)
@@ -387,10 +387,10 @@ func TestWriteCurves(t *testing.T) {
 				want := plotutil.Color(k)
 				bb, n := box(img, func(c color.Color) bool { return near(c, want) })
 				if n < 20 {
-					t.Errorf("series %q: %d pixels in its colour, want at least 20", s.name, n)
+					t.Errorf("series %q: %d pixels in its colour, want at least 20", s.Name, n)
 				}
 				if len(tt.xs) > 1 && bb.Dx() < img.Bounds().Dx()/2 {
-					t.Errorf("series %q spans %d pixels across, want over half the image", s.name, bb.Dx())
+					t.Errorf("series %q spans %d pixels across, want over half the image", s.Name, bb.Dx())
 				}
 			}
 		})
@@ -409,16 +409,16 @@ func TestWriteCurvesErrors(t *testing.T) {
 	tests := []struct {
 		name    string
 		xs      []float64
-		series  []curve
+		series  []Curve
 		wantErr string
 	}{
-		{"no x", nil, []curve{{"a", nil}}, "no x values"},
+		{"no x", nil, []Curve{{"a", nil}}, "no x values"},
 		{"no series", []float64{1}, nil, "no series"},
-		{"short series", []float64{1, 2}, []curve{{"a", []float64{1, 2}}, {"b", []float64{1}}}, `"b" has 1 values for 2 x values`},
-		{"long series", []float64{1}, []curve{{"a", []float64{1, 2}}}, "2 values for 1 x values"},
-		{"unnamed", []float64{1}, []curve{{"", []float64{1}}}, "series 0 has no name"},
-		{"NaN y", []float64{1, 2}, []curve{{"a", []float64{1, math.NaN()}}}, `"a": y[1] is NaN`},
-		{"Inf x", []float64{math.Inf(-1)}, []curve{{"a", []float64{1}}}, "x[0] is -Inf"},
+		{"short series", []float64{1, 2}, []Curve{{"a", []float64{1, 2}}, {"b", []float64{1}}}, `"b" has 1 values for 2 x values`},
+		{"long series", []float64{1}, []Curve{{"a", []float64{1, 2}}}, "2 values for 1 x values"},
+		{"unnamed", []float64{1}, []Curve{{"", []float64{1}}}, "series 0 has no name"},
+		{"NaN y", []float64{1, 2}, []Curve{{"a", []float64{1, math.NaN()}}}, `"a": y[1] is NaN`},
+		{"Inf x", []float64{math.Inf(-1)}, []Curve{{"a", []float64{1}}}, "x[0] is -Inf"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -427,7 +427,7 @@ func TestWriteCurvesErrors(t *testing.T) {
 			if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			err := writeCurves(path, "t", "x", "y", tt.xs, tt.series)
+			err := WriteCurves(path, "t", "x", "y", tt.xs, tt.series)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), path) {
 				t.Fatalf("err = %v, want one naming %s and containing %q", err, path, tt.wantErr)
 			}
@@ -440,13 +440,13 @@ func TestCrowdedTopRight(t *testing.T) {
 	xs := []float64{0, 1, 2, 3}
 	tests := []struct {
 		name   string
-		series []curve
+		series []Curve
 		want   bool
 	}{
-		{"rising", []curve{{"a", []float64{0, 1, 2, 3}}}, true},
-		{"falling", []curve{{"a", []float64{3, 2, 1, 0}}}, false},
-		{"one rising one falling ties low", []curve{{"a", []float64{0, 1, 2, 3}}, {"b", []float64{3, 2, 1, 0}}}, false},
-		{"left half ignored", []curve{{"a", []float64{3, 3, 0, 0}}}, false},
+		{"rising", []Curve{{"a", []float64{0, 1, 2, 3}}}, true},
+		{"falling", []Curve{{"a", []float64{3, 2, 1, 0}}}, false},
+		{"one rising one falling ties low", []Curve{{"a", []float64{0, 1, 2, 3}}, {"b", []float64{3, 2, 1, 0}}}, false},
+		{"left half ignored", []Curve{{"a", []float64{3, 3, 0, 0}}}, false},
 	}
 	for _, tt := range tests {
 		if got := crowdedTopRight(xs, tt.series, 0, 3); got != tt.want {
@@ -523,16 +523,16 @@ func TestPlotSamples(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"heatmap.png", writeHeatmap(filepath.Join(dir, "heatmap.png"), w, out, src, "attention: en → fr")},
-		{"heatmap-1x1.png", writeHeatmap(filepath.Join(dir, "heatmap-1x1.png"), [][]float64{{1}}, []string{"oui"}, []string{"yes"}, "1×1")},
-		{"heatmap-20x20.png", writeHeatmap(filepath.Join(dir, "heatmap-20x20.png"), diagonal(20), words("out", 20), words("source-word-", 20), "20×20 diagonal")},
-		{"curves.png", writeCurves(filepath.Join(dir, "curves.png"), "pixel accuracy vs clicks", "clicks", "pixel accuracy",
-			[]float64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, []curve{
+		{"heatmap.png", WriteHeatmap(filepath.Join(dir, "heatmap.png"), w, out, src, "attention: en → fr")},
+		{"heatmap-1x1.png", WriteHeatmap(filepath.Join(dir, "heatmap-1x1.png"), [][]float64{{1}}, []string{"oui"}, []string{"yes"}, "1×1")},
+		{"heatmap-20x20.png", WriteHeatmap(filepath.Join(dir, "heatmap-20x20.png"), diagonal(20), words("out", 20), words("source-word-", 20), "20×20 diagonal")},
+		{"curves.png", WriteCurves(filepath.Join(dir, "curves.png"), "pixel accuracy vs clicks", "clicks", "pixel accuracy",
+			[]float64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, []Curve{
 				{"with adaptation", []float64{0.62, 0.74, 0.81, 0.86, 0.89, 0.91, 0.925, 0.935, 0.94, 0.945, 0.95}},
 				{"without adaptation", []float64{0.62, 0.70, 0.75, 0.79, 0.82, 0.84, 0.855, 0.865, 0.87, 0.875, 0.88}},
 			})},
-		{"curves-loss.png", writeCurves(filepath.Join(dir, "curves-loss.png"), "loss", "epoch", "cross-entropy",
-			[]float64{1, 2, 3, 4, 5}, []curve{
+		{"curves-loss.png", WriteCurves(filepath.Join(dir, "curves-loss.png"), "loss", "epoch", "cross-entropy",
+			[]float64{1, 2, 3, 4, 5}, []Curve{
 				{"train", []float64{2.3, 1.1, 0.7, 0.5, 0.42}},
 				{"valid", []float64{2.4, 1.3, 1.0, 0.9, 0.88}},
 			})},
@@ -549,7 +549,7 @@ func TestPlotSamples(t *testing.T) {
 func TestHeatmapPaletteRounding(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.png")
 	for _, hi := range []float64{0.997, 0.8123456789, 0.3, 1 - 1e-12} {
-		if err := writeHeatmap(path, [][]float64{{hi, 1 - hi}}, []string{"a"}, []string{"b", "c"}, ""); err != nil {
+		if err := WriteHeatmap(path, [][]float64{{hi, 1 - hi}}, []string{"a"}, []string{"b", "c"}, ""); err != nil {
 			t.Fatalf("max %v: %v", hi, err)
 		}
 	}

@@ -1,4 +1,7 @@
-package main
+// Package figure draws the trainer's PNG figures: attention heat maps
+// (WriteHeatmap) and metric curves (WriteCurves). It is internal to
+// cmd/trainer: the commands and the built-in tasks share it.
+package figure
 
 import (
 	"bytes"
@@ -68,7 +71,7 @@ func (g attentionGrid) Z(c, r int) float64 { return g[r][c] }
 func (g attentionGrid) X(c int) float64    { return float64(c) }
 func (g attentionGrid) Y(r int) float64    { return float64(r) }
 
-// writeHeatmap draws an attention matrix as a PNG heat map at path.
+// WriteHeatmap draws an attention matrix as a PNG heat map at path.
 //
 // weights[i][j] is the weight output word i puts on source word j; the rows
 // are labelled with rowLabels top to bottom and the columns with colLabels
@@ -85,7 +88,7 @@ func (g attentionGrid) Y(r int) float64    { return float64(r) }
 // weights must be a non-empty rectangular matrix of finite numbers and the
 // label counts must match its dimensions. The file is replaced atomically:
 // on any error the previous file at path, if any, is left untouched.
-func writeHeatmap(path string, weights [][]float64, rowLabels, colLabels []string, title string) error {
+func WriteHeatmap(path string, weights [][]float64, rowLabels, colLabels []string, title string) error {
 	if err := checkHeatmap(weights, rowLabels, colLabels); err != nil {
 		return fmt.Errorf("heat map %s: %w", path, err)
 	}
@@ -292,13 +295,13 @@ func maxLabelWidth(sty draw.TextStyle, labels []string) vg.Length {
 	return w
 }
 
-// curve is one named line of a writeCurves plot; ys[i] belongs to xs[i].
-type curve struct {
-	name string
-	ys   []float64
+// Curve is one named line of a WriteCurves plot; Ys[i] belongs to xs[i].
+type Curve struct {
+	Name string
+	Ys   []float64
 }
 
-// writeCurves draws series against xs as lines with point markers and a
+// WriteCurves draws series against xs as lines with point markers and a
 // legend, 6 in × 4 in, and writes the PNG to path; for example pixel
 // accuracy against the number of clicks, with and without adaptation.
 //
@@ -309,7 +312,7 @@ type curve struct {
 // whichever the curves leave emptier, in a band the y axis leaves free for
 // it. The file is replaced atomically: on
 // any error the previous file at path, if any, is left untouched.
-func writeCurves(path, title, xLabel, yLabel string, xs []float64, series []curve) error {
+func WriteCurves(path, title, xLabel, yLabel string, xs []float64, series []Curve) error {
 	if err := checkCurves(xs, series); err != nil {
 		return fmt.Errorf("curves %s: %w", path, err)
 	}
@@ -321,7 +324,7 @@ func writeCurves(path, title, xLabel, yLabel string, xs []float64, series []curv
 }
 
 // checkCurves reports why xs and series cannot be drawn, if they cannot.
-func checkCurves(xs []float64, series []curve) error {
+func checkCurves(xs []float64, series []Curve) error {
 	if len(xs) == 0 {
 		return errors.New("no x values")
 	}
@@ -334,15 +337,15 @@ func checkCurves(xs []float64, series []curve) error {
 		}
 	}
 	for k, s := range series {
-		if s.name == "" {
+		if s.Name == "" {
 			return fmt.Errorf("series %d has no name", k)
 		}
-		if len(s.ys) != len(xs) {
-			return fmt.Errorf("series %q has %d values for %d x values", s.name, len(s.ys), len(xs))
+		if len(s.Ys) != len(xs) {
+			return fmt.Errorf("series %q has %d values for %d x values", s.Name, len(s.Ys), len(xs))
 		}
-		for i, y := range s.ys {
+		for i, y := range s.Ys {
 			if math.IsNaN(y) || math.IsInf(y, 0) {
-				return fmt.Errorf("series %q: y[%d] is %v", s.name, i, y)
+				return fmt.Errorf("series %q: y[%d] is %v", s.Name, i, y)
 			}
 		}
 	}
@@ -351,7 +354,7 @@ func checkCurves(xs []float64, series []curve) error {
 
 // renderCurves returns the PNG encoding of the line plot; its arguments
 // must have passed checkCurves.
-func renderCurves(title, xLabel, yLabel string, xs []float64, series []curve) ([]byte, error) {
+func renderCurves(title, xLabel, yLabel string, xs []float64, series []Curve) ([]byte, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xLabel
@@ -361,11 +364,11 @@ func renderCurves(title, xLabel, yLabel string, xs []float64, series []curve) ([
 	for k, s := range series {
 		xys := make(plotter.XYs, len(xs))
 		for i := range xs {
-			xys[i] = plotter.XY{X: xs[i], Y: s.ys[i]}
+			xys[i] = plotter.XY{X: xs[i], Y: s.Ys[i]}
 		}
 		line, points, err := plotter.NewLinePoints(xys)
 		if err != nil {
-			return nil, fmt.Errorf("series %q: %w", s.name, err)
+			return nil, fmt.Errorf("series %q: %w", s.Name, err)
 		}
 		line.Color = plotutil.Color(k)
 		line.Dashes = plotutil.Dashes(k)
@@ -374,7 +377,7 @@ func renderCurves(title, xLabel, yLabel string, xs []float64, series []curve) ([
 		points.Shape = plotutil.Shape(k)
 		points.Radius = vg.Points(3)
 		p.Add(line, points)
-		p.Legend.Add(s.name, line, points)
+		p.Legend.Add(s.Name, line, points)
 	}
 	if integral(xs) && p.X.Max-p.X.Min <= 20 {
 		// Counts such as clicks or epochs: no ticks between whole numbers.
@@ -410,7 +413,7 @@ func integral(xs []float64) bool {
 // crowdedTopRight reports whether the right half of the plot holds more
 // points in its top half than in its bottom half, where a legend in the
 // top right corner would hide them.
-func crowdedTopRight(xs []float64, series []curve, ymin, ymax float64) bool {
+func crowdedTopRight(xs []float64, series []Curve, ymin, ymax float64) bool {
 	xmin, xmax := xs[0], xs[0]
 	for _, x := range xs {
 		xmin, xmax = math.Min(xmin, x), math.Max(xmax, x)
@@ -421,7 +424,7 @@ func crowdedTopRight(xs []float64, series []curve, ymin, ymax float64) bool {
 		for i, x := range xs {
 			switch {
 			case x < xmid:
-			case s.ys[i] > ymid:
+			case s.Ys[i] > ymid:
 				upper++
 			default:
 				lower++

@@ -1,4 +1,4 @@
-package main
+package tasks
 
 import (
 	"fmt"
@@ -8,8 +8,8 @@ import (
 )
 
 // The built-in tasks register through train.Register, the API a user's
-// task has too; `trainer train` finds a config's task by name in the
-// registry (train.NewTask).
+// task has too; importing the package makes them available to
+// train.NewTask by name.
 func init() {
 	builtin := []struct {
 		name string
@@ -17,7 +17,7 @@ func init() {
 	}{
 		{"maxnorm", func(cfg *configs.Config, _ map[string][]byte) (train.Task, error) { return asTask(newMaxNormTask(cfg)) }},
 		{"seq2seq", func(cfg *configs.Config, state map[string][]byte) (train.Task, error) {
-			return asTask(newSeq2SeqTask(cfg, state))
+			return asTask(newSeq2Seq(cfg, state))
 		}},
 		{"segment", func(cfg *configs.Config, _ map[string][]byte) (train.Task, error) { return asTask(newSegmentTask(cfg)) }},
 		{"mlm", func(cfg *configs.Config, state map[string][]byte) (train.Task, error) {

@@ -1,4 +1,4 @@
-package main
+package tasks
 
 import (
 	"encoding/json"
@@ -15,8 +15,8 @@ import (
 	"probformer/losses"
 )
 
-// seq2seqTask translates sentences with a Transformer, scored by BLEU.
-type seq2seqTask struct {
+// Seq2Seq translates sentences with a Transformer, scored by BLEU.
+type Seq2Seq struct {
 	cfg        *configs.Config
 	corpus     datasets.ParallelCorpus
 	train      []datasets.Pair // training pairs within max_len
@@ -31,9 +31,9 @@ type seq2seqTask struct {
 
 const seq2seqEvalBatch = 128
 
-func newSeq2SeqTask(cfg *configs.Config, state map[string][]byte) (*seq2seqTask, error) {
+func newSeq2Seq(cfg *configs.Config, state map[string][]byte) (*Seq2Seq, error) {
 	d := cfg.Data
-	t := &seq2seqTask{cfg: cfg, srcLen: d.MaxLen, tgtLen: d.MaxLen + 1}
+	t := &Seq2Seq{cfg: cfg, srcLen: d.MaxLen, tgtLen: d.MaxLen + 1}
 	var err error
 	if d.Source == "toy" {
 		t.corpus, err = datasets.ToyLanguage(datasets.ToyLangConfig{Seed: cfg.Seed, Train: d.TrainPairs, Valid: d.ValidPairs, Test: d.TestPairs})
@@ -87,7 +87,7 @@ func loadTSVCorpus(d configs.Data) (datasets.ParallelCorpus, error) {
 
 // vocabularies come from the checkpoint when resuming or evaluating, so the
 // model's ids never change; a new run builds them from the training split.
-func (t *seq2seqTask) vocabularies(state map[string][]byte) error {
+func (t *Seq2Seq) vocabularies(state map[string][]byte) error {
 	if state["src_vocab"] != nil {
 		t.src, t.tgt = new(datasets.Vocab), new(datasets.Vocab)
 		if err := json.Unmarshal(state["src_vocab"], t.src); err != nil {
@@ -113,7 +113,8 @@ func (t *seq2seqTask) vocabularies(state map[string][]byte) error {
 	return nil
 }
 
-func (t *seq2seqTask) State() (map[string][]byte, error) {
+// State implements train.Stateful: the source and target vocabularies.
+func (t *Seq2Seq) State() (map[string][]byte, error) {
 	src, err := json.Marshal(t.src)
 	if err != nil {
 		return nil, err
@@ -125,14 +126,16 @@ func (t *seq2seqTask) State() (map[string][]byte, error) {
 	return map[string][]byte{"src_vocab": src, "tgt_vocab": tgt}, nil
 }
 
-func (t *seq2seqTask) Build(batch int) graph.BuildFunc {
+// Build implements train.Task: the teacher-forced Transformer and its
+// label-smoothed cross-entropy, with the model's penalties (train.Objective).
+func (t *Seq2Seq) Build(batch int) graph.BuildFunc {
 	return t.buildModel(t.model, batch, false)
 }
 
 // buildModel is model's teacher-forced graph and loss on a batch, with the
 // logits as an output if asked. Without them the output projection is
 // fused with the loss, which then skips the padded positions.
-func (t *seq2seqTask) buildModel(model layers.Seq2Seq, batch int, logitsOut bool) graph.BuildFunc {
+func (t *Seq2Seq) buildModel(model layers.Seq2Seq, batch int, logitsOut bool) graph.BuildFunc {
 	return func(b *graph.Builder) error {
 		src, srcMask := b.IndexInput("src", batch, t.srcLen), b.Input("src_mask", batch, t.srcLen)
 		tgtIn, tgtMask := b.IndexInput("tgt_in", batch, t.tgtLen), b.Input("tgt_mask", batch, t.tgtLen)
@@ -180,7 +183,8 @@ func feedPairs(prog *graph.Program, batch datasets.Batch) error {
 	return nil
 }
 
-func (t *seq2seqTask) Feed(rng *rand.Rand, prog *graph.Program, step int) error {
+// Feed implements train.Task: the batch of training pairs of step.
+func (t *Seq2Seq) Feed(rng *rand.Rand, prog *graph.Program, step int) error {
 	batch, err := datasets.EncodeBatch(t.batchPairs(rng, step), t.src, t.tgt, t.srcLen, t.tgtLen)
 	if err != nil {
 		return err
@@ -190,7 +194,7 @@ func (t *seq2seqTask) Feed(rng *rand.Rand, prog *graph.Program, step int) error 
 
 // batchPairs draws the training pairs of step (1-based): with data.sampling
 // epochs the next ones of the epoch order, else uniformly from rng.
-func (t *seq2seqTask) batchPairs(rng *rand.Rand, step int) []datasets.Pair {
+func (t *Seq2Seq) batchPairs(rng *rand.Rand, step int) []datasets.Pair {
 	pairs := make([]datasets.Pair, t.cfg.Training.Batch)
 	for i := range pairs {
 		if t.cfg.Data.Sampling == "epochs" {
@@ -202,23 +206,27 @@ func (t *seq2seqTask) batchPairs(rng *rand.Rand, step int) []datasets.Pair {
 	return pairs
 }
 
-func (t *seq2seqTask) EvalBatch() int { return seq2seqEvalBatch }
+// EvalBatch implements train.Task.
+func (t *Seq2Seq) EvalBatch() int { return seq2seqEvalBatch }
 
-func (t *seq2seqTask) AtStep(prog *graph.Program, step, _ int) error {
+// AtStep implements train.StepAware: the annealed KL weight.
+func (t *Seq2Seq) AtStep(prog *graph.Program, step, _ int) error {
 	return train.FeedKLWeight(prog, t.cfg.Training.KLWeight, t.cfg.Training.KLWarmup, step)
 }
 
-func (t *seq2seqTask) Selection() (string, bool) { return "valid_bleu", true }
+// Selection implements train.Task: the highest validation BLEU.
+func (t *Seq2Seq) Selection() (string, bool) { return "valid_bleu", true }
 
-func (t *seq2seqTask) split(name string) []datasets.Pair {
+func (t *Seq2Seq) split(name string) []datasets.Pair {
 	if name == "test" {
 		return t.corpus.Test
 	}
 	return t.corpus.Valid
 }
 
-// Evaluate reports the teacher-forced loss and the greedy BLEU of a split.
-func (t *seq2seqTask) Evaluate(params *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
+// Evaluate implements train.Task: the teacher-forced loss and the greedy
+// BLEU of a split.
+func (t *Seq2Seq) Evaluate(params *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
 	pairs := t.split(split)
 	batches, err := t.paddedBatches(pairs, seq2seqEvalBatch)
 	if err != nil {
@@ -249,7 +257,7 @@ func (t *seq2seqTask) Evaluate(params *graph.Params, prog *graph.Program, split 
 // paddedBatches encodes pairs in batches of rows pairs each, the last one
 // padded with copies of its first pair whose target mask is 0, so that
 // they do not count.
-func (t *seq2seqTask) paddedBatches(pairs []datasets.Pair, rows int) ([]datasets.Batch, error) {
+func (t *Seq2Seq) paddedBatches(pairs []datasets.Pair, rows int) ([]datasets.Batch, error) {
 	var out []datasets.Batch
 	for start := 0; start < len(pairs); start += rows {
 		chunk := pairs[start:min(start+rows, len(pairs))]
@@ -270,7 +278,7 @@ func (t *seq2seqTask) paddedBatches(pairs []datasets.Pair, rows int) ([]datasets
 }
 
 // decoder returns the translator, compiled once over the run's parameters.
-func (t *seq2seqTask) decoder(params *graph.Params, rows int) (*layers.Translator, error) {
+func (t *Seq2Seq) decoder(params *graph.Params, rows int) (*layers.Translator, error) {
 	if t.translator == nil || t.rows != rows {
 		tr, err := layers.NewTranslator(params, t.model, rows, t.srcLen, t.tgtLen)
 		if err != nil {
@@ -281,8 +289,8 @@ func (t *seq2seqTask) decoder(params *graph.Params, rows int) (*layers.Translato
 	return t.translator, nil
 }
 
-// translate decodes sources with greedy search (beam 1) or beam search.
-func (t *seq2seqTask) translate(params *graph.Params, srcs [][]string, beam int) ([][]string, error) {
+// decode translates sources with greedy search (beam 1) or beam search.
+func (t *Seq2Seq) decode(params *graph.Params, srcs [][]string, beam int) ([][]string, error) {
 	out := make([][]string, len(srcs))
 	ids := make([][]int, len(srcs))
 	for i, s := range srcs {
@@ -325,13 +333,13 @@ func (t *seq2seqTask) translate(params *graph.Params, srcs [][]string, beam int)
 
 // bleu decodes pairs and scores them against their targets, on text that
 // is already tokenized.
-func (t *seq2seqTask) bleu(params *graph.Params, pairs []datasets.Pair, beam int) (losses.BLEUScore, [][]string, error) {
+func (t *Seq2Seq) bleu(params *graph.Params, pairs []datasets.Pair, beam int) (losses.BLEUScore, [][]string, error) {
 	srcs := make([][]string, len(pairs))
 	refs := make([]string, len(pairs))
 	for i, p := range pairs {
 		srcs[i], refs[i] = p.Src, strings.Join(p.Tgt, " ")
 	}
-	hyps, err := t.translate(params, srcs, beam)
+	hyps, err := t.decode(params, srcs, beam)
 	if err != nil {
 		return losses.BLEUScore{}, nil, err
 	}
@@ -343,7 +351,9 @@ func (t *seq2seqTask) bleu(params *graph.Params, pairs []datasets.Pair, beam int
 	return score, hyps, err
 }
 
-func (t *seq2seqTask) Report(w io.Writer, params *graph.Params, _ *graph.Program) error {
+// Report implements train.Reporter: test BLEU with greedy and beam
+// decoding, and a few sample translations.
+func (t *Seq2Seq) Report(w io.Writer, params *graph.Params, _ *graph.Program) error {
 	fmt.Fprintf(w, "test set: %d sentence pairs; vocabularies %d source, %d target words\n",
 		len(t.corpus.Test), t.src.Size(), t.tgt.Size())
 	greedy, hyps, err := t.bleu(params, t.corpus.Test, 1)

@@ -1,4 +1,4 @@
-package main
+package tasks
 
 import "math/rand/v2"
 

@@ -1,4 +1,4 @@
-package main
+package tasks
 
 import (
 	"fmt"
@@ -11,19 +11,12 @@ import (
 	"probformer/graph"
 )
 
-// sampler is a task whose model can be run with its attention weights
-// sampled, as Bayesian attention's training graph does, to measure the
-// model's uncertainty.
-type sampler interface {
-	sampleReport(w io.Writer, params *graph.Params, samples int, seed uint64) error
-}
-
-// sampleReport runs the test set through the training graph (sampled
+// SampleReport runs the test set through the training graph (sampled
 // attention weights, no optimizer step) samples times, and reports the
 // mean prediction's error next to the predictive spread: the standard
 // deviation over samples of each set's prediction, and how it tracks the
 // error of the mean prediction.
-func (t *maxNormTask) sampleReport(w io.Writer, params *graph.Params, samples int, seed uint64) error {
+func (t *maxNormTask) SampleReport(w io.Writer, params *graph.Params, samples int, seed uint64) error {
 	prog, err := graph.CompileSampler(params, t.Build(maxNormEvalBatch))
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package main
+package tasks
 
 import (
 	"math/rand/v2"
@@ -61,7 +61,7 @@ func TestEpochSamplingDrawsEachPairOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tk, err := newSeq2SeqTask(cfg, nil)
+		tk, err := newSeq2Seq(cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

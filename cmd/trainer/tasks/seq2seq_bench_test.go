@@ -1,4 +1,4 @@
-package main
+package tasks
 
 import (
 	"math/rand/v2"
@@ -13,7 +13,7 @@ import (
 // of the Transformer: batch 64, source and target length 16,
 // vocabularies of 64, d_model 64, 4 heads, feed-forward 256, 2 encoder and
 // 2 decoder layers, dropout 0.1, label-smoothed cross-entropy; float32.
-// The loss is built as the trainer builds it (seq2seqTask.buildModel):
+// The loss is built as the trainer builds it (Seq2Seq.buildModel):
 // Seq2Seq.Decode and the fused ProjectedTokenCrossEntropy.
 // PyTorch 1.13 on 2 cores: 27.4 ms.
 func BenchmarkSeq2SeqStep(b *testing.B) {
