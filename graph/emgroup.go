@@ -32,10 +32,10 @@ const (
 type emProblem[T float] struct {
 	n, m, d, dv int // N query units, M memory units, key and value widths
 
-	q    []T // [N×d], rows strided by ldq
-	xi0  []T // [M×d], ldk
-	mu0  []T // [M×dv], ldv
-	vals []T // annotated values [N×dv], ldx; nil without propagation
+	q                  []T // [N×d], rows strided by ldq
+	xi0                []T // [M×d], ldk
+	mu0                []T // [M×dv], ldv
+	vals               []T // annotated values [N×dv], ldx; nil without propagation
 	ldq, ldk, ldv, ldx int
 
 	keyMask   []T // [M] or nil

@@ -1,6 +1,9 @@
 package graph
 
-import "math/rand/v2"
+import (
+	"math"
+	"math/rand/v2"
+)
 
 // Noise is the distribution of a noise input.
 type Noise int
@@ -29,29 +32,79 @@ func (b *Builder) Noise(name string, dist Noise, shape ...int) *Node {
 	return n
 }
 
-// DrawNoise fills every noise input of the program from rng.
+// DrawNoise fills every noise input of the program from rng. As
+// DrawDropout does for its masks, each input takes exactly one draw
+// s = rng.Uint64(), in the order the inputs were declared, and is then
+// filled from the counter-based SplitMix64 stream of s: entries 2j and
+// 2j+1 (row-major) come from h_j = SplitMix64(s + (j+1)·γ), its low and
+// high 32-bit halves u, v. A uniform entry is (u ≫ 9 + ½)/2²³ (or v's),
+// which lies in [2⁻²⁴, 1 − 2⁻²⁴] and so stays inside (0, 1) in float32;
+// a normal pair is the Box–Muller transform of the two,
+//
+//	z₀ = √(−2 ln U) cos 2πV,  z₁ = √(−2 ln U) sin 2πV,
+//
+// with U, V the uniforms of u and v. An entry depends only on s and its
+// index, so the inputs are filled on all cores, and come out the same for
+// a given rng state with any GOMAXPROCS.
 func (p *Program) DrawNoise(rng *rand.Rand) {
-	for _, ni := range p.noise {
-		switch data := p.inputs[ni.name].value.Data().(type) {
+	type fill struct {
+		data   any // []float32 or []float64
+		seed   uint64
+		dist   Noise
+		off, n int // pairs before this input and in it
+	}
+	fills := make([]fill, len(p.noise))
+	total := 0
+	for i, ni := range p.noise {
+		data := p.inputs[ni.name].value.Data()
+		n := 0
+		switch d := data.(type) {
 		case []float32:
-			for i := range data {
-				data[i] = float32(draw(rng, ni.dist))
-			}
+			n = len(d)
 		case []float64:
-			for i := range data {
-				data[i] = draw(rng, ni.dist)
+			n = len(d)
+		}
+		pairs := (n + 1) / 2
+		fills[i] = fill{data: data, seed: rng.Uint64(), dist: ni.dist, off: total, n: pairs}
+		total += pairs
+	}
+	parallelFor((total+noiseChunk-1)/noiseChunk, func(_, c int) {
+		lo, hi := c*noiseChunk, min((c+1)*noiseChunk, total)
+		for _, f := range fills {
+			a, b := max(lo, f.off), min(hi, f.off+f.n)
+			if a >= b {
+				continue
+			}
+			switch d := f.data.(type) {
+			case []float32:
+				fillNoise(d, f.seed, f.dist, a-f.off, b-f.off)
+			case []float64:
+				fillNoise(d, f.seed, f.dist, a-f.off, b-f.off)
 			}
 		}
-	}
+	})
 }
 
-func draw(rng *rand.Rand, dist Noise) float64 {
-	if dist == NormalNoise {
-		return rng.NormFloat64()
+// noiseChunk is how many pairs of noise one share of DrawNoise fills.
+const noiseChunk = 1 << 14
+
+// fillNoise sets the entries of pairs j ∈ [lo, hi) of d from the noise
+// stream of seed (see DrawNoise).
+func fillNoise[T float](d []T, seed uint64, dist Noise, lo, hi int) {
+	uniform := func(x uint64) float64 { return (float64(x>>9) + 0.5) / (1 << 23) }
+	for j := lo; j < hi; j++ {
+		h := splitMix64(seed + uint64(j+1)*maskGamma)
+		u, v := uniform(h&0xFFFFFFFF), uniform(h>>32)
+		if dist == NormalNoise {
+			r := math.Sqrt(-2 * math.Log(u))
+			sin, cos := math.Sincos(2 * math.Pi * v)
+			u, v = r*cos, r*sin
+		}
+		d[2*j] = T(u)
+		if 2*j+1 < len(d) {
+			d[2*j+1] = T(v)
+		}
 	}
-	// (k + 0.5)/2^23 for k < 2^23 lies in [2^-24, 1 − 2^-24], which
-	// float32 holds exactly: both ends stay inside (0, 1).
-	return (float64(rng.Uint32()>>9) + 0.5) / (1 << 23)
 }
 
 // HasNoise reports whether the program has noise inputs to draw.

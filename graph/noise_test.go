@@ -3,6 +3,7 @@ package graph
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -78,5 +79,34 @@ func TestUniformNoiseEndsStayOpenInFloat32(t *testing.T) {
 	}
 	if f := float32(hi); f <= 0 || f >= 1 {
 		t.Fatalf("largest draw rounds to %v", f)
+	}
+}
+
+// TestNoiseIndependentOfThreads: DrawNoise fills the same values whether
+// one core or two share the work, for inputs that span several shares.
+func TestNoiseIndependentOfThreads(t *testing.T) {
+	build := func(b *Builder) error {
+		b.Output("u", b.Noise("u", UniformNoise, 3, noiseChunk+7))
+		b.Output("e", b.Noise("e", NormalNoise, 2*noiseChunk+3))
+		return nil
+	}
+	draw := func(procs int) ([]float64, []float64) {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		prog, err := Compile(NewParams(Float64, 1), build, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prog.DrawNoise(rand.New(rand.NewPCG(9, 9)))
+		if err := prog.Run(); err != nil {
+			t.Fatal(err)
+		}
+		u, _ := prog.Output("u")
+		e, _ := prog.Output("e")
+		return u, e
+	}
+	u1, e1 := draw(1)
+	u2, e2 := draw(2)
+	if !slices.Equal(u1, u2) || !slices.Equal(e1, e2) {
+		t.Fatal("noise depends on the number of threads")
 	}
 }
