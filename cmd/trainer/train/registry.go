@@ -23,7 +23,9 @@ var registry = struct {
 }{byName: map[string]Factory{}}
 
 // Register makes a task available under name, for configs whose `task`
-// is name. It is an error to register a name twice or a nil factory.
+// is name; configs.RegisterTask registers the rules of its config section,
+// so that configs.Validate accepts the name. It is an error to register a
+// name twice or a nil factory.
 func Register(name string, f Factory) error {
 	if name == "" || f == nil {
 		return fmt.Errorf("train: register %q: want a name and a factory", name)
