@@ -110,3 +110,27 @@ func TestNoiseIndependentOfThreads(t *testing.T) {
 		t.Fatal("noise depends on the number of threads")
 	}
 }
+
+// TestZigguratNormal checks the normal draws of DrawNoise against the
+// standard normal CDF: the largest gap between the empirical CDF of 10⁶
+// draws and Φ (Kolmogorov–Smirnov) stays below 1.63/√n, the 1% level.
+func TestZigguratNormal(t *testing.T) {
+	const n = 1 << 20
+	z := make([]float64, n)
+	for j := range n / 2 {
+		h := splitMix64(7 + uint64(j+1)*maskGamma)
+		z[2*j], z[2*j+1] = zigguratNormal(uint32(h), h^uint64(j)<<1), zigguratNormal(uint32(h>>32), h^(uint64(j)<<1|1))
+	}
+	slices.Sort(z)
+	var gap float64
+	for i, x := range z {
+		cdf := 0.5 * math.Erfc(-x/math.Sqrt2)
+		gap = math.Max(gap, math.Max(math.Abs(cdf-float64(i)/n), math.Abs(cdf-float64(i+1)/n)))
+	}
+	if limit := 1.63 / math.Sqrt(n); gap > limit {
+		t.Errorf("Kolmogorov–Smirnov distance %.3g, above %.3g", gap, limit)
+	}
+	if z[0] > -4 || z[n-1] < 4 { // each side holds about 33 draws beyond 4σ
+		t.Errorf("extremes %v, %v: the tails are not reached", z[0], z[n-1])
+	}
+}
