@@ -50,3 +50,28 @@ func TestRegisterTask(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionRulesAreLayers: model.attention is checked by
+// layers.AttentionConfig.Validate, its errors named as the config has them.
+func TestAttentionRulesAreLayers(t *testing.T) {
+	cases := []struct {
+		sets []string
+		want string
+	}{
+		{[]string{"model.attention.kind=nope"}, `model.attention.kind = "nope": want softmax, em, bayes-weibull or bayes-lognormal`},
+		{[]string{"model.attention.kind="}, "--set model.attention.kind=: want a string"},
+		{[]string{"model.attention.key_iters=-1"}, "model.attention.key_iters = -1: want ≥ 0"},
+		{[]string{"model.attention.kind=bayes-weibull", "model.attention.score=additive"}, `model.attention.score = "additive": want scaled_dot for Bayesian attention`},
+		{[]string{"model.attention.kind=em", "model.attention.dropout=0.1"}, "model.attention.dropout = 0.1: want 0 unless kind softmax"},
+		{[]string{"model.attention.prior=weird"}, `model.attention.prior = "weird": want linked or free`},
+	}
+	for _, c := range cases {
+		_, err := Load("maxnorm", c.sets)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want %q", c.sets, err, c.want)
+		}
+	}
+	if _, err := Load("segment-em", []string{"model.attention.kind=bayes-weibull"}); err == nil || !strings.Contains(err.Error(), "for task segment") {
+		t.Errorf("segment with Bayesian attention: %v", err)
+	}
+}

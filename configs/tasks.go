@@ -19,7 +19,10 @@ func init() {
 type maxNormSection struct{}
 
 func (maxNormSection) Validate(c *Config) error {
-	return c.Check(concat(notSeq2Seq(c), maxNormRules(c), modelRules(c), attentionRules(c))...)
+	if err := c.Check(concat(notSeq2Seq(c), maxNormRules(c), modelRules(c))...); err != nil {
+		return err
+	}
+	return validateAttention(c)
 }
 
 // seq2seqSection is task seq2seq's: a parallel corpus and a Transformer,
@@ -27,7 +30,10 @@ func (maxNormSection) Validate(c *Config) error {
 type seq2seqSection struct{}
 
 func (seq2seqSection) Validate(c *Config) error {
-	return c.Check(concat(seq2seqRules(c), modelRules(c), attentionRules(c))...)
+	if err := c.Check(concat(seq2seqRules(c), modelRules(c))...); err != nil {
+		return err
+	}
+	return validateAttention(c)
 }
 
 // segmentSection is task segment's: segmentation images and a Segmenter
@@ -36,10 +42,13 @@ type segmentSection struct{}
 
 func (segmentSection) Validate(c *Config) error {
 	a := c.Model.Attention
-	return c.Check(concat(notSeq2Seq(c), segmentRules(c), modelRules(c), []Rule{
+	if err := c.Check(concat(notSeq2Seq(c), segmentRules(c), modelRules(c), []Rule{
 		{!oneOf(a.Kind, "bayes-weibull", "bayes-lognormal"), "model.attention.kind", "softmax or em for task segment"},
 		{a.HeadDiversity == 0, "model.attention.head_diversity", "0 for task segment (its EM layers have no multi-head rows)"},
-	}, attentionRules(c))...)
+	})...); err != nil {
+		return err
+	}
+	return validateAttention(c)
 }
 
 // mlmSection is task mlm's: the source side of a parallel corpus and a
@@ -47,7 +56,10 @@ func (segmentSection) Validate(c *Config) error {
 type mlmSection struct{}
 
 func (mlmSection) Validate(c *Config) error {
-	return c.Check(concat(notSeq2Seq(c), mlmRules(c), modelRules(c), attentionRules(c))...)
+	if err := c.Check(concat(notSeq2Seq(c), mlmRules(c), modelRules(c))...); err != nil {
+		return err
+	}
+	return validateAttention(c)
 }
 
 func concat(lists ...[]Rule) []Rule {

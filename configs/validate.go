@@ -1,10 +1,12 @@
 package configs
 
 import (
+	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
+
+	"probformer/layers"
 )
 
 // Validate checks every value and names the first bad field: first the
@@ -49,30 +51,21 @@ func (c *Config) sharedRules() []Rule {
 	}
 }
 
-// attentionRules are the rules of model.attention.
-func attentionRules(c *Config) []Rule {
+// validateAttention checks model.attention by layers' rules
+// (layers.AttentionConfig.Validate), once, naming the field as a config
+// has it; a config must name the kind.
+func validateAttention(c *Config) error {
 	a := c.Model.Attention
-	bayes := oneOf(a.Kind, "bayes-weibull", "bayes-lognormal")
-	return []Rule{
-		{oneOf(a.Kind, "softmax", "em", "bayes-weibull", "bayes-lognormal"), "model.attention.kind", "softmax, em, bayes-weibull or bayes-lognormal"},
-		{a.KeyIters >= 0, "model.attention.key_iters", "≥ 0"},
-		{a.ValueIters >= 0, "model.attention.value_iters", "≥ 0"},
-		{a.PropagateIters >= 0, "model.attention.propagate_iters", "≥ 0"},
-		{bayes || oneOf(a.Prior, "", "linked", "free"), "model.attention.prior", "linked or free"},
-		{!bayes || oneOf(a.Prior, "", "contextual", "constant"), "model.attention.prior", "contextual or constant for Bayesian attention"},
-		{a.K >= 0, "model.attention.k", "≥ 0 (0: the default, 10)"},
-		{a.Sigma >= 0, "model.attention.sigma", "≥ 0 (0: the default, 1)"},
-		{a.PriorRate >= 0, "model.attention.prior_rate", "≥ 0 (0: the default, 1)"},
-		{a.PriorSigma >= 0, "model.attention.prior_sigma", "≥ 0 (0: the default, 1)"},
-		{!bayes || oneOf(a.Score, "", "scaled_dot"), "model.attention.score", "scaled_dot for Bayesian attention"},
-		{!bayes || a.RelativePositions == 0, "model.attention.relative_positions", "0 for Bayesian attention"},
-		{oneOf(a.Score, "", "dot", "scaled_dot", "bilinear", "additive"), "model.attention.score", "dot, scaled_dot, bilinear or additive"},
-		{a.RelativePositions >= 0, "model.attention.relative_positions", "≥ 0 (0: off)"},
-		{a.HeadDiversity >= 0 && a.HeadDiversity <= math.MaxFloat64, "model.attention.head_diversity", "a finite number ≥ 0 (0: off)"},
-		{a.Dropout >= 0 && a.Dropout < 1, "model.attention.dropout", "in [0, 1) (0: off)"},
-		{a.Dropout == 0 || (a.Kind == "softmax" && oneOf(a.Score, "", "scaled_dot") && a.RelativePositions == 0), "model.attention.dropout",
-			"0 unless kind softmax with score scaled_dot and no relative positions"},
+	if err := c.Check(Rule{a.Kind != "", "model.attention.kind", "softmax, em, bayes-weibull or bayes-lognormal"}); err != nil {
+		return err
 	}
+	var fe *layers.AttentionFieldError
+	if err := a.Validate(); errors.As(err, &fe) {
+		return c.Check(Rule{false, "model.attention." + fe.Field, fe.Want})
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 func oneOf(s string, options ...string) bool { return slices.Contains(options, s) }

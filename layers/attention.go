@@ -2,6 +2,7 @@ package layers
 
 import (
 	"fmt"
+	"math"
 
 	"probformer/graph"
 )
@@ -50,6 +51,56 @@ type AttentionConfig struct {
 	// scaled_dot attention in training graphs, as nn.MultiheadAttention
 	// has it (nn.Transformer uses its dropout there); 0 turns it off.
 	Dropout float64 `yaml:"dropout" json:"dropout"`
+}
+
+// AttentionFieldError is an AttentionConfig field that Validate refuses:
+// Field is its YAML key (as in AttentionConfig's tags) and Want what it
+// should be.
+type AttentionFieldError struct {
+	Field, Want string
+}
+
+func (e *AttentionFieldError) Error() string {
+	return fmt.Sprintf("attention %s: want %s", e.Field, e.Want)
+}
+
+// Validate checks every field of c and returns the first bad one as an
+// *AttentionFieldError. An empty Kind is softmax. These are the rules of
+// a config's model.attention section: configs calls Validate once per
+// config, and names the field in its own terms.
+func (c AttentionConfig) Validate() error {
+	bayes := c.Kind == KindBayesWeibull || c.Kind == KindBayesLogNormal
+	plainScore := c.Score == "" || c.Score == ScoreScaledDot
+	softmax := c.Kind == "" || c.Kind == "softmax"
+	rules := []struct {
+		ok          bool
+		field, want string
+	}{
+		{softmax || c.Kind == "em" || bayes, "kind", "softmax, em, bayes-weibull or bayes-lognormal"},
+		{c.KeyIters >= 0, "key_iters", "≥ 0"},
+		{c.ValueIters >= 0, "value_iters", "≥ 0"},
+		{c.PropagateIters >= 0, "propagate_iters", "≥ 0"},
+		{bayes || c.Prior == "" || c.Prior == "linked" || c.Prior == "free", "prior", "linked or free"},
+		{!bayes || c.Prior == "" || c.Prior == "contextual" || c.Prior == "constant", "prior", "contextual or constant for Bayesian attention"},
+		{c.K >= 0, "k", "≥ 0 (0: the default, 10)"},
+		{c.Sigma >= 0, "sigma", "≥ 0 (0: the default, 1)"},
+		{c.PriorRate >= 0, "prior_rate", "≥ 0 (0: the default, 1)"},
+		{c.PriorSigma >= 0, "prior_sigma", "≥ 0 (0: the default, 1)"},
+		{!bayes || plainScore, "score", "scaled_dot for Bayesian attention"},
+		{!bayes || c.RelativePositions == 0, "relative_positions", "0 for Bayesian attention"},
+		{plainScore || c.Score == ScoreDot || c.Score == ScoreBilinear || c.Score == ScoreAdditive, "score", "dot, scaled_dot, bilinear or additive"},
+		{c.RelativePositions >= 0, "relative_positions", "≥ 0 (0: off)"},
+		{c.HeadDiversity >= 0 && c.HeadDiversity <= math.MaxFloat64, "head_diversity", "a finite number ≥ 0 (0: off)"},
+		{c.Dropout >= 0 && c.Dropout < 1, "dropout", "in [0, 1) (0: off)"},
+		{c.Dropout == 0 || (softmax && plainScore && c.RelativePositions == 0), "dropout",
+			"0 unless kind softmax with score scaled_dot and no relative positions"},
+	}
+	for _, r := range rules {
+		if !r.ok {
+			return &AttentionFieldError{Field: r.field, Want: r.want}
+		}
+	}
+	return nil
 }
 
 // Mask says which keys each query may see.
