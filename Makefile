@@ -21,16 +21,28 @@ test:
 	GO=$(GO) bash configs/fuzz.sh ./datasets FuzzParallelTSV $(FUZZ)
 	GO=$(GO) bash configs/fuzz.sh ./datasets FuzzVocabJSON $(FUZZ)
 	GO=$(GO) bash configs/fuzz.sh ./losses FuzzBLEU $(FUZZ)
-	GO=$(GO) bash configs/fuzz.sh ./cmd/trainer FuzzCheckpointState $(FUZZ)
+	GO=$(GO) bash configs/fuzz.sh ./cmd/trainer/tasks FuzzCheckpointState $(FUZZ)
 
 # Train the default preset (maxnorm) and score it on its test set.
 train: build
 	$(BIN) train --config maxnorm --out $(RUN)
 	$(BIN) eval --checkpoint $(RUN)
 
-# One training step of the reference models, timed by go test -bench.
+# One training step of the reference models, timed by go test -bench:
+# every EM and Bayesian row beside its softmax twin of the same size
+# (BenchmarkSetTransformerStepEM, BenchmarkMaxNormStep,
+# BenchmarkBayesAttentionRatio, BenchmarkEMAttention), then, where
+# Debian's python3-torch is installed, the PyTorch 1.13 models of the
+# reference scripts (TORCH_BENCH), in the same run.
+TORCH_BENCH ?= ../shared/bench
 bench:
-	$(GO) test ./layers ./cmd/trainer -run '^$$' -bench . -benchtime 50x
+	$(GO) test ./layers ./cmd/trainer/tasks -run '^$$' -bench . -benchtime 50x
+	$(GO) test ./graph -run '^$$' -bench 'EMAttention' -benchtime 50x
+	@if /usr/bin/python3 -c 'import torch' 2>/dev/null && test -d $(TORCH_BENCH); then \
+		for m in setstep-softmax setstep-em maxnorm-softmax maxnorm-em-k1v0; do \
+			printf 'PyTorch 1.13 %s: ' $$m; OPENBLAS_NUM_THREADS=1 /usr/bin/python3 $(TORCH_BENCH)/torch_em_bench.py $$m 2>/dev/null; \
+		done; \
+	else echo "no PyTorch rows: apt-get install -y python3-torch, and TORCH_BENCH=<the reference scripts' folder>"; fi
 
 # The long runs behind the README's results table (make train, make variants
 # and make pretrain are the others).
