@@ -34,9 +34,10 @@ func newCurvesCommand() *cobra.Command {
 		Short: "Compare a metric of several runs: a table, a PNG, and the step each reaches a bar",
 		Long: `Read --metric (valid_bleu, train_loss, …) from the metrics.jsonl of each
 run directory and print it as a Markdown table by step, one column per run.
---out draws the curves as a PNG, --label names the runs (in order; default
-the directories' names), and --reach X adds the first step at which each
-run's metric is X or more.
+--out draws the curves as a PNG, each run at every step it logged (runs of
+different cadences or lengths keep all their points), --label names the
+runs (in order; default the directories' names), and --reach X adds the
+first step at which each run's metric is X or more.
 
   trainer curves checkpoints/scratch checkpoints/pretrained \
     --metric valid_bleu --label scratch --label pretrained --reach 95 --out bleu.png`,
@@ -65,27 +66,11 @@ func runCurves(f curvesFlags, runs []string, stdout io.Writer) error {
 	if len(f.labels) > len(runs) {
 		return badInput(fmt.Errorf("--label: %d labels for %d runs", len(f.labels), len(runs)))
 	}
-	var all []series
-	for i, run := range runs {
-		s, err := readSeries(run, f.metric)
-		if err != nil {
-			return badInput(err)
-		}
-		s.label = filepath.Base(filepath.Clean(run))
-		if i < len(f.labels) {
-			s.label = f.labels[i]
-		}
-		all = append(all, s)
+	all, err := loadSeries(f, runs)
+	if err != nil {
+		return badInput(err)
 	}
-	var steps []int
-	for _, s := range all {
-		for step := range s.values {
-			if !slices.Contains(steps, step) {
-				steps = append(steps, step)
-			}
-		}
-	}
-	slices.Sort(steps)
+	steps := stepsOf(all)
 	var b strings.Builder
 	fmt.Fprintf(&b, "| step |")
 	for _, s := range all {
@@ -115,24 +100,63 @@ func runCurves(f curvesFlags, runs []string, stdout io.Writer) error {
 	if f.out == "" {
 		return nil
 	}
-	// The plot needs every run at every step: it keeps the steps all share.
-	var common []float64
-	for _, step := range steps {
-		if !slices.ContainsFunc(all, func(s series) bool { _, ok := s.values[step]; return !ok }) {
-			common = append(common, float64(step))
+	xs, lines := curvePlot(all)
+	return figure.WriteCurves(f.out, f.metric, "step", f.metric, xs, lines)
+}
+
+// curvePlot is what `curves --out` draws: the x values are every step at
+// which any run logged the metric, and each run's line has its value at
+// its own steps and NaN (a missing point, figure.Curve) at the others.
+// Runs of different evaluation cadences or lengths thus keep all their
+// points, as the table does.
+func curvePlot(all []series) (xs []float64, lines []figure.Curve) {
+	steps := stepsOf(all)
+	xs = make([]float64, len(steps))
+	for i, step := range steps {
+		xs[i] = float64(step)
+	}
+	lines = make([]figure.Curve, len(all))
+	for k, s := range all {
+		lines[k] = figure.Curve{Name: s.label, Ys: make([]float64, len(steps))}
+		for i, step := range steps {
+			v, ok := s.values[step]
+			if !ok {
+				v = math.NaN()
+			}
+			lines[k].Ys[i] = v
 		}
 	}
-	if len(common) == 0 {
-		return badInput(fmt.Errorf("--out: the runs share no step at which %s was logged", f.metric))
-	}
-	lines := make([]figure.Curve, len(all))
-	for i, s := range all {
-		lines[i].Name = s.label
-		for _, x := range common {
-			lines[i].Ys = append(lines[i].Ys, s.values[int(x)])
+	return xs, lines
+}
+
+// stepsOf is every step at which any of the runs has a value, in order.
+func stepsOf(all []series) []int {
+	var steps []int
+	for _, s := range all {
+		for step := range s.values {
+			steps = append(steps, step)
 		}
 	}
-	return figure.WriteCurves(f.out, f.metric, "step", f.metric, common, lines)
+	slices.Sort(steps)
+	return slices.Compact(steps)
+}
+
+// loadSeries reads f.metric from each run, labelled by f.labels in order
+// and by the directory's name after them.
+func loadSeries(f curvesFlags, runs []string) ([]series, error) {
+	var all []series
+	for i, run := range runs {
+		s, err := readSeries(run, f.metric)
+		if err != nil {
+			return nil, err
+		}
+		s.label = filepath.Base(filepath.Clean(run))
+		if i < len(f.labels) {
+			s.label = f.labels[i]
+		}
+		all = append(all, s)
+	}
+	return all, nil
 }
 
 // firstReach is the first step at which s's values are at least bar, with

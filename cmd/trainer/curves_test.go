@@ -1,6 +1,8 @@
 package main
 
 import (
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,4 +60,77 @@ first step with valid_bleu ≥ 95:
 	expectBadInput(t, []string{"curves", a, "--metric", "valid_bleu", "--label", "x", "--label", "y"}, "2 labels for 1 runs")
 	broken := writeRun(t, filepath.Join(dir, "broken"), "{\"step\":1}\n{\"step\":\n")
 	expectBadInput(t, []string{"curves", broken, "--metric", "valid_bleu"}, "line 2")
+}
+
+// TestCurvesPlotsEveryPoint: runs of different evaluation cadences and
+// lengths are each plotted on their own steps; no point of any run is
+// dropped, and a step a run did not log is a missing point (NaN) of its
+// line, not a reason to leave the step out.
+func TestCurvesPlotsEveryPoint(t *testing.T) {
+	tests := []struct {
+		name string
+		runs map[string]string // run name → metrics.jsonl
+	}{
+		{"every 50 and every 100, different lengths", map[string]string{
+			"a": `{"step":50,"valid_mse":4}
+{"step":100,"valid_mse":3}
+{"step":150,"valid_mse":2.5}
+{"step":200,"valid_mse":2}
+`,
+			"b": `{"step":100,"valid_mse":5}
+{"step":100,"train_loss":9}
+{"step":200,"valid_mse":3.5}
+{"step":300,"valid_mse":3}
+{"step":400,"valid_mse":2.75}
+`,
+		}},
+		{"no step in common", map[string]string{
+			"a": `{"step":25,"valid_mse":4}
+{"step":75,"valid_mse":3}
+`,
+			"b": `{"step":100,"valid_mse":5}
+{"step":200,"valid_mse":4}
+`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var runs []string
+			for _, name := range []string{"a", "b"} {
+				runs = append(runs, writeRun(t, filepath.Join(dir, name), tt.runs[name]))
+			}
+			f := curvesFlags{metric: "valid_mse"}
+			all, err := loadSeries(f, runs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			xs, lines := curvePlot(all)
+			if len(lines) != len(runs) {
+				t.Fatalf("%d lines for %d runs", len(lines), len(runs))
+			}
+			for k, line := range lines {
+				if len(line.Ys) != len(xs) {
+					t.Fatalf("line %q: %d values for %d steps", line.Name, len(line.Ys), len(xs))
+				}
+				plotted := map[int]float64{}
+				for i, y := range line.Ys {
+					if !math.IsNaN(y) {
+						plotted[int(xs[i])] = y
+					}
+				}
+				if !maps.Equal(plotted, all[k].values) {
+					t.Errorf("line %q plots %v, want every logged point %v", line.Name, plotted, all[k].values)
+				}
+			}
+			png := filepath.Join(dir, "mse.png")
+			code, _, stderr := runCLI(t, append(append([]string{"curves"}, runs...), "--metric", "valid_mse", "--out", png)...)
+			if code != 0 {
+				t.Fatalf("curves --out: exit %d: %s", code, stderr)
+			}
+			if data, err := os.ReadFile(png); err != nil || !strings.HasPrefix(string(data), "\x89PNG") {
+				t.Errorf("no PNG at %s (%v)", png, err)
+			}
+		})
+	}
 }

@@ -296,6 +296,10 @@ func maxLabelWidth(sty draw.TextStyle, labels []string) vg.Length {
 }
 
 // Curve is one named line of a WriteCurves plot; Ys[i] belongs to xs[i].
+// A NaN in Ys is a missing point: the series has no value at that x (a run
+// that was not evaluated at that step), so it gets no marker there and its
+// line joins the points on either side. Series of different cadences thus
+// share one x axis without any of their points being dropped.
 type Curve struct {
 	Name string
 	Ys   []float64
@@ -306,7 +310,8 @@ type Curve struct {
 // accuracy against the number of clicks, with and without adaptation.
 //
 // There must be at least one point and one series, every series must have a
-// non-empty name and one finite y per x, and xs must be finite. Series are
+// non-empty name, one y per x (finite, or NaN for a missing point) and at
+// least one point, and xs must be finite. Series are
 // told apart by colour, marker shape and dash pattern, so the plot survives
 // greyscale printing. The legend goes in the top or bottom right corner,
 // whichever the curves leave emptier, in a band the y axis leaves free for
@@ -343,13 +348,32 @@ func checkCurves(xs []float64, series []Curve) error {
 		if len(s.Ys) != len(xs) {
 			return fmt.Errorf("series %q has %d values for %d x values", s.Name, len(s.Ys), len(xs))
 		}
+		points := 0
 		for i, y := range s.Ys {
-			if math.IsNaN(y) || math.IsInf(y, 0) {
+			if math.IsInf(y, 0) {
 				return fmt.Errorf("series %q: y[%d] is %v", s.Name, i, y)
 			}
+			if !math.IsNaN(y) {
+				points++
+			}
+		}
+		if points == 0 {
+			return fmt.Errorf("series %q has no point (every y is NaN)", s.Name)
 		}
 	}
 	return nil
+}
+
+// points returns the series' points: (xs[i], Ys[i]) for every Ys[i] that
+// is not NaN (a missing point), in the order of xs.
+func (s Curve) points(xs []float64) plotter.XYs {
+	xys := make(plotter.XYs, 0, len(xs))
+	for i, y := range s.Ys {
+		if !math.IsNaN(y) {
+			xys = append(xys, plotter.XY{X: xs[i], Y: y})
+		}
+	}
+	return xys
 }
 
 // renderCurves returns the PNG encoding of the line plot; its arguments
@@ -362,11 +386,7 @@ func renderCurves(title, xLabel, yLabel string, xs []float64, series []Curve) ([
 	p.Add(plotter.NewGrid())
 
 	for k, s := range series {
-		xys := make(plotter.XYs, len(xs))
-		for i := range xs {
-			xys[i] = plotter.XY{X: xs[i], Y: s.Ys[i]}
-		}
-		line, points, err := plotter.NewLinePoints(xys)
+		line, points, err := plotter.NewLinePoints(s.points(xs))
 		if err != nil {
 			return nil, fmt.Errorf("series %q: %w", s.Name, err)
 		}
@@ -423,7 +443,7 @@ func crowdedTopRight(xs []float64, series []Curve, ymin, ymax float64) bool {
 	for _, s := range series {
 		for i, x := range xs {
 			switch {
-			case x < xmid:
+			case x < xmid || math.IsNaN(s.Ys[i]):
 			case s.Ys[i] > ymid:
 				upper++
 			default:

@@ -8,9 +8,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 )
 
@@ -361,6 +363,10 @@ func TestWriteCurves(t *testing.T) {
 			{"with adaptation", []float64{0.62, 0.74, 0.81, 0.86, 0.89, 0.91, 0.925, 0.935, 0.94, 0.945, 0.95}},
 			{"without adaptation", []float64{0.62, 0.70, 0.75, 0.79, 0.82, 0.84, 0.855, 0.865, 0.87, 0.875, 0.88}},
 		}},
+		{"different cadences, missing points", []float64{50, 100, 150, 200, 300, 400}, []Curve{
+			{"every 50", []float64{2.0, 1.5, 1.2, 1.0, math.NaN(), math.NaN()}},
+			{"every 100", []float64{math.NaN(), 1.8, math.NaN(), 1.3, 1.1, 0.9}},
+		}},
 		{"falling loss, fractional x", []float64{0.5, 1.5, 2.5, 3.5}, []Curve{
 			{"train", []float64{2.3, 1.1, 0.7, 0.5}},
 			{"valid", []float64{2.4, 1.3, 1.0, 0.9}},
@@ -417,7 +423,8 @@ func TestWriteCurvesErrors(t *testing.T) {
 		{"short series", []float64{1, 2}, []Curve{{"a", []float64{1, 2}}, {"b", []float64{1}}}, `"b" has 1 values for 2 x values`},
 		{"long series", []float64{1}, []Curve{{"a", []float64{1, 2}}}, "2 values for 1 x values"},
 		{"unnamed", []float64{1}, []Curve{{"", []float64{1}}}, "series 0 has no name"},
-		{"NaN y", []float64{1, 2}, []Curve{{"a", []float64{1, math.NaN()}}}, `"a": y[1] is NaN`},
+		{"Inf y", []float64{1, 2}, []Curve{{"a", []float64{1, math.Inf(1)}}}, `"a": y[1] is +Inf`},
+		{"every y missing", []float64{1, 2}, []Curve{{"a", []float64{1, 2}}, {"b", []float64{math.NaN(), math.NaN()}}}, `"b" has no point`},
 		{"Inf x", []float64{math.Inf(-1)}, []Curve{{"a", []float64{1}}}, "x[0] is -Inf"},
 	}
 	for _, tt := range tests {
@@ -432,6 +439,30 @@ func TestWriteCurvesErrors(t *testing.T) {
 				t.Fatalf("err = %v, want one naming %s and containing %q", err, path, tt.wantErr)
 			}
 			assertUntouched(t, dir, path)
+		})
+	}
+}
+
+// TestCurvePoints: a NaN is a missing point, left out of the series'
+// points (no marker, the line joins its neighbours); every other y is
+// drawn at its own x.
+func TestCurvePoints(t *testing.T) {
+	nan := math.NaN()
+	xs := []float64{50, 100, 150, 200}
+	tests := []struct {
+		name string
+		ys   []float64
+		want plotter.XYs
+	}{
+		{"all present", []float64{4, 3, 2, 1}, plotter.XYs{{X: 50, Y: 4}, {X: 100, Y: 3}, {X: 150, Y: 2}, {X: 200, Y: 1}}},
+		{"every other missing", []float64{nan, 3, nan, 1}, plotter.XYs{{X: 100, Y: 3}, {X: 200, Y: 1}}},
+		{"ends early", []float64{4, 3, nan, nan}, plotter.XYs{{X: 50, Y: 4}, {X: 100, Y: 3}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := (Curve{Name: "a", Ys: tt.ys}).points(xs); !slices.Equal(got, tt.want) {
+				t.Errorf("points = %v, want %v", got, tt.want)
+			}
 		})
 	}
 }
