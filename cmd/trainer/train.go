@@ -140,6 +140,18 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (*trainer, error) {
 			return nil, badInput(err)
 		}
 		t.step = ck.Step
+		// Say so when this resume re-anchored the decay: the learning rate
+		// then differs from what a fresh run of this length would use.
+		if s := t.loop.Schedule(); s != nil && s.Anchor != nil && s.Anchor.Step == ck.Step {
+			fmt.Fprintf(stderr, "resume: training.steps is now %d; the %s decay goes on from lr %.3g at step %d to optimizer.min_lr %.3g at step %d\n",
+				cfg.Training.Steps, s.Kind, s.Anchor.LR, ck.Step, s.MinLR, cfg.Training.Steps)
+		}
+	}
+	// Warned once the run is ready to start, not before a set-up error.
+	if s := t.loop.Schedule(); s != nil {
+		if w := s.WarmupWarning(cfg.Training.Steps); w != "" {
+			fmt.Fprintln(stderr, w)
+		}
 	}
 	return t, nil
 }

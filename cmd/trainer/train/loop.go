@@ -30,8 +30,9 @@ type Settings struct {
 	// Optimizer updates the weights; nil is graph.NewAdam(1e-3).
 	Optimizer *graph.Adam
 	// Schedule sets the optimizer's learning rate before every step; nil
-	// leaves it as it is.
-	Schedule Schedule
+	// leaves it as it is. A resumed run of another length re-anchors it
+	// (Schedule.Resized).
+	Schedule *Schedule
 	// EMADecay > 0 keeps a weight average (WeightAverage) that validation
 	// and the best checkpoint use.
 	EMADecay float64
@@ -77,6 +78,12 @@ type loopState struct {
 	// the checkpoint (steps, validations and checkpoints; not loading),
 	// summed over sessions when it is resumed.
 	WallSec float64 `json:"wall_sec,omitempty"`
+	// Steps is the run's length when the checkpoint was written (0 in
+	// checkpoints older than it), and Anchor its schedule's re-anchoring:
+	// a resume to another length continues the schedule from where it
+	// was rather than restarting it.
+	Steps  int     `json:"steps,omitempty"`
+	Anchor *Anchor `json:"schedule_anchor,omitempty"`
 }
 
 // Loop trains a Task: one run, new or resumed. It is not safe for
@@ -96,6 +103,9 @@ type Loop struct {
 	loop    loopState
 	metrics map[string]float64
 	avg     *WeightAverage // nil unless EMADecay > 0
+	// sched is Settings.Schedule, re-anchored if a resume changed the
+	// run's length; nil if there is none.
+	sched *Schedule
 	log     io.Writer
 	// started is when this session's training loop began.
 	started     time.Time
@@ -132,6 +142,7 @@ func New(task Task, s Settings) (*Loop, error) {
 	l := &Loop{set: s, task: task, opt: s.Optimizer, metrics: map[string]float64{},
 		params:  graph.NewParams(s.DType, s.Seed),
 		dataSrc: rand.NewPCG(s.Seed, 1), dropSrc: rand.NewPCG(s.Seed, 2),
+		sched: s.Schedule, loop: loopState{Steps: s.Steps},
 	}
 	l.data, l.drop = rand.New(l.dataSrc), rand.New(l.dropSrc)
 	var err error
@@ -160,6 +171,11 @@ func (l *Loop) Params() *graph.Params { return l.params }
 
 // EvalProgram returns the evaluation program (batch Task.EvalBatch).
 func (l *Loop) EvalProgram() *graph.Program { return l.eval }
+
+// Schedule returns the learning-rate schedule the run follows, re-anchored
+// if it was resumed with another length (Schedule.Resized); nil if it has
+// none.
+func (l *Loop) Schedule() *Schedule { return l.sched }
 
 // Step returns the number of steps trained.
 func (l *Loop) Step() int { return l.step }
@@ -192,9 +208,12 @@ func (l *Loop) Restore(ck *graph.Checkpoint) error {
 	if err := l.dropSrc.UnmarshalBinary(ck.RNG["dropout"]); err != nil {
 		return fmt.Errorf("checkpoint dropout generator: %w", err)
 	}
-	if err := json.Unmarshal(ck.Extra["loop"], &l.loop); err != nil {
+	var loop loopState
+	if err := json.Unmarshal(ck.Extra["loop"], &loop); err != nil {
 		return fmt.Errorf("checkpoint loop state: %w", err)
 	}
+	l.loop = loop
+	l.restoreSchedule(ck.Step)
 	if l.avg != nil {
 		data, ok := ck.Extra[AverageExtra]
 		if !ok {
@@ -217,6 +236,25 @@ func (l *Loop) Restore(ck *graph.Checkpoint) error {
 	}
 	RemoveStaleTemps(l.set.Dir)
 	return nil
+}
+
+// restoreSchedule continues the schedule of the restored loop state at
+// step: its anchor as saved, re-anchored if the run's length changed.
+// Checkpoints written before loopState.Steps existed resume with the
+// schedule of the new length, as they always did.
+func (l *Loop) restoreSchedule(step int) {
+	planned := l.loop.Steps
+	if planned == 0 {
+		planned = l.set.Steps
+	}
+	l.loop.Steps = l.set.Steps
+	if l.set.Schedule == nil {
+		return
+	}
+	c := *l.set.Schedule
+	c.Anchor = l.loop.Anchor
+	l.sched = c.Resized(step, planned, l.set.Steps)
+	l.loop.Anchor = l.sched.Anchor
 }
 
 // Resume restores the newest step checkpoint of the run directory that

@@ -23,8 +23,8 @@ func (d *Divergence) Error() string { return d.Why }
 // nothing, and does not advance Step: Run does that around it. Called
 // alone, it times or benchmarks a step.
 func (l *Loop) TrainStep(next int) (loss, norm float64, err error) {
-	if l.set.Schedule != nil {
-		l.opt.LR = l.set.Schedule(next, l.set.Steps)
+	if l.sched != nil {
+		l.opt.LR = l.sched.At(next, l.set.Steps)
 	}
 	if err := l.task.Feed(l.data, l.train, next); err != nil {
 		return 0, 0, fmt.Errorf("step %d: %w", next, err)
