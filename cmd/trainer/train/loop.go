@@ -106,7 +106,7 @@ type Loop struct {
 	// sched is Settings.Schedule, re-anchored if a resume changed the
 	// run's length; nil if there is none.
 	sched *Schedule
-	log     io.Writer
+	log   io.Writer
 	// started is when this session's training loop began.
 	started     time.Time
 	interrupted bool
