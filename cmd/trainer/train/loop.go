@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -62,6 +63,9 @@ type Settings struct {
 	// Out receives the run's closing line (or the interruption's); nil
 	// discards it.
 	Out io.Writer
+	// Clock, if set, replaces time.Now for the run's speeds and wall
+	// times, so that tests can check them without timing anything.
+	Clock func() time.Time
 }
 
 // loopState is the loop's own state, saved in checkpoints (Extra "loop")
@@ -138,6 +142,9 @@ func New(task Task, s Settings) (*Loop, error) {
 	}
 	if s.Out == nil {
 		s.Out = io.Discard
+	}
+	if s.Clock == nil {
+		s.Clock = time.Now
 	}
 	l := &Loop{set: s, task: task, opt: s.Optimizer, metrics: map[string]float64{},
 		params:  graph.NewParams(s.DType, s.Seed),
@@ -284,7 +291,7 @@ func (l *Loop) wallSec() float64 {
 	if l.started.IsZero() {
 		return l.loop.WallSec
 	}
-	return l.loop.WallSec + time.Since(l.started).Seconds()
+	return l.loop.WallSec + l.set.Clock().Sub(l.started).Seconds()
 }
 
 // Checkpoint captures the run as it is now.
@@ -425,8 +432,25 @@ func (l *Loop) Run(ctx context.Context) (err error) {
 	if p == nil {
 		p = nopProgress{}
 	}
-	p.Start(l.set.Steps, l.step)
+	p.Start(l.runInfo())
 	return l.run(ctx, p)
+}
+
+// runInfo describes the run to the progress display.
+func (l *Loop) runInfo() RunInfo {
+	info := RunInfo{Steps: l.set.Steps, From: l.step, Params: l.params.Count(),
+		Dir: l.set.Dir, Threads: runtime.GOMAXPROCS(0)}
+	if sized, ok := l.task.(Sized); ok {
+		for _, split := range []string{"train", "valid"} {
+			if n, ok := sized.Examples(split); ok {
+				if info.Examples == nil {
+					info.Examples = map[string]int{}
+				}
+				info.Examples[split] = n
+			}
+		}
+	}
+	return info
 }
 
 func (l *Loop) run(ctx context.Context, p Progress) error {
@@ -436,7 +460,7 @@ func (l *Loop) run(ctx context.Context, p Progress) error {
 	if steps, _ := StepCheckpoints(s.Dir); len(steps) > 0 {
 		lastGood = steps[len(steps)-1]
 	}
-	start := time.Now()
+	start := s.Clock()
 	l.started = start
 	startStep := l.step
 	for l.step < s.Steps {
@@ -446,9 +470,10 @@ func (l *Loop) run(ctx context.Context, p Progress) error {
 			if err != nil {
 				return fmt.Errorf("interrupted at step %d; saving failed: %w", l.step, err)
 			}
-			p.Finish()
+			// The display stops where the run did, not at 100%.
+			p.Finish(l.step)
 			l.interrupted = true
-			fmt.Fprintf(s.Out, "interrupted at step %d: checkpoint %s\n", l.step, path)
+			fmt.Fprintf(s.Out, "interrupted at step %d: saved checkpoint %s\n", l.step, path)
 			return nil
 		default:
 		}
@@ -475,7 +500,9 @@ func (l *Loop) run(ctx context.Context, p Progress) error {
 		last := l.step == s.Steps
 		if l.step%s.LogEvery == 0 || last {
 			mean := l.loop.LossSum / float64(l.loop.LossCount)
-			rate := float64(l.step-startStep) / time.Since(start).Seconds()
+			// The speed of this session: a resumed run's earlier steps
+			// took no time here.
+			rate := float64(l.step-startStep) / s.Clock().Sub(start).Seconds()
 			l.metrics["train_loss"] = mean
 			fields := map[string]any{"train_loss": mean, "lr": l.opt.LR, "grad_norm": norm, "steps_per_sec": rate}
 			penalties := map[string]float64{}
@@ -505,10 +532,10 @@ func (l *Loop) run(ctx context.Context, p Progress) error {
 			lastGood = path
 		}
 	}
-	p.Finish()
+	p.Finish(l.step)
 	name, _ := l.task.Selection()
 	fmt.Fprintf(s.Out, "done: %d steps in %s; best %s = %.6g at step %d\ncheckpoints: %s\n",
-		l.step, time.Since(start).Round(time.Second), name, l.loop.Best, l.loop.BestStep, s.Dir)
+		l.step, s.Clock().Sub(start).Round(time.Second), name, l.loop.Best, l.loop.BestStep, s.Dir)
 	return nil
 }
 
@@ -535,8 +562,8 @@ func headline(tracked map[string]float64) map[string]float64 {
 // nopProgress shows nothing.
 type nopProgress struct{}
 
-func (nopProgress) Start(int, int)                                         {}
+func (nopProgress) Start(RunInfo)                                          {}
 func (nopProgress) Update(int, float64)                                    {}
 func (nopProgress) Log(int, float64, float64, float64, map[string]float64) {}
 func (nopProgress) Eval(int, map[string]float64)                           {}
-func (nopProgress) Finish()                                                {}
+func (nopProgress) Finish(int)                                             {}

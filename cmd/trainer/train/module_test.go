@@ -176,7 +176,7 @@ func TestExternalModule(t *testing.T) {
 	for _, want := range []string{
 		"step 40/300  loss", // the progress display
 		"step 100  valid_mse",
-		"interrupted at step 150: checkpoint",
+		"interrupted at step 150: saved checkpoint",
 		"interrupted: true at step 150",
 		"resumed from step-00000150.ckpt",
 		"done: 300 steps",

@@ -5,25 +5,43 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
-
-	"github.com/schollz/progressbar/v3"
 )
+
+// RunInfo describes a run to its Progress display when it starts.
+type RunInfo struct {
+	// Steps is the step the run ends at; From the step this session starts
+	// at (0, or the step a resumed run continues from). Rates and times
+	// to go are measured from From.
+	Steps, From int
+	// Params is the number of trained values.
+	Params int
+	// Examples counts the task's examples by split ("train", "valid"),
+	// when it knows them (Sized); nil otherwise.
+	Examples map[string]int
+	// Dir is the run directory; Threads the number of threads the
+	// run's matrix products may use (GOMAXPROCS).
+	Dir     string
+	Threads int
+}
 
 // Progress shows a run to a person. A Loop calls Start once per Run, then
 // Update after every step, Log at every log interval, Eval after every
 // validation and Finish at the end.
 type Progress interface {
-	// Start begins a display of a run of steps steps, from step from (0,
-	// or the step a resumed run starts at).
-	Start(steps, from int)
+	// Start begins the display of a run; it prints a header describing it.
+	Start(info RunInfo)
 	Update(step int, loss float64)
 	// Log shows the interval's mean loss, the learning rate, the speed
-	// and any penalty terms (a KL, say).
+	// (steps a second since the session started, RunInfo.From) and any
+	// penalty terms (a KL, say).
 	Log(step int, meanLoss, lr, stepsPerSec float64, penalties map[string]float64)
 	Eval(step int, metrics map[string]float64)
-	Finish()
+	// Finish ends the display at step: RunInfo.Steps when the run is
+	// done, or the step an interrupted run stopped and was saved at.
+	Finish(step int)
 }
 
 // Progress display modes of NewProgress.
@@ -34,10 +52,13 @@ const (
 )
 
 // NewProgress returns the display of a mode: ProgressBar, ProgressLines,
-// or ProgressAuto (a bar when stderr is a terminal, lines otherwise).
+// or ProgressAuto (a bar when stderr is a terminal, lines otherwise). The
+// header, validations and, when stdout is not a terminal (`| tee log`),
+// the log-interval lines go to stdout, so a log of stdout has the whole
+// run; the bar alone goes to stderr.
 func NewProgress(mode string, stderr, stdout io.Writer) Progress {
 	if mode == ProgressBar || (mode == ProgressAuto && isTerminal(stderr)) {
-		return &barProgress{err: stderr, out: stdout}
+		return &barProgress{err: stderr, out: stdout, logLines: !isTerminal(stdout), now: time.Now}
 	}
 	return &lineProgress{out: stdout}
 }
@@ -51,61 +72,189 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }
 
-type barProgress struct {
-	bar      *progressbar.ProgressBar
-	err, out io.Writer
-}
-
-func (b *barProgress) Start(steps, from int) {
-	b.bar = progressbar.NewOptions(steps,
-		progressbar.OptionSetWriter(b.err),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("steps"),
-		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionSetElapsedTime(true),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionFullWidth(),
-	)
-	b.bar.Set(from)
-}
-func (b *barProgress) Update(step int, loss float64) {
-	b.bar.Describe(fmt.Sprintf("loss %.4g", loss))
-	b.bar.Set(step)
-}
-func (b *barProgress) Log(_ int, loss, _, _ float64, penalties map[string]float64) {
-	if len(penalties) > 0 {
-		b.bar.Describe(fmt.Sprintf("loss %.4g  %s", loss, FormatMetrics(penalties)))
+// writeHeader writes the line that opens a run's display.
+func writeHeader(w io.Writer, info RunInfo) {
+	steps := fmt.Sprintf("%s steps", grouped(info.Steps))
+	if info.From > 0 {
+		steps = fmt.Sprintf("steps %s to %s (resumed)", grouped(info.From+1), grouped(info.Steps))
 	}
+	parts := []string{grouped(info.Params) + " parameters", steps}
+	var examples []string
+	for _, split := range []struct{ key, name string }{{"train", "training"}, {"valid", "validation"}} {
+		if n, ok := info.Examples[split.key]; ok {
+			examples = append(examples, grouped(n)+" "+split.name)
+		}
+	}
+	if len(examples) > 0 {
+		parts = append(parts, strings.Join(examples, ", ")+" examples")
+	}
+	parts = append(parts, fmt.Sprintf("%d threads", info.Threads))
+	fmt.Fprintf(w, "run %s: %s\n", info.Dir, strings.Join(parts, "; "))
 }
-func (b *barProgress) Eval(step int, m map[string]float64) {
-	b.bar.Clear()
-	fmt.Fprintf(b.out, "step %d  %s\n", step, FormatMetrics(m))
-}
-func (b *barProgress) Finish() { b.bar.Finish(); fmt.Fprintln(b.out) }
 
-type lineProgress struct {
-	out   io.Writer
-	steps int
-	start time.Time
+// grouped writes a count with thousands separators: 1234567 is
+// "1,234,567".
+func grouped(n int) string {
+	s := strconv.Itoa(n)
+	if n < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
-func (l *lineProgress) Start(steps, _ int)  { l.steps, l.start = steps, time.Now() }
-func (l *lineProgress) Update(int, float64) {}
-func (l *lineProgress) Log(step int, loss, lr, rate float64, penalties map[string]float64) {
-	eta := time.Duration(float64(l.steps-step)/rate) * time.Second
+// logLine is the line of a log interval, as both displays write it.
+func logLine(steps, step int, loss, lr, rate float64, penalties map[string]float64) string {
 	extra := ""
 	if len(penalties) > 0 {
 		extra = "  " + FormatMetrics(penalties)
 	}
-	fmt.Fprintf(l.out, "step %d/%d  loss %.5g%s  lr %.3g  %.1f steps/s  eta %s\n",
-		step, l.steps, loss, extra, lr, rate, eta.Round(time.Second))
+	return fmt.Sprintf("step %d/%d  loss %.5g%s  lr %.3g  %.1f steps/s  eta %s\n",
+		step, steps, loss, extra, lr, rate, eta(steps-step, rate))
+}
+
+// eta is the time left for steps steps at rate steps a second.
+func eta(steps int, rate float64) time.Duration {
+	if rate <= 0 || steps <= 0 {
+		return 0
+	}
+	return (time.Duration(float64(steps)/rate) * time.Second).Round(time.Second)
+}
+
+// barProgress is a live bar on err, redrawn in place at most every
+// barRedraw; the header and validations (and, with logLines, the log
+// intervals) are lines on out.
+type barProgress struct {
+	err, out io.Writer
+	logLines bool
+	now      func() time.Time
+
+	info       RunInfo
+	started    time.Time
+	drawn      time.Time // zero: the bar is not on the screen
+	step       int
+	loss       float64
+	penalties  string
+	hasLoss    bool
+	lastRender string
+}
+
+// barRedraw limits how often the bar is redrawn, so a fast run spends
+// its time training rather than writing to the terminal.
+const barRedraw = 100 * time.Millisecond
+
+// barWidth is the number of cells of the bar itself.
+const barWidth = 30
+
+func (b *barProgress) Start(info RunInfo) {
+	b.info, b.step, b.started = info, info.From, b.now()
+	writeHeader(b.out, info)
+	b.draw("")
+}
+
+func (b *barProgress) Update(step int, loss float64) {
+	b.step, b.loss, b.hasLoss = step, loss, true
+	if b.now().Sub(b.drawn) >= barRedraw {
+		b.draw("")
+	}
+}
+
+func (b *barProgress) Log(step int, loss, lr, rate float64, penalties map[string]float64) {
+	b.penalties = ""
+	if len(penalties) > 0 {
+		b.penalties = "  " + FormatMetrics(penalties)
+	}
+	if b.logLines {
+		b.clear()
+		io.WriteString(b.out, logLine(b.info.Steps, step, loss, lr, rate, penalties))
+		b.draw("")
+	}
+}
+
+func (b *barProgress) Eval(step int, m map[string]float64) {
+	b.clear()
+	fmt.Fprintf(b.out, "step %d  %s\n", step, FormatMetrics(m))
+	b.draw("")
+}
+
+func (b *barProgress) Finish(step int) {
+	b.step = step
+	note := ""
+	if step < b.info.Steps {
+		note = "  interrupted"
+	}
+	b.draw(note)
+	io.WriteString(b.err, "\n")
+	b.drawn = time.Time{}
+}
+
+// rate is the speed since the session started, in steps a second.
+func (b *barProgress) rate() float64 {
+	sec := b.now().Sub(b.started).Seconds()
+	if sec <= 0 {
+		return 0
+	}
+	return float64(b.step-b.info.From) / sec
+}
+
+// render is the bar's text: cells filled to the step, the count, the
+// latest loss, the speed and the time to go, both measured from the step
+// the session started at.
+func (b *barProgress) render() string {
+	filled := 0
+	if b.info.Steps > 0 {
+		filled = min(barWidth, b.step*barWidth/b.info.Steps)
+	}
+	var s strings.Builder
+	s.WriteString("[" + strings.Repeat("=", filled) + strings.Repeat(" ", barWidth-filled) + "]")
+	fmt.Fprintf(&s, " %d/%d", b.step, b.info.Steps)
+	if b.hasLoss {
+		fmt.Fprintf(&s, "  loss %.4g%s", b.loss, b.penalties)
+	}
+	if b.step > b.info.From {
+		rate := b.rate()
+		fmt.Fprintf(&s, "  %.1f steps/s  eta %s", rate, eta(b.info.Steps-b.step, rate))
+	}
+	return s.String()
+}
+
+// draw replaces the bar on err with its current state and a note.
+func (b *barProgress) draw(note string) {
+	b.lastRender = b.render() + note
+	fmt.Fprintf(b.err, "\r\x1b[K%s", b.lastRender)
+	b.drawn = b.now()
+}
+
+// clear removes the bar from the terminal line so that a line written to
+// out does not land after it.
+func (b *barProgress) clear() {
+	if !b.drawn.IsZero() {
+		io.WriteString(b.err, "\r\x1b[K")
+	}
+}
+
+// lineProgress writes plain lines on out: the header, every log interval
+// and every validation.
+type lineProgress struct {
+	out  io.Writer
+	info RunInfo
+}
+
+func (l *lineProgress) Start(info RunInfo)  { l.info = info; writeHeader(l.out, info) }
+func (l *lineProgress) Update(int, float64) {}
+func (l *lineProgress) Log(step int, loss, lr, rate float64, penalties map[string]float64) {
+	io.WriteString(l.out, logLine(l.info.Steps, step, loss, lr, rate, penalties))
 }
 func (l *lineProgress) Eval(step int, m map[string]float64) {
 	fmt.Fprintf(l.out, "step %d  %s\n", step, FormatMetrics(m))
 }
-func (l *lineProgress) Finish() {}
+func (l *lineProgress) Finish(int) {}
 
 // FormatMetrics writes metrics as "name value" pairs sorted by name, five
 // significant digits each.

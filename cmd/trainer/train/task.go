@@ -43,6 +43,14 @@ type StepAware interface {
 	AtStep(prog *graph.Program, step, steps int) error
 }
 
+// Sized is a Task that knows how many examples its splits hold, for the
+// header of the progress display. Examples returns the count of a split
+// ("train", "valid"), and false when the split has no fixed size (data
+// drawn afresh at every step, say).
+type Sized interface {
+	Examples(split string) (n int, ok bool)
+}
+
 // Reporter is a Task that prints a human summary of a checkpoint's test
 // metrics, next to baselines (`trainer eval`).
 type Reporter interface {

@@ -1,0 +1,188 @@
+package train
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeClock is a clock the test moves by hand.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time          { return c.t }
+func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+// TestProgressHeader: both displays open with one line on stdout naming
+// the run directory, the parameter count, the steps (and the step a resume
+// starts at), the example counts the task knows, and the threads.
+func TestProgressHeader(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		info RunInfo
+		want string
+	}{
+		{"fresh", RunInfo{Steps: 3000, Params: 1234567, Dir: "runs/a", Threads: 2},
+			"run runs/a: 1,234,567 parameters; 3,000 steps; 2 threads\n"},
+		{"resumed", RunInfo{Steps: 1200, From: 400, Params: 999, Dir: "runs/b", Threads: 4},
+			"run runs/b: 999 parameters; steps 401 to 1,200 (resumed); 4 threads\n"},
+		{"known examples", RunInfo{Steps: 10, Params: 1000, Dir: "d", Threads: 1, Examples: map[string]int{"train": 20000, "valid": 500}},
+			"run d: 1,000 parameters; 10 steps; 20,000 training, 500 validation examples; 1 threads\n"},
+		{"validation only", RunInfo{Steps: 10, Params: 100, Dir: "d", Threads: 1, Examples: map[string]int{"valid": 64}},
+			"run d: 100 parameters; 10 steps; 64 validation examples; 1 threads\n"},
+	} {
+		for _, mode := range []string{ProgressLines, ProgressBar} {
+			t.Run(c.name+"/"+mode, func(t *testing.T) {
+				var stderr, stdout bytes.Buffer
+				NewProgress(mode, &stderr, &stdout).Start(c.info)
+				if got := stdout.String(); got != c.want {
+					t.Errorf("header %q, want %q", got, c.want)
+				}
+			})
+		}
+	}
+}
+
+// TestBarRateFromResume: after a resume at step 150, the bar's speed and
+// time to go count only the steps of this session.
+func TestBarRateFromResume(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	var stderr, stdout bytes.Buffer
+	b := &barProgress{err: &stderr, out: &stdout, now: clock.now}
+	b.Start(RunInfo{Steps: 300, From: 150})
+	if r := b.lastRender; strings.Contains(r, "steps/s") || !strings.Contains(r, "150/300") {
+		t.Errorf("at the start: %q, want 150/300 and no speed yet", r)
+	}
+	clock.advance(2 * time.Second)
+	b.Update(170, 0.5)
+	// 20 steps in 2 s; counted from step 0 it would be 85 steps/s.
+	if r := b.lastRender; !strings.Contains(r, "170/300  loss 0.5  10.0 steps/s  eta 13s") {
+		t.Errorf("bar %q, want 10.0 steps/s and eta 13s", r)
+	}
+}
+
+// TestBarRedraw: the bar is redrawn at most every barRedraw, so a fast
+// run does not spend its time writing to the terminal.
+func TestBarRedraw(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	var stderr, stdout bytes.Buffer
+	b := &barProgress{err: &stderr, out: &stdout, now: clock.now}
+	b.Start(RunInfo{Steps: 100})
+	clock.advance(barRedraw / 2)
+	b.Update(1, 2)
+	if strings.Contains(stderr.String(), " 1/100") {
+		t.Errorf("redrawn within %v: %q", barRedraw, stderr.String())
+	}
+	clock.advance(barRedraw / 2)
+	b.Update(2, 2)
+	if !strings.Contains(stderr.String(), " 2/100") {
+		t.Errorf("not redrawn after %v: %q", barRedraw, stderr.String())
+	}
+}
+
+// TestBarFinish: a finished run's bar is full; an interrupted one stops
+// at the step it was saved at and says it was interrupted.
+func TestBarFinish(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		step      int
+		want      string
+		wantNot   string
+		wantCells int
+	}{
+		{"done", 300, "300/300", "interrupted", barWidth},
+		{"interrupted", 120, "120/300", "300/300", 12},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := &fakeClock{t: time.Unix(1000, 0)}
+			var stderr, stdout bytes.Buffer
+			b := &barProgress{err: &stderr, out: &stdout, now: clock.now}
+			b.Start(RunInfo{Steps: 300, From: 100})
+			clock.advance(time.Second)
+			b.Update(c.step, 1)
+			b.Finish(c.step)
+			last := b.lastRender
+			if !strings.Contains(last, c.want) || strings.Contains(last, c.wantNot) {
+				t.Errorf("final bar %q: want %q and not %q", last, c.want, c.wantNot)
+			}
+			if c.step < 300 && !strings.HasSuffix(last, "interrupted") {
+				t.Errorf("final bar %q does not say it was interrupted", last)
+			}
+			if cells := strings.Count(last[:barWidth+2], "="); cells != c.wantCells {
+				t.Errorf("final bar %q fills %d cells, want %d", last, cells, c.wantCells)
+			}
+			if !strings.HasSuffix(stderr.String(), "\n") {
+				t.Errorf("the bar's line is not ended: %q", stderr.String())
+			}
+		})
+	}
+}
+
+// TestBarLogLines: with stdout not a terminal (a bytes.Buffer, as `| tee
+// log` is a pipe), the training loss of every log interval goes to stdout
+// with the validations; on a terminal the bar alone shows it.
+func TestBarLogLines(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		logLines bool
+		want     []string
+		wantNot  string
+	}{
+		{"stdout not a terminal", true, []string{"step 40/300  loss 0.25  lr 0.001  5.0 steps/s  eta 52s\n", "step 50  valid_mse 0.3\n"}, ""},
+		{"stdout a terminal", false, []string{"step 50  valid_mse 0.3\n"}, "loss"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var stderr, stdout bytes.Buffer
+			b := &barProgress{err: &stderr, out: &stdout, now: (&fakeClock{}).now, logLines: c.logLines}
+			b.Start(RunInfo{Steps: 300})
+			b.Log(40, 0.25, 1e-3, 5, nil)
+			b.Eval(50, map[string]float64{"valid_mse": 0.3})
+			out := stdout.String()
+			for _, w := range c.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("stdout %q lacks %q", out, w)
+				}
+			}
+			if c.wantNot != "" && strings.Contains(out, c.wantNot) {
+				t.Errorf("stdout %q has %q", out, c.wantNot)
+			}
+		})
+	}
+	// NewProgress gives the bar its log lines when stdout is no terminal.
+	var stderr, stdout bytes.Buffer
+	p := NewProgress(ProgressBar, &stderr, &stdout)
+	p.Start(RunInfo{Steps: 10})
+	p.Log(5, 1, 1e-3, 2, nil)
+	if !strings.Contains(stdout.String(), "step 5/10  loss 1") {
+		t.Errorf("bar display to a buffer: stdout %q lacks the loss line", stdout.String())
+	}
+}
+
+// TestLineProgress: the lines display writes every log interval and
+// validation on stdout, nothing on stderr.
+func TestLineProgress(t *testing.T) {
+	var stderr, stdout bytes.Buffer
+	p := NewProgress(ProgressLines, &stderr, &stdout)
+	p.Start(RunInfo{Steps: 100, From: 50, Params: 10, Dir: "d", Threads: 2})
+	p.Update(60, 1)
+	p.Log(60, 0.5, 2e-4, 10, map[string]float64{"kl": 0.125})
+	p.Eval(60, map[string]float64{"valid_mse": 1})
+	p.Finish(70)
+	want := "run d: 10 parameters; steps 51 to 100 (resumed); 2 threads\n" +
+		"step 60/100  loss 0.5  kl 0.125  lr 0.0002  10.0 steps/s  eta 4s\n" +
+		"step 60  valid_mse 1\n"
+	if got := stdout.String(); got != want || stderr.Len() != 0 {
+		t.Errorf("stdout %q, stderr %q; want stdout %q", got, stderr.String(), want)
+	}
+}
+
+func TestGrouped(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want string
+	}{{0, "0"}, {999, "999"}, {1000, "1,000"}, {123456, "123,456"}, {1234567, "1,234,567"}, {-5, "-5"}} {
+		if got := grouped(c.n); got != c.want {
+			t.Errorf("grouped(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}
