@@ -179,3 +179,12 @@ func (t *maxNormTask) Report(w io.Writer, params *graph.Params, prog *graph.Prog
 	}
 	return printPriors(w, params, em.DefaultRawParams(t.cfg.Model.Dim/t.cfg.Model.Heads))
 }
+
+// Examples implements train.Sized: training sets are drawn afresh at
+// every step, so only the validation set has a size.
+func (t *maxNormTask) Examples(split string) (int, bool) {
+	if split == "valid" {
+		return t.cfg.Data.ValidSets, true
+	}
+	return 0, false
+}

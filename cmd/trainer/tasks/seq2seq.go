@@ -373,3 +373,15 @@ func (t *Seq2Seq) Report(w io.Writer, params *graph.Params, _ *graph.Program) er
 	}
 	return nil
 }
+
+// Examples implements train.Sized: the training pairs within max_len and
+// the validation pairs.
+func (t *Seq2Seq) Examples(split string) (int, bool) {
+	switch split {
+	case "train":
+		return len(t.train), true
+	case "valid":
+		return len(t.corpus.Valid), true
+	}
+	return 0, false
+}
