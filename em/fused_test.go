@@ -108,7 +108,7 @@ func lossAndGradients(t *testing.T, attend attendFunc, p *batch, cfg Config, see
 	}
 	outs := map[string][]float64{}
 	for _, n := range names {
-		if v, _ := prog.Output(n); v != nil {
+		if v, _, _ := prog.Output(n); v != nil {
 			outs[n] = v
 		}
 	}

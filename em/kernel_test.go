@@ -196,7 +196,7 @@ func (p *batch) run(t *testing.T, dt graph.DType, cfg Config) graphRun {
 		"readout": &out.readout, "weights": &out.weights, "xi": &out.xi, "alpha": &out.alpha,
 		"mu": &out.mu, "beta": &out.beta, "log_pi": &out.logPi,
 	} {
-		*dst, _ = prog.Output(name)
+		*dst, _, _ = prog.Output(name)
 	}
 	return out
 }
@@ -698,8 +698,8 @@ func TestKernelIsAttend(t *testing.T) {
 	if err := prog.Run(); err != nil {
 		t.Fatal(err)
 	}
-	readout, _ := prog.Output("readout")
-	weights, _ := prog.Output("weights")
+	readout, _, _ := prog.Output("readout")
+	weights, _, _ := prog.Output("weights")
 	assertClose(t, "readout", readout, want.readout, 0)
 	assertClose(t, "weights", weights, want.weights, 0)
 }

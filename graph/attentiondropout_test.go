@@ -101,7 +101,7 @@ func TestAttentionDropoutOfOnesIsAttention(t *testing.T) {
 				if err := p.Run(); err != nil {
 					t.Fatal(err)
 				}
-				y, _ := p.Output("y")
+				y, _, _ := p.Output("y")
 				g, err := p.Gradients()
 				if err != nil {
 					t.Fatal(err)
@@ -171,7 +171,7 @@ func TestAttentionDropoutTraining(t *testing.T) {
 			if f := float64(dropped) / float64(len(x.drop)); math.Abs(f-p) > 0.05 {
 				t.Fatalf("%v: dropped fraction %v, want %v", dt, f, p)
 			}
-			y, _ := prog.Output("y")
+			y, _, _ := prog.Output("y")
 			tol := 1e-13
 			if dt == Float32 {
 				tol = 1e-5
@@ -272,7 +272,7 @@ func TestAttentionDropoutOff(t *testing.T) {
 		if err := train.Run(); err != nil {
 			t.Fatal(err)
 		}
-		if y, _ := train.Output("y"); !slices.Equal(y, want[0]) {
+		if y, _, _ := train.Output("y"); !slices.Equal(y, want[0]) {
 			t.Fatalf("%v: training graph with p = 0 differs from Attention", dt)
 		}
 	}

@@ -51,7 +51,7 @@ func TestOutputBuffersReusedAcrossRuns(t *testing.T) {
 			if err := p.Run(); err != nil {
 				t.Fatal(err)
 			}
-			y, _ := p.Output("y")
+			y, _, _ := p.Output("y")
 			g, err := p.Gradients()
 			if err != nil {
 				t.Fatal(err)

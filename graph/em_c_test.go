@@ -153,7 +153,7 @@ func emCRun(t *testing.T, c emCCase, dt DType, useC bool, procs int) map[string]
 		res["d"+k] = v
 	}
 	for _, name := range names {
-		res[name], _ = prog.Output(name)
+		res[name], _, _ = prog.Output(name)
 	}
 	return res
 }

@@ -65,7 +65,7 @@ func TestEmbeddingScatterAdd(t *testing.T) {
 			}
 		}
 		table := ps.Lookup("table").Values()
-		out, shape := prog.Output("e")
+		out, shape, _ := prog.Output("e")
 		if len(shape) != 3 || shape[0] != 2 || shape[1] != 3 || shape[2] != 3 {
 			t.Fatalf("%v: output shape %v, want [2 3 3]", dt, shape)
 		}

@@ -34,7 +34,10 @@ func Evaluate(params *Params, fn BuildFunc, outputs ...string) ([][]float64, err
 	}
 	vals := make([][]float64, len(outputs))
 	for i, name := range outputs {
-		vals[i], _ = prog.Output(name)
+		var err error
+		if vals[i], _, err = prog.Output(name); err != nil {
+			return nil, fmt.Errorf("evaluate: %w", err)
+		}
 	}
 	return vals, nil
 }

@@ -69,7 +69,7 @@ func expectFloat32MatchesFloat64(t *testing.T, progs map[DType]*Program, feeds m
 		if err := p.Run(); err != nil {
 			t.Fatal(err)
 		}
-		outs[dt], _ = p.Output("y")
+		outs[dt], _, _ = p.Output("y")
 		g, err := p.Gradients()
 		if err != nil {
 			t.Fatal(err)

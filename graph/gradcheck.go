@@ -56,13 +56,19 @@ func CheckGradients(params *Params, fn func(b *Builder) *Node, opt GradCheckOpti
 	if err := fwd.Run(); err != nil {
 		return nil, err
 	}
-	out, shape := fwd.Output("out")
+	out, shape, err := fwd.Output("out")
+	if err != nil {
+		return nil, err
+	}
 	r := Normal(1)(rng, shape)
 	project := func() (float64, error) {
 		if err := fwd.Run(); err != nil {
 			return 0, err
 		}
-		o, _ := fwd.Output("out")
+		o, _, err := fwd.Output("out")
+		if err != nil {
+			return 0, err
+		}
 		var s float64
 		for i := range o {
 			s += o[i] * r[i]

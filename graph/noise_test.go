@@ -29,8 +29,8 @@ func TestNoiseInputs(t *testing.T) {
 		if err := prog.Run(); err != nil {
 			t.Fatal(err)
 		}
-		u, _ := prog.Output("u")
-		e, _ := prog.Output("e")
+		u, _, _ := prog.Output("u")
+		e, _, _ := prog.Output("e")
 		return u, e, prog.PenaltyValues()
 	}
 	u, e, pen := draw(1)
@@ -100,8 +100,8 @@ func TestNoiseIndependentOfThreads(t *testing.T) {
 		if err := prog.Run(); err != nil {
 			t.Fatal(err)
 		}
-		u, _ := prog.Output("u")
-		e, _ := prog.Output("e")
+		u, _, _ := prog.Output("u")
+		e, _, _ := prog.Output("e")
 		return u, e
 	}
 	u1, e1 := draw(1)

@@ -272,7 +272,7 @@ func TestDropout(t *testing.T) {
 	if err := train.Run(); err != nil {
 		t.Fatal(err)
 	}
-	y, _ := train.Output("y")
+	y, _, _ := train.Output("y")
 	zeros := 0
 	for _, v := range y {
 		switch {

@@ -105,7 +105,7 @@ func (b *Builder) PenaltyKinds() []PenaltyKind {
 func (p *Program) PenaltyValues() map[string]float64 {
 	out := map[string]float64{}
 	for _, name := range p.tracked {
-		if v, _ := p.Output(name); len(v) == 1 {
+		if v, _, err := p.Output(name); err == nil && len(v) == 1 {
 			out[name] = v[0]
 		}
 	}

@@ -95,8 +95,8 @@ func TestCompileSampler(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a, _ := train.Output("y")
-	b, _ := sampler.Output("y")
+	a, _, _ := train.Output("y")
+	b, _, _ := sampler.Output("y")
 	if !slices.Equal(a, b) || sampler.PenaltyValues()["p"] != train.PenaltyValues()["p"] {
 		t.Errorf("sampler %v, training graph %v", b, a)
 	}

@@ -170,13 +170,14 @@ func (p *Program) Run() (err error) {
 }
 
 // Output returns the values read from the output called name in the last
-// run, row-major, and its shape.
-func (p *Program) Output(name string) ([]float64, []int) {
+// run, row-major, and its shape; an error names an output the program
+// does not have (a misspelt name would otherwise read as no values).
+func (p *Program) Output(name string) ([]float64, []int, error) {
 	i, ok := p.outputs[name]
 	if !ok {
-		return nil, nil
+		return nil, nil, fmt.Errorf("program has no output %q", name)
 	}
-	return p.values[i], p.shapes[i]
+	return p.values[i], p.shapes[i], nil
 }
 
 // Loss returns the loss of the last run.

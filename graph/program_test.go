@@ -78,7 +78,7 @@ func TestTrainAndEvalShareWeights(t *testing.T) {
 			if err := p.Run(); err != nil {
 				t.Fatal(err)
 			}
-			v, _ := p.Output("pred")
+			v, _, _ := p.Output("pred")
 			return v[0]
 		}
 		fresh, err := Compile(ps, model(1), false)
@@ -165,5 +165,26 @@ func TestPanicsInBuildFunctions(t *testing.T) {
 	}, false)
 	if err == nil || !strings.Contains(err.Error(), "index out of range") || !strings.Contains(err.Error(), "program_test.go") {
 		t.Errorf("foreign panic: error %q, want the panic and the stack that names this file", err)
+	}
+}
+
+// TestOutputUnknownName: reading an output the program does not have is
+// an error that names it, not an empty value.
+func TestOutputUnknownName(t *testing.T) {
+	prog, err := Compile(NewParams(Float64, 1), func(b *Builder) error {
+		b.Output("y", Scale(b.Input("x", 2), 2))
+		return nil
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := prog.Output("y"); err != nil {
+		t.Errorf("known output: %v", err)
+	}
+	if v, _, err := prog.Output("why"); err == nil || !strings.Contains(err.Error(), `"why"`) || v != nil {
+		t.Errorf("unknown output: values %v, error %v; want an error naming it", v, err)
 	}
 }

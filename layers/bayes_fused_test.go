@@ -72,8 +72,8 @@ func runBayesLayer(t *testing.T, ps *graph.Params, a BayesAttention, composed, c
 		t.Fatal(err)
 	}
 	var res bayesRun
-	res.out, _ = prog.Output("out")
-	res.kl, _ = prog.Output("kl")
+	res.out, _, _ = prog.Output("out")
+	res.kl, _, _ = prog.Output("kl")
 	res.out, res.kl = slices.Clone(res.out), slices.Clone(res.kl)
 	if res.grads, err = prog.Gradients(); err != nil {
 		t.Fatal(err)

@@ -107,8 +107,8 @@ func TestBayesSampleMean(t *testing.T) {
 		if err := prog.Run(); err != nil {
 			t.Fatal(err)
 		}
-		s, _ := prog.Output("s")
-		w, _ := prog.Output("w")
+		s, _, _ := prog.Output("s")
+		w, _, _ := prog.Output("w")
 		sMean, sSE, wErr = make([]float64, m), make([]float64, m), make([]float64, m)
 		sq := make([]float64, m)
 		for r := range reps {
@@ -224,7 +224,7 @@ func TestBayesTrainingGraph(t *testing.T) {
 			if !ok || !(kl > 0) || math.IsInf(kl, 0) {
 				t.Fatalf("%s: penalty att.kl = %v (present %v), want finite and > 0", kind, kl, ok)
 			}
-			out, _ := train.Output("out")
+			out, _, _ := train.Output("out")
 			outs = append(outs, slices.Clone(out))
 		}
 		if slices.Equal(outs[0], outs[1]) {

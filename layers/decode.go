@@ -383,7 +383,10 @@ func (tr *Translator) LogProbs(src, prefixes [][]int) ([][]float64, error) {
 	if err := tr.prog.Run(); err != nil {
 		return nil, fmt.Errorf("translate: %w", err)
 	}
-	logits, _ := tr.prog.Output("logits") // [rows, V]
+	logits, _, err := tr.prog.Output("logits") // [rows, V]
+	if err != nil {
+		return nil, fmt.Errorf("translate: %w", err)
+	}
 	out := make([][]float64, n)
 	for r := range n {
 		out[r] = logSoftmax(logits[r*tr.vocab : (r+1)*tr.vocab])

@@ -247,7 +247,7 @@ func TestDiversityPenaltyOnlyInTraining(t *testing.T) {
 		if err := prog.Run(); err != nil {
 			t.Fatal(err)
 		}
-		out, _ := prog.Output("out")
+		out, _, _ := prog.Output("out")
 		return run{out: slices.Clone(out), penalties: prog.PenaltyValues(), names: names}
 	}
 	for _, c := range diversityKernels(t) {

@@ -154,7 +154,7 @@ func setForward(t *testing.T, ps *graph.Params, shape []int, x, mask []float64,
 	if err := prog.Run(); err != nil {
 		t.Fatal(err)
 	}
-	out, _ := prog.Output("out")
+	out, _, _ := prog.Output("out")
 	return out
 }
 

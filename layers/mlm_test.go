@@ -105,7 +105,7 @@ func TestMaskedLMIgnoresPadding(t *testing.T) {
 		if err := prog.Run(); err != nil {
 			t.Fatal(err)
 		}
-		out, shape := prog.Output("logits")
+		out, shape, _ := prog.Output("logits")
 		if !slices.Equal(shape, []int{1, 4, 7}) {
 			t.Fatalf("logits shape %v, want [1 4 7]", shape)
 		}

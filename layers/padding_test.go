@@ -265,7 +265,7 @@ func checkPadding(t *testing.T, att AttentionConfig, pooled bool, noiseLayers []
 		if err := run.prog.Run(); err != nil {
 			t.Fatal(err)
 		}
-		run.out, run.shape = run.prog.Output("out")
+		run.out, run.shape, _ = run.prog.Output("out")
 		var err error
 		if run.grads, err = run.prog.Gradients(); err != nil {
 			t.Fatal(err)

@@ -376,7 +376,7 @@ func TestScoredWeights(t *testing.T) {
 	if err := prog.Run(); err != nil {
 		t.Fatal(err)
 	}
-	w, _ := prog.Output("weights") // [B = 2, H = 2, T = 3, S = 4]
+	w, _, _ := prog.Output("weights") // [B = 2, H = 2, T = 3, S = 4]
 	for row := 0; row < len(w); row += 4 {
 		if s := w[row] + w[row+1] + w[row+2] + w[row+3]; math.Abs(s-1) > 1e-12 {
 			t.Fatalf("cross-attention row %d sums to %v", row/4, s)

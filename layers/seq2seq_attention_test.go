@@ -76,7 +76,11 @@ func runWeights(t *testing.T, prog *graph.Program, src []int, srcMask []float64,
 	if err := prog.Run(); err != nil {
 		t.Fatal(err)
 	}
-	return prog.Output("weights")
+	w, shape, err := prog.Output("weights")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, shape
 }
 
 // TestCrossAttentionMatchesReference: for every decoder layer, post-LN

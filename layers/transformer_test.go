@@ -174,7 +174,7 @@ func TestTiedOutput(t *testing.T) {
 		t.Error("a tied model has its own out.w")
 	}
 	got := runSeq2Seq(t, prog, []int{4, 5, 6, 4, 5, 4, 0, 0}, srcMaskBS, []int{2, 4, 0, 2, 5, 4}, tgtMaskBT)
-	hv, _ := prog.Output("h")
+	hv, _, _ := prog.Output("h")
 	// Give the bias values, so that it is read too.
 	bias := ps.Lookup("out.b")
 	bv := make([]float64, cfg.TgtVocab)
@@ -287,7 +287,7 @@ func runSeq2Seq(t *testing.T, prog *graph.Program, src []int, srcMask []float64,
 	if err := prog.Run(); err != nil {
 		t.Fatal(err)
 	}
-	out, _ := prog.Output("logits")
+	out, _, _ := prog.Output("logits")
 	return out
 }
 

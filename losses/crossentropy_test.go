@@ -49,7 +49,7 @@ func crossEntropyGraph(dt graph.DType, shape []int, logits []float64, targets []
 		if err := prog.Run(); err != nil {
 			return 0, err
 		}
-		l, _ := prog.Output("loss")
+		l, _, _ := prog.Output("loss")
 		if loss != nil && l[0] != loss[0] {
 			return 0, fmt.Errorf("second run gives %v, first %v", l[0], loss[0])
 		}

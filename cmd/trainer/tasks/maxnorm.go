@@ -113,7 +113,10 @@ func (t *maxNormTask) predictions(prog *graph.Program, set []datasets.SetBatch) 
 		if err := prog.Run(); err != nil {
 			return nil, nil, err
 		}
-		p, _ := prog.Output("pred")
+		p, _, err := prog.Output("pred")
+		if err != nil {
+			return nil, nil, err
+		}
 		pred = append(pred, p...)
 		target = append(target, batch.Y...)
 	}

@@ -41,7 +41,10 @@ func (t *maxNormTask) SampleReport(w io.Writer, params *graph.Params, samples in
 			if err := prog.Run(); err != nil {
 				return err
 			}
-			pred, _ := prog.Output("pred")
+			pred, _, err := prog.Output("pred")
+			if err != nil {
+				return err
+			}
 			for i, v := range pred {
 				sum[i] += v
 				sq[i] += v * v

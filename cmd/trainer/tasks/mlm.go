@@ -302,7 +302,10 @@ func (t *mlmTask) score(prog *graph.Program, s *mlmSplit) (mlmScores, error) {
 		}
 		sc.loss += prog.Loss() * w
 		sc.positions += w
-		logits, shape := prog.Output("logits")
+		logits, shape, err := prog.Output("logits")
+		if err != nil {
+			return mlmScores{}, err
+		}
 		v := shape[len(shape)-1]
 		pred := make([]int, len(mb.Targets))
 		for i, y := range mb.Targets {

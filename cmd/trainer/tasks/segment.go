@@ -129,7 +129,10 @@ func predict(prog *graph.Program, batch datasets.SegBatch, clicks [][]int) ([]in
 	if err := prog.Run(); err != nil {
 		return nil, err
 	}
-	logits, _ := prog.Output("logits")
+	logits, _, err := prog.Output("logits")
+	if err != nil {
+		return nil, err
+	}
 	C := batch.Classes
 	pred := make([]int, batch.Size*batch.Pixels)
 	for p := range pred {

@@ -69,7 +69,10 @@ func (t *Seq2Seq) SampleReport(w io.Writer, params *graph.Params, samples int, s
 		if err := mean.Run(); err != nil {
 			return err
 		}
-		logits, _ := mean.Output("logits")
+		logits, _, err := mean.Output("logits")
+		if err != nil {
+			return err
+		}
 		acc := make([]predictive, len(real))
 		for k, i := range real {
 			acc[k].sum = make([]float64, v)
@@ -89,7 +92,10 @@ func (t *Seq2Seq) SampleReport(w io.Writer, params *graph.Params, samples int, s
 			if err := sampled.Run(); err != nil {
 				return err
 			}
-			logits, _ := sampled.Output("logits")
+			logits, _, err := sampled.Output("logits")
+			if err != nil {
+				return err
+			}
 			for k, i := range real {
 				softmaxInto(dist, logits[i*v:(i+1)*v])
 				acc[k].add(dist)

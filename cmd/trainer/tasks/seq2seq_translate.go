@@ -138,7 +138,10 @@ func (t *Seq2Seq) crossAttention(params *graph.Params, src []int, layer int) ([]
 	if err := prog.Run(); err != nil {
 		return nil, nil, fmt.Errorf("cross-attention: %w", err)
 	}
-	flat, shape := prog.Output("weights") // [1, H, T, S]
+	flat, shape, err := prog.Output("weights") // [1, H, T, S]
+	if err != nil {
+		return nil, nil, fmt.Errorf("cross-attention: %w", err)
+	}
 	if len(shape) != 4 || shape[0] != 1 || shape[2] != T || shape[3] != S {
 		return nil, nil, fmt.Errorf("cross-attention: weights of shape %v, want [1 H %d %d]", shape, T, S)
 	}
