@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"probformer/cmd/trainer/train"
@@ -16,9 +17,15 @@ import (
 )
 
 // Seq2Seq translates sentences with a Transformer, scored by BLEU.
+//
+// A task built from a checkpoint's state (its vocabularies) reads no data
+// file: translation needs only the vocabularies and the weights. Training
+// and evaluation read their splits on first use, or up front through
+// LoadSplits, which names the file that fails.
 type Seq2Seq struct {
 	cfg        *configs.Config
 	corpus     datasets.ParallelCorpus
+	loaded     map[string]bool // the splits of corpus read so far
 	train      []datasets.Pair // training pairs within max_len
 	src, tgt   *datasets.Vocab
 	model      layers.Seq2Seq
@@ -31,30 +38,24 @@ type Seq2Seq struct {
 
 const seq2seqEvalBatch = 128
 
+// seq2seqSplits are the splits LoadSplits reads, in order.
+var seq2seqSplits = []string{"train", "valid", "test"}
+
+// newSeq2Seq builds the task. With a checkpoint's state it takes the
+// vocabularies from there and reads no data; a new run (state without
+// vocabularies) reads all three splits and builds the vocabularies from
+// the training split.
 func newSeq2Seq(cfg *configs.Config, state map[string][]byte) (*Seq2Seq, error) {
 	d := cfg.Data
-	t := &Seq2Seq{cfg: cfg, srcLen: d.MaxLen, tgtLen: d.MaxLen + 1}
-	var err error
-	if d.Source == "toy" {
-		t.corpus, err = datasets.ToyLanguage(datasets.ToyLangConfig{Seed: cfg.Seed, Train: d.TrainPairs, Valid: d.ValidPairs, Test: d.TestPairs})
-	} else {
-		t.corpus, err = loadTSVCorpus(d)
-	}
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range t.corpus.Train {
-		if len(p.Src) <= d.MaxLen && len(p.Tgt) <= d.MaxLen {
-			t.train = append(t.train, p)
+	t := &Seq2Seq{cfg: cfg, srcLen: d.MaxLen, tgtLen: d.MaxLen + 1, loaded: map[string]bool{}}
+	if state["src_vocab"] == nil {
+		if err := t.LoadSplits(seq2seqSplits...); err != nil {
+			return nil, err
 		}
-	}
-	if len(t.train) == 0 {
-		return nil, fmt.Errorf("data: no training pair has at most data.max_len = %d tokens a side", d.MaxLen)
 	}
 	if err := t.vocabularies(state); err != nil {
 		return nil, err
 	}
-	t.order = newEpochOrder(cfg.Seed, len(t.train))
 	m := cfg.Model
 	sc := layers.Seq2SeqConfig{DModel: m.Dim, Heads: m.Heads, FF: m.FF, EncLayers: m.EncLayers, DecLayers: m.DecLayers,
 		Dropout: m.Dropout, PreLN: m.PreLN, FinalNorm: m.FinalNorm, TieOutput: m.TieOutput, SrcVocab: t.src.Size(), TgtVocab: t.tgt.Size(), MaxLen: t.tgtLen,
@@ -66,19 +67,97 @@ func newSeq2Seq(cfg *configs.Config, state map[string][]byte) (*Seq2Seq, error) 
 	return t, nil
 }
 
-func loadTSVCorpus(d configs.Data) (datasets.ParallelCorpus, error) {
+// LoadSplits reads the named splits ("train", "valid", "test") that are
+// not read yet: with data.source tsv only their files (data.train_file,
+// …), with toy the whole generated corpus. Errors name the config key and
+// the file. Training needs "train" (and "valid" to select checkpoints),
+// `trainer eval` only "test"; translation needs none.
+func (t *Seq2Seq) LoadSplits(splits ...string) error {
+	d := t.cfg.Data
+	for _, split := range splits {
+		if !slices.Contains(seq2seqSplits, split) {
+			return fmt.Errorf("data: no split %q (train, valid or test)", split)
+		}
+		if t.loaded[split] {
+			continue
+		}
+		if d.Source == "toy" {
+			c, err := datasets.ToyLanguage(datasets.ToyLangConfig{Seed: t.cfg.Seed, Train: d.TrainPairs, Valid: d.ValidPairs, Test: d.TestPairs})
+			if err != nil {
+				return err
+			}
+			t.corpus = c
+			for _, s := range seq2seqSplits {
+				t.loaded[s] = true
+			}
+		} else {
+			pairs, err := loadTSVSplit(d, split)
+			if err != nil {
+				return err
+			}
+			*t.splitPtr(split) = pairs
+			t.loaded[split] = true
+		}
+		if err := t.trainingPairs(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// trainingPairs keeps the training pairs within max_len once the training
+// split is read, and orders them for data.sampling epochs.
+func (t *Seq2Seq) trainingPairs() error {
+	if !t.loaded["train"] || t.train != nil {
+		return nil
+	}
+	for _, p := range t.corpus.Train {
+		if len(p.Src) <= t.cfg.Data.MaxLen && len(p.Tgt) <= t.cfg.Data.MaxLen {
+			t.train = append(t.train, p)
+		}
+	}
+	if len(t.train) == 0 {
+		return fmt.Errorf("data: no training pair has at most data.max_len = %d tokens a side", t.cfg.Data.MaxLen)
+	}
+	t.order = newEpochOrder(t.cfg.Seed, len(t.train))
+	return nil
+}
+
+// splitPtr is the corpus field of a split.
+func (t *Seq2Seq) splitPtr(split string) *[]datasets.Pair {
+	switch split {
+	case "train":
+		return &t.corpus.Train
+	case "valid":
+		return &t.corpus.Valid
+	}
+	return &t.corpus.Test
+}
+
+// loadTSVSplit reads the TSV file of one split; errors name its config key.
+func loadTSVSplit(d configs.Data, split string) ([]datasets.Pair, error) {
+	path := map[string]string{"train": d.TrainFile, "valid": d.ValidFile, "test": d.TestFile}[split]
 	opt := datasets.TSVOptions{Lowercase: d.Lowercase, SkipMalformed: d.SkipMalformed}
+	pairs, _, err := datasets.LoadParallelTSV(path, opt)
+	if err != nil {
+		return nil, fmt.Errorf("data.%s_file: %w", split, err)
+	}
+	if len(pairs) == 0 {
+		return nil, fmt.Errorf("data.%s_file: %s holds no sentence pair", split, path)
+	}
+	return pairs, nil
+}
+
+// loadTSVCorpus reads all three TSV splits (the masked-LM task's data).
+func loadTSVCorpus(d configs.Data) (datasets.ParallelCorpus, error) {
 	var c datasets.ParallelCorpus
 	for _, f := range []struct {
-		path string
-		dst  *[]datasets.Pair
-	}{{d.TrainFile, &c.Train}, {d.ValidFile, &c.Valid}, {d.TestFile, &c.Test}} {
-		pairs, _, err := datasets.LoadParallelTSV(f.path, opt)
+		split string
+		dst   *[]datasets.Pair
+	}{{"train", &c.Train}, {"valid", &c.Valid}, {"test", &c.Test}} {
+		pairs, err := loadTSVSplit(d, f.split)
 		if err != nil {
-			return c, fmt.Errorf("data: %w", err)
-		}
-		if len(pairs) == 0 {
-			return c, fmt.Errorf("data: %s holds no sentence pair", f.path)
+			return c, err
 		}
 		*f.dst = pairs
 	}
@@ -91,10 +170,10 @@ func (t *Seq2Seq) vocabularies(state map[string][]byte) error {
 	if state["src_vocab"] != nil {
 		t.src, t.tgt = new(datasets.Vocab), new(datasets.Vocab)
 		if err := json.Unmarshal(state["src_vocab"], t.src); err != nil {
-			return fmt.Errorf("checkpoint source vocabulary: %w", err)
+			return fmt.Errorf("checkpoint source vocabulary (src_vocab): %w", err)
 		}
 		if err := json.Unmarshal(state["tgt_vocab"], t.tgt); err != nil {
-			return fmt.Errorf("checkpoint target vocabulary: %w", err)
+			return fmt.Errorf("checkpoint target vocabulary (tgt_vocab): %w", err)
 		}
 		return nil
 	}
@@ -185,6 +264,9 @@ func feedPairs(prog *graph.Program, batch datasets.Batch) error {
 
 // Feed implements train.Task: the batch of training pairs of step.
 func (t *Seq2Seq) Feed(rng *rand.Rand, prog *graph.Program, step int) error {
+	if err := t.LoadSplits("train"); err != nil {
+		return err
+	}
 	batch, err := datasets.EncodeBatch(t.batchPairs(rng, step), t.src, t.tgt, t.srcLen, t.tgtLen)
 	if err != nil {
 		return err
@@ -217,17 +299,24 @@ func (t *Seq2Seq) AtStep(prog *graph.Program, step, _ int) error {
 // Selection implements train.Task: the highest validation BLEU.
 func (t *Seq2Seq) Selection() (string, bool) { return "valid_bleu", true }
 
-func (t *Seq2Seq) split(name string) []datasets.Pair {
-	if name == "test" {
-		return t.corpus.Test
+// split returns the pairs of split "valid" or "test", read on first use.
+func (t *Seq2Seq) split(name string) ([]datasets.Pair, error) {
+	if name != "test" {
+		name = "valid"
 	}
-	return t.corpus.Valid
+	if err := t.LoadSplits(name); err != nil {
+		return nil, err
+	}
+	return *t.splitPtr(name), nil
 }
 
 // Evaluate implements train.Task: the teacher-forced loss and the greedy
 // BLEU of a split.
 func (t *Seq2Seq) Evaluate(params *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
-	pairs := t.split(split)
+	pairs, err := t.split(split)
+	if err != nil {
+		return nil, err
+	}
 	batches, err := t.paddedBatches(pairs, seq2seqEvalBatch)
 	if err != nil {
 		return nil, err
@@ -354,6 +443,9 @@ func (t *Seq2Seq) bleu(params *graph.Params, pairs []datasets.Pair, beam int) (l
 // Report implements train.Reporter: test BLEU with greedy and beam
 // decoding, and a few sample translations.
 func (t *Seq2Seq) Report(w io.Writer, params *graph.Params, _ *graph.Program) error {
+	if err := t.LoadSplits("test"); err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "test set: %d sentence pairs; vocabularies %d source, %d target words\n",
 		len(t.corpus.Test), t.src.Size(), t.tgt.Size())
 	greedy, hyps, err := t.bleu(params, t.corpus.Test, 1)
@@ -375,8 +467,11 @@ func (t *Seq2Seq) Report(w io.Writer, params *graph.Params, _ *graph.Program) er
 }
 
 // Examples implements train.Sized: the training pairs within max_len and
-// the validation pairs.
+// the validation pairs, once read.
 func (t *Seq2Seq) Examples(split string) (int, bool) {
+	if !t.loaded[split] {
+		return 0, false
+	}
 	switch split {
 	case "train":
 		return len(t.train), true

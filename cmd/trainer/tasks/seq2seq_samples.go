@@ -36,7 +36,10 @@ import (
 // BLEU of greedy and beam decoding with the mean weights is in eval's
 // report above this block.
 func (t *Seq2Seq) SampleReport(w io.Writer, params *graph.Params, samples int, seed uint64) error {
-	pairs := t.corpus.Test
+	pairs, err := t.split("test")
+	if err != nil {
+		return err
+	}
 	rows := min(seq2seqEvalBatch, len(pairs))
 	sampled, err := graph.CompileSampler(params, t.buildLogits(rows))
 	if err != nil {
