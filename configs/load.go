@@ -45,6 +45,12 @@ func PresetYAML(name string) ([]byte, error) {
 // Load reads a config from a preset name or a YAML file, applies the
 // key=value overrides in sets, and validates it. Errors name the file and
 // line, or the key.
+//
+// A relative data path in a config file (data.train_file, valid_file,
+// test_file) is relative to the file's directory, wherever trainer runs;
+// Load joins the two. A path in sets, given on the command line, stays
+// relative to the working directory, as is a preset's (presets name no
+// file).
 func Load(nameOrPath string, sets []string) (*Config, error) {
 	var (
 		data   []byte
@@ -71,6 +77,9 @@ func Load(nameOrPath string, sets []string) (*Config, error) {
 		return nil, fmt.Errorf("config %s: %w", source, err)
 	}
 	cfg.Name = name
+	if source == nameOrPath {
+		resolveDataPaths(cfg, filepath.Dir(nameOrPath))
+	}
 	for _, s := range sets {
 		if err := cfg.Set(s); err != nil {
 			return nil, err
@@ -80,6 +89,15 @@ func Load(nameOrPath string, sets []string) (*Config, error) {
 		return nil, fmt.Errorf("config %s: %w", source, err)
 	}
 	return cfg, nil
+}
+
+// resolveDataPaths joins dir to the relative data paths of cfg.
+func resolveDataPaths(cfg *Config, dir string) {
+	for _, p := range []*string{&cfg.Data.TrainFile, &cfg.Data.ValidFile, &cfg.Data.TestFile} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
 }
 
 // Parse decodes YAML strictly: unknown keys, wrong types, duplicate keys

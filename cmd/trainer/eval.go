@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -15,16 +17,22 @@ import (
 func newEvalCommand() *cobra.Command {
 	var path, plots string
 	var samples int
+	var sets []string
 	cmd := &cobra.Command{
 		Use:   "eval",
 		Short: "Score a checkpoint on the test set, next to simple baselines",
 		Long: `Score a checkpoint on its task's test set. --checkpoint takes a checkpoint
 file or a run directory (whose best checkpoint is used). Tasks that draw
 figures (segment: clicks.png) write them to --plots, by default the
-checkpoint's directory.`,
+checkpoint's directory.
+
+The model, its vocabularies and its config come from the checkpoint; a
+seq2seq task reads only its test set, data.test_file as saved in the
+checkpoint (relative to the directory training ran in), or the file that
+--set data.test_file=PATH names, relative to the working directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			t, file, err := loadForEval(path)
+			t, file, err := loadCheckpoint(path, sets, []string{"test"})
 			if err != nil {
 				return err
 			}
@@ -65,13 +73,24 @@ checkpoint's directory.`,
 	cmd.Flags().StringVar(&path, "checkpoint", "", "checkpoint file or run directory (required)")
 	cmd.Flags().StringVar(&plots, "plots", "", "directory for the task's figures (default: the checkpoint's)")
 	cmd.Flags().IntVar(&samples, "samples", 0, "with Bayesian attention: sampled passes to measure the predictive spread (maxnorm, seq2seq)")
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "override the checkpoint's config: only data.test_file=PATH (a TSV task's test set)")
 	cmd.MarkFlagRequired("checkpoint")
 	return cmd
 }
 
+// evalKeys are the only config fields `trainer eval --set` may change.
+var evalKeys = []string{"data.test_file"}
+
 // loadForEval rebuilds the model a checkpoint was trained with and loads
-// its weights.
-func loadForEval(path string) (*trainer, string, error) {
+// its weights; a task that reads its data lazily reads splits up front.
+// Translation needs no split: the vocabularies are in the checkpoint.
+func loadForEval(path string, splits ...string) (*trainer, string, error) {
+	return loadCheckpoint(path, nil, splits)
+}
+
+// loadCheckpoint is loadForEval with --set overrides (evalKeys) of the
+// checkpoint's config applied first.
+func loadCheckpoint(path string, sets, splits []string) (*trainer, string, error) {
 	file, err := resolveCheckpoint(path, true)
 	if err != nil {
 		return nil, "", err
@@ -85,10 +104,22 @@ func loadForEval(path string) (*trainer, string, error) {
 		return nil, "", badInput(fmt.Errorf("checkpoint %s: config: %w", file, err))
 	}
 	cfg.Name = string(ck.Extra["config_name"])
+	for _, s := range sets {
+		key, _, _ := strings.Cut(s, "=")
+		if !slices.Contains(evalKeys, key) {
+			return nil, "", badInput(fmt.Errorf("--set %s: eval keeps the checkpoint's config; only %s may change", key, strings.Join(evalKeys, ", ")))
+		}
+		if cfg.Data.Source != "tsv" {
+			return nil, "", badInput(fmt.Errorf("--set %s: checkpoint %s is a %s run on data.source %q, which reads no TSV file", key, file, cfg.Task, cfg.Data.Source))
+		}
+		if err := cfg.Set(s); err != nil {
+			return nil, "", badInput(err)
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, "", badInput(fmt.Errorf("checkpoint %s: config: %w", file, err))
 	}
-	t, err := newTrainer(cfg, "", ck.Extra, nil)
+	t, err := newTrainer(cfg, "", ck.Extra, splits, nil)
 	if err != nil {
 		return nil, "", err
 	}

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"probformer/cmd/trainer/train"
 	"probformer/configs"
+	"probformer/datasets"
 	"probformer/graph"
 )
 
@@ -21,7 +24,15 @@ func newExportCommand() *cobra.Command {
 and Hugging Face load. Tensors are named by their hierarchical parameter
 names (enc.0.mab.q.w); __metadata__ holds the run's config as JSON, the step
 and "format": "pt". --checkpoint takes a file or a run directory (its best
-checkpoint).`,
+checkpoint).
+
+A model with vocabularies (seq2seq, mlm) carries them too, as JSON under
+src_vocab and tgt_vocab (mlm: src_vocab only): {"tokens": [...] in id order,
+"lowercase": data.lowercase, "tokenize": "whitespace", "pad_id": 0,
+"unk_id": 1, "bos_id": 2, "eos_id": 3}. A line is lowercased if lowercase
+is true, split on whitespace, and each word maps to its index in tokens, or
+to unk_id. The config's file paths are cut to their base names: the export
+holds no path of the training machine.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "safetensors" {
@@ -42,11 +53,21 @@ checkpoint).`,
 			if err != nil {
 				return badInput(fmt.Errorf("checkpoint %s: config: %w", file, err))
 			}
-			cfgJSON, err := cfg.JSON()
+			cfgJSON, err := exportConfig(cfg).JSON()
 			if err != nil {
 				return err
 			}
 			meta := map[string]string{"format": "pt", "config": string(cfgJSON), "step": strconv.Itoa(ck.Step), "source": "probformer"}
+			for _, key := range vocabKeys {
+				if ck.Extra[key] == nil {
+					continue
+				}
+				v, err := exportVocab(ck.Extra[key], cfg.Data.Lowercase)
+				if err != nil {
+					return badInput(fmt.Errorf("checkpoint %s: %s: %w", file, key, err))
+				}
+				meta[key] = v
+			}
 			tensors := make([]graph.SafeTensor, len(ck.Params))
 			for i, p := range ck.Params {
 				tensors[i] = graph.SafeTensor{Name: p.Name, Shape: p.Shape}
@@ -74,4 +95,47 @@ checkpoint).`,
 	cmd.MarkFlagRequired("checkpoint")
 	cmd.MarkFlagRequired("out")
 	return cmd
+}
+
+// vocabKeys are the checkpoint entries (task state) holding vocabularies,
+// exported under the same names.
+var vocabKeys = []string{"src_vocab", "tgt_vocab"}
+
+// exportedVocab is a vocabulary as an export's metadata holds it: enough
+// for another program to turn text into the model's ids.
+type exportedVocab struct {
+	// Tokens are the words in id order, the special tokens first.
+	Tokens []string `json:"tokens"`
+	// Lowercase is data.lowercase: text is lowercased before it is split.
+	Lowercase bool `json:"lowercase"`
+	// Tokenize is how a line splits into words: "whitespace".
+	Tokenize string `json:"tokenize"`
+	PadID    int    `json:"pad_id"`
+	UnkID    int    `json:"unk_id"`
+	BOSID    int    `json:"bos_id"`
+	EOSID    int    `json:"eos_id"`
+}
+
+// exportVocab turns a checkpoint's vocabulary (datasets.Vocab's JSON) into
+// the metadata value of an export.
+func exportVocab(state []byte, lowercase bool) (string, error) {
+	var v datasets.Vocab
+	if err := json.Unmarshal(state, &v); err != nil {
+		return "", err
+	}
+	out, err := json.Marshal(exportedVocab{Tokens: v.Words(), Lowercase: lowercase, Tokenize: "whitespace",
+		PadID: datasets.PadID, UnkID: datasets.UnkID, BOSID: datasets.BOSID, EOSID: datasets.EOSID})
+	return string(out), err
+}
+
+// exportConfig is cfg with its file paths cut to their base names, for an
+// export that leaves the training machine.
+func exportConfig(cfg *configs.Config) *configs.Config {
+	c := *cfg
+	for _, p := range pathKeys(&c) {
+		if *p != "" {
+			*p = filepath.Base(filepath.FromSlash(*p))
+		}
+	}
+	return &c
 }

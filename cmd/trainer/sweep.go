@@ -193,7 +193,7 @@ func sweepVariant(f sweepFlags, v variant, stdout, stderr io.Writer) (sweepResul
 		return sweepResult{}, err
 	}
 	r := sweepResult{Variant: v.name, Sets: v.sets, TrainSec: time.Since(start).Seconds(), Config: want}
-	t, _, err := loadForEval(dir)
+	t, _, err := loadForEval(dir, "test")
 	if err != nil {
 		return r, err
 	}
@@ -216,7 +216,7 @@ func writeSweepResult(path string, r sweepResult) error {
 // timeSteps returns the mean milliseconds of a training step of cfg on
 // fresh weights, after two untimed steps that warm the caches.
 func timeSteps(cfg *configs.Config, steps int) (float64, error) {
-	t, err := newTrainer(cfg, "", nil, nil)
+	t, err := newTrainer(cfg, "", nil, nil, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -53,9 +53,11 @@ checkpoints/<preset>-<time>). Ctrl-C saves a checkpoint and exits;
 }
 
 // resumableKeys are the only fields --set may change on --resume: the run
-// is otherwise the one in the checkpoint.
+// is otherwise the one in the checkpoint. The data files may move: the
+// vocabularies are in the checkpoint, so the model's ids do not change.
 var resumableKeys = []string{"training.steps", "training.log_every", "training.eval_every",
-	"training.checkpoint_every", "training.keep_checkpoints"}
+	"training.checkpoint_every", "training.keep_checkpoints",
+	"data.train_file", "data.valid_file", "data.test_file"}
 
 // trainer is one run of a config: its task and the library loop that
 // trains it.
@@ -111,7 +113,7 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (*trainer, error) {
 			return nil, badInput(fmt.Errorf("run directory: %w", err))
 		}
 		if err := graph.WriteFileAtomic(filepath.Join(dir, train.ConfigFile), func(w io.Writer) error {
-			_, err := w.Write(cfg.YAML())
+			_, err := w.Write(portableConfig(cfg).YAML())
 			return err
 		}); err != nil {
 			return nil, err
@@ -125,7 +127,11 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (*trainer, error) {
 	if mode == "" {
 		mode = train.ProgressAuto
 	}
-	t, err := newTrainer(cfg, dir, state, func(s *train.Settings, tk train.Task) {
+	var splits []string
+	if ck != nil { // a new run's task has read its data already
+		splits = []string{"train", "valid", "test"}
+	}
+	t, err := newTrainer(cfg, dir, state, splits, func(s *train.Settings, tk train.Task) {
 		if ck == nil { // a resumed run has its own encoder (init.go)
 			s.Init = func(params *graph.Params) error { return initEncoder(cfg, tk, params, stderr) }
 		}
@@ -210,12 +216,19 @@ func contains(list []string, s string) bool {
 }
 
 // newTrainer builds the config's task and a loop on fresh parameters.
-// state is the task state of a checkpoint, or nil; adjust, if not nil,
-// completes the loop's settings before the loop is built.
-func newTrainer(cfg *configs.Config, dir string, state map[string][]byte, adjust func(*train.Settings, train.Task)) (*trainer, error) {
+// state is the task state of a checkpoint, or nil; splits are the data
+// splits a task that reads its data lazily (splitLoader) reads up front,
+// so that a missing file is bad input before the graphs compile; adjust,
+// if not nil, completes the loop's settings before the loop is built.
+func newTrainer(cfg *configs.Config, dir string, state map[string][]byte, splits []string, adjust func(*train.Settings, train.Task)) (*trainer, error) {
 	tk, err := train.NewTask(cfg, state)
 	if err != nil {
 		return nil, badInput(err)
+	}
+	if l, ok := tk.(splitLoader); ok && len(splits) > 0 {
+		if err := l.LoadSplits(splits...); err != nil {
+			return nil, badInput(err)
+		}
 	}
 	dt, err := graph.ParseDType(cfg.DType)
 	if err != nil {
@@ -250,6 +263,39 @@ func loopSettings(cfg *configs.Config, dir string, dt graph.DType) (train.Settin
 		Dir: dir, Steps: tr.Steps, Batch: tr.Batch, Seed: cfg.Seed, DType: dt,
 		Optimizer: opt, Schedule: schedule, EMADecay: tr.EMADecay,
 		LogEvery: tr.LogEvery, EvalEvery: tr.EvalEvery, CheckpointEvery: tr.CheckpointEvery, KeepCheckpoints: tr.KeepCheckpoints,
-		Config: cfg.YAML(), Extra: map[string][]byte{"config_name": []byte(cfg.Name)},
+		Config: portableConfig(cfg).YAML(), Extra: map[string][]byte{"config_name": []byte(cfg.Name)},
 	}, nil
+}
+
+// splitLoader is a task that reads its data splits on first use (the
+// seq2seq task built from a checkpoint reads none until asked).
+type splitLoader interface {
+	LoadSplits(splits ...string) error
+}
+
+// pathKeys are the config's file paths: the data files and the encoder's
+// checkpoint.
+func pathKeys(cfg *configs.Config) []*string {
+	return []*string{&cfg.Data.TrainFile, &cfg.Data.ValidFile, &cfg.Data.TestFile, &cfg.Init.EncoderFrom}
+}
+
+// portableConfig is cfg as checkpoints and config.yaml store it: with no
+// absolute path of this machine. A relative path stays as given (relative
+// to the directory training runs in, where --resume finds it); an absolute
+// one is made relative to the working directory, or cut to its base name
+// if it has no such form (another volume).
+func portableConfig(cfg *configs.Config) *configs.Config {
+	c := *cfg
+	wd, wdErr := os.Getwd()
+	for _, p := range pathKeys(&c) {
+		if *p == "" || !filepath.IsAbs(*p) {
+			continue
+		}
+		rel, err := filepath.Rel(wd, *p)
+		if wdErr != nil || err != nil || filepath.IsAbs(rel) {
+			rel = filepath.Base(*p)
+		}
+		*p = filepath.ToSlash(rel)
+	}
+	return &c
 }
