@@ -36,7 +36,15 @@ func newTrainCommand() *cobra.Command {
 YAML file; --set key=value overrides any field, e.g. --set training.steps=500.
 Checkpoints, config.yaml and metrics.jsonl go to --out (default
 checkpoints/<preset>-<time>). Ctrl-C saves a checkpoint and exits;
---resume DIR continues from it.`,
+--resume DIR continues from it.
+
+Data paths written in a config file are relative to that file's directory;
+paths given with --set are relative to the working directory. Checkpoints
+store the config with no absolute path (an absolute one is made relative
+to the working directory) and the task's vocabularies, so translate,
+attention and export need no data file. --resume reads the training data
+again: if it moved, pass --set data.train_file=… (and valid_file,
+test_file).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

@@ -19,6 +19,7 @@ func newTranslateCommand() *cobra.Command {
 		Long: `Translate each line of standard input, or of --text, with a seq2seq
 checkpoint (a file, or a run directory whose best checkpoint is used), and
 print one translation per line. Standard input is read to its end first.
+The checkpoint holds the vocabularies and the config: no data file is read.
 
 A line is split on whitespace, and lowercased first if the model was trained
 with data.lowercase; words outside the model's vocabulary read as <unk>,
