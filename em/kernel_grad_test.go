@@ -41,6 +41,8 @@ func TestAttendGradients(t *testing.T) {
 		// the case where the composed graph's gradient of β⁰ was wrong.
 		{"π without β, T=2", Config{PropagateIters: 2, AdaptPi: true}, true, false,
 			layer(paramThetaMu, paramThetaPi, paramAlpha0, paramBeta0), false},
+		{"π without β, T=2, free prior input", Config{PropagateIters: 2, AdaptPi: true, Prior: FreePrior}, true, true,
+			append(layer(paramThetaMu, paramThetaPi, paramAlpha0, paramBeta0), "pi_logits"), false},
 		{"no iterations", Config{}, true, false, layer(paramAlpha0, paramBeta0), true},
 		{"keys T=1", Config{KeyIters: 1}, true, false, layer(paramThetaXi, paramAlpha0, paramBeta0), true},
 		{"keys T=3 α", Config{KeyIters: 3, AdaptAlpha: true}, true, false,

@@ -86,7 +86,9 @@ type EMResult struct {
 //
 // Padded memory units get weight exactly 0 and keep their initial
 // parameters; padded query units leave every sum over i and read out 0.
-// Every example needs at least one real memory unit.
+// An example whose memory units are all padded has nothing to attend to:
+// it reads out 0 (weights and mixture 0 too) and takes no gradient, so
+// that it cannot turn the per-head gradients of the batch into NaN.
 func EMAttention(spec EMSpec, in EMInputs, want EMOutput) EMResult {
 	k, inputs := newEMKernel(spec, in, want)
 	node := apply(k, inputs...)
@@ -438,7 +440,13 @@ func emRunForward[T float](k emKernel, in []*tensor.Dense, out []T) {
 		scratch := workers[w].scratch
 		p := emProblemOf(k, in, g, &workers[w].p, workers[w].inS)
 		tr := cutTrace(s, d.n, d.m, d.d, d.dv, traces[g*size:(g+1)*size])
-		emForward(s, p, tr, scratch)
+		if p.realMemory > 0 {
+			emForward(s, p, tr, scratch)
+		} else {
+			// No memory unit can explain a query: the problem reads out
+			// 0, and its backward pass is skipped (see EMAttention).
+			clear(traces[g*size : (g+1)*size])
+		}
 		if out != nil {
 			emWrite(k, out, p, tr, g)
 		}
@@ -600,10 +608,13 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 		scratch := workers[w].scratch
 		b, h := g/d.h, g%d.h
 		p := emProblemOf(k, in, g, &workers[w].p, workers[w].inS)
+		if p.realMemory == 0 {
+			return // a problem without memory reads out 0 and takes no gradient
+		}
 		tr := cutTrace(s, d.n, d.m, d.d, d.dv, traces[g*size:(g+1)*size])
 		tr.pr = emPropagates(s, p)
 		seed := &emSeeds[T]{}
-		if k.want == EMReadout || k.want&EMReadout != 0 {
+		if k.want&EMReadout != 0 {
 			base, ld := g*d.n*d.dv, d.dv
 			if !s.SplitHeads {
 				base, ld = b*d.n*d.h*d.dv+h*d.dv, d.h*d.dv

@@ -39,8 +39,6 @@ func (b *Builder) Noise(name string, dist Noise, shape ...int) *Node {
 // 2j+1 (row-major) come from h_j = SplitMix64(s + (j+1)·γ), its low and
 // high 32-bit halves u, v. A uniform entry is (u ≫ 9 + ½)/2²³ (or v's),
 // which lies in [2⁻²⁴, 1 − 2⁻²⁴] and so stays inside (0, 1) in float32;
-// a normal entry is the inverse normal CDF of that uniform U,
-//
 // a normal entry is the ziggurat draw of u (or v) as 32 random bits
 // (zigguratNormal), several times cheaper than an inverse CDF or
 // Box–Muller's log, root and sine. An entry depends only on s and its

@@ -145,7 +145,7 @@ func (a BayesAttention) check() error {
 // the penalty <name>.kl; otherwise it reads out with W = φ.
 func (a BayesAttention) Attend(b *graph.Builder, name string, q, k, v *graph.Node, heads int, mask Mask) *graph.Node {
 	if err := a.check(); err != nil {
-		panic(fmt.Errorf("%s: %w", name, err))
+		b.Fail(fmt.Errorf("%s: %w", name, err))
 	}
 	var noise *graph.Node
 	shape := []int{graph.Shape(q)[0], heads, graph.Shape(q)[1], graph.Shape(k)[1]} // [B, H, N, M]
@@ -191,7 +191,7 @@ func (a BayesAttention) Weights(b *graph.Builder, name string, q, k, v *graph.No
 func (a BayesAttention) attend(b *graph.Builder, name string, q, k, v *graph.Node, heads int, mask Mask, noise *graph.Node, withKL bool) (out, kl *graph.Node) {
 	qs, ks := graph.Shape(q), graph.Shape(k)
 	if mask.Causal && qs[1] != ks[1] {
-		panic(fmt.Errorf("%s: causal attention needs as many queries as keys, has %d and %d", name, qs[1], ks[1]))
+		b.Fail(fmt.Errorf("%s: causal attention needs as many queries as keys, has %d and %d", name, qs[1], ks[1]))
 	}
 	if noise == nil {
 		return graph.Attention(q, k, v, mask.Keys, heads, mask.Causal), nil

@@ -23,7 +23,7 @@ func (a BayesAttention) attendComposed(b *graph.Builder, name, consts string, q,
 	qs, ks := graph.Shape(q), graph.Shape(k)
 	n, m, d := qs[1], ks[1], qs[2]/heads
 	if mask.Causal && n != m {
-		panic(fmt.Errorf("%s: causal attention needs as many queries as keys, has %d and %d", name, n, m))
+		b.Fail(fmt.Errorf("%s: causal attention needs as many queries as keys, has %d and %d", name, n, m))
 	}
 	scores := graph.BatchedMatMul(splitHeads(q, heads), splitHeads(k, heads), false, true) // [B, H, N, M]
 	scores = maskLogits(b, consts+".causal", graph.Scale(scores, 1/math.Sqrt(float64(d))), mask)

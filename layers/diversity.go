@@ -29,7 +29,7 @@ import (
 func HeadDiversity(b *graph.Builder, name string, weights, queryMask *graph.Node) *graph.Node {
 	s := graph.Shape(weights)
 	if len(s) != 4 {
-		panic(fmt.Errorf("%s: head diversity needs weights [B, H, N, M], has shape %v", name, s))
+		b.Fail(fmt.Errorf("%s: head diversity needs weights [B, H, N, M], has shape %v", name, s))
 	}
 	bs, h, n, m := s[0], s[1], s[2], s[3]
 	a := graph.Reshape(graph.Transpose(weights, 0, 2, 1, 3), bs*n, h, m) // [B·N, H, M]
