@@ -219,27 +219,6 @@ void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const fl
 	rows_axpy(m, n, d, scale, ds, 1, m8, q, ldq, dk, ldk);
 }
 
-// exp_nonpos is e^x for x ≤ 0, softmax.c's exp_le0 (that file keeps it
-// static): to a relative error below 3e-7, 0 below −87.
-__attribute__((target("avx2,fma")))
-static inline __m256 exp_nonpos(__m256 x) {
-	__m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
-	__m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-	                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-	__m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
-	r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
-	__m256 p = _mm256_set1_ps(1.0f / 720);
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-	__m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(k), 23);
-	__m256 y = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
-	return _mm256_andnot_ps(under, y);
-}
-
 // hmax is the largest of the 8 lanes of v (NaN if one is NaN: maxps
 // returns its second operand when either is NaN, and the lanes are
 // folded with v second).
@@ -304,7 +283,7 @@ double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n,
 		float e[MAXW];
 		for (int j = 0; j < m8; j += 8) {
 			__m256 vis = _mm256_cmp_ps(_mm256_loadu_ps(keep + j), zero, _CMP_NEQ_OQ);
-			__m256 ex = _mm256_and_ps(vis, exp_nonpos(_mm256_min_ps(zero, _mm256_sub_ps(_mm256_loadu_ps(sr + j), vm))));
+			__m256 ex = _mm256_and_ps(vis, exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(_mm256_loadu_ps(sr + j), vm))));
 			_mm256_storeu_ps(e + j, ex);
 			zs = _mm256_add_ps(zs, ex);
 		}

@@ -12,4 +12,27 @@ static inline float hsum(__m256 v) {
 	return _mm_cvtss_f32(h);
 }
 
+// exp_le0 is e^x for x ≤ 0 to a relative error below 3e-7, as exp32 in
+// fastexp.go computes it: x = k·ln2 + r with |r| ≤ ln2/2 (ln2 split in two
+// for an exact reduction), a degree-6 Taylor polynomial for e^r, and k
+// added to the exponent bits; 0 below −87.
+__attribute__((target("avx2,fma")))
+static inline __m256 exp_le0(__m256 x) {
+	__m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
+	__m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+	                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+	r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+	__m256 p = _mm256_set1_ps(1.0f / 720);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+	__m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(k), 23);
+	__m256 y = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+	return _mm256_andnot_ps(under, y);
+}
+
 #endif
