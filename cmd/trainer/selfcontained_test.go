@@ -41,13 +41,13 @@ type movedRun struct {
 }
 
 // trainMovedTSVRun writes train, valid and test TSV files and a config
-// file naming them relative to itself into root/work/data, trains from
-// root/work with a relative --config and --out, then moves the data
+// file naming them relative to itself into root/run/data, trains from
+// root/run with a relative --config and --out, then moves the data
 // directory and changes to root/elsewhere.
 func trainMovedTSVRun(t *testing.T) movedRun {
 	t.Helper()
 	root := t.TempDir()
-	work := filepath.Join(root, "work")
+	work := filepath.Join(root, "run")
 	data := filepath.Join(work, "data")
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		t.Fatal(err)
