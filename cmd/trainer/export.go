@@ -17,6 +17,7 @@ import (
 
 func newExportCommand() *cobra.Command {
 	var path, format, out string
+	var printModule bool
 	cmd := &cobra.Command{
 		Use:   "export",
 		Short: "Write a checkpoint's parameters in a format other tools read",
@@ -32,11 +33,37 @@ src_vocab and tgt_vocab (mlm: src_vocab only): {"tokens": [...] in id order,
 "unk_id": 1, "bos_id": 2, "eos_id": 3}. A line is lowercased if lowercase
 is true, split on whitespace, and each word maps to its index in tokens, or
 to unk_id. The config's file paths are cut to their base names: the export
-holds no path of the training machine.`,
+holds no path of the training machine.
+
+--format pytorch (seq2seq checkpoints with softmax attention) writes a
+state_dict of the PyTorch module probformer_torch.ProbformerSeq2Seq
+(nn.Transformer with probformer's embeddings, √d scale, sinusoidal
+positions and output layer), as safetensors with PyTorch's names and
+layouts, in the checkpoint's dtype, with the same metadata plus
+pytorch_config (the module's keyword arguments). The module's file,
+probformer_torch.py, is written next to it; it needs torch and numpy only:
+
+  model, src_vocab, tgt_vocab = probformer_torch.from_export("model.safetensors")
+
+--out is the state_dict's file if it ends in .safetensors, else a directory
+that receives model.safetensors and probformer_torch.py.
+--print-module prints the module and exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if format != "safetensors" {
-				return badInput(fmt.Errorf("--format %q: only safetensors is supported", format))
+			if format != "safetensors" && format != "pytorch" {
+				return badInput(fmt.Errorf("--format %q: want safetensors or pytorch", format))
+			}
+			if printModule {
+				if format != "pytorch" {
+					return badInput(fmt.Errorf("--print-module needs --format pytorch"))
+				}
+				_, err := io.WriteString(cmd.OutOrStdout(), torchModule)
+				return err
+			}
+			for _, f := range []struct{ name, v string }{{"checkpoint", path}, {"out", out}} {
+				if f.v == "" {
+					return badInput(fmt.Errorf("required flag(s) %q not set", f.name))
+				}
 			}
 			file, err := resolveCheckpoint(path, true)
 			if err != nil {
@@ -68,6 +95,9 @@ holds no path of the training machine.`,
 				}
 				meta[key] = v
 			}
+			if format == "pytorch" {
+				return exportPyTorch(cmd.OutOrStdout(), ck, cfg, file, out, meta)
+			}
 			tensors := make([]graph.SafeTensor, len(ck.Params))
 			for i, p := range ck.Params {
 				tensors[i] = graph.SafeTensor{Name: p.Name, Shape: p.Shape}
@@ -90,10 +120,9 @@ holds no path of the training machine.`,
 		},
 	}
 	cmd.Flags().StringVar(&path, "checkpoint", "", "checkpoint file or run directory (required)")
-	cmd.Flags().StringVar(&format, "format", "safetensors", "output format: safetensors")
-	cmd.Flags().StringVar(&out, "out", "", "output file (required)")
-	cmd.MarkFlagRequired("checkpoint")
-	cmd.MarkFlagRequired("out")
+	cmd.Flags().StringVar(&format, "format", "safetensors", "output format: safetensors, or pytorch (a state_dict of probformer_torch.py's module)")
+	cmd.Flags().StringVar(&out, "out", "", "output file, or with --format pytorch a directory (required)")
+	cmd.Flags().BoolVar(&printModule, "print-module", false, "with --format pytorch: print the PyTorch module's Python code and exit")
 	return cmd
 }
 
