@@ -117,7 +117,9 @@ func torchStateDict(cfg *configs.Config, params []graph.Tensor) (map[string]grap
 		SrcVocab: src.Shape[0], TgtVocab: tgt.Shape[0], MaxLen: cfg.Data.MaxLen + 1, MaxSourceLen: cfg.Data.MaxLen,
 		PreLN: m.PreLN, FinalNorm: m.FinalNorm, TieOutput: m.TieOutput}
 	out := map[string]graph.Tensor{}
-	put := func(name string, t graph.Tensor) { out[name] = graph.Tensor{Name: name, Shape: t.Shape, Values: t.Values} }
+	put := func(name string, t graph.Tensor) {
+		out[name] = graph.Tensor{Name: name, Shape: t.Shape, Values: t.Values}
+	}
 	linear := func(to, from string, din, dout int) {
 		put(to+".weight", transpose(get(from+".w", din, dout)))
 		put(to+".bias", get(from+".b", dout))
