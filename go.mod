@@ -1,4 +1,4 @@
-module probformer
+module github.com/probformer/probformer
 
 go 1.26
 

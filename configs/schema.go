@@ -1,6 +1,6 @@
 package configs
 
-import "probformer/layers"
+import "github.com/probformer/probformer/layers"
 
 // Config is one run: everything needed to reproduce it.
 type Config struct {

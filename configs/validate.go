@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"probformer/layers"
+	"github.com/probformer/probformer/layers"
 )
 
 // Validate checks every value and names the first bad field: first the

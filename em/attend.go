@@ -3,7 +3,7 @@ package em
 import (
 	"fmt"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // Attend builds probabilistic attention, MATH.md §1–§6, batched over

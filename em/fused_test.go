@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // fusedCases are the configurations on which the fused op is compared

@@ -1,6 +1,6 @@
 package em
 
-import "probformer/graph"
+import "github.com/probformer/probformer/graph"
 
 // The graph form of the phases. Nodes are 3-D, batched over the G = B·H
 // example-and-head problems (see layer): queries [G, N, d], scores and

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // Extras holds the optional graph inputs of Attend. Every field may be nil.

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // TestAttendGradients checks MATH.md §7 on the graph: the gradient of a

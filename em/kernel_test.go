@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // batch is a batched problem for Attend and its per-example, per-head

@@ -3,7 +3,7 @@ package em
 import (
 	"math"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // Floors of the graph layer's positivity transforms. MATH.md §6 asks

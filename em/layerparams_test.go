@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // TestLayerHyperparams compares the graph layer's transforms with

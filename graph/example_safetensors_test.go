@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // Reading back a safetensors file such as `trainer export` writes:

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // AttentionConfig selects the attention kernel of a layer: "softmax" is

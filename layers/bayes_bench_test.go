@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // maxnormConfig is the model of the maxnorm preset (configs/presets/

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // bayesMaskCase is a masking layout of the fused-versus-composed tests.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // The composed reference implementation of Bayesian attention: the layer

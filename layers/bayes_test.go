@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/graph"
-	"probformer/losses"
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/losses"
 )
 
 // bayesNoiseSize is B·H·N·M of attendShapes with 2 heads.

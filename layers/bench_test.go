@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // BenchmarkSetTransformerStep times one training step (forward, backward,

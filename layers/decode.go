@@ -7,8 +7,8 @@ import (
 	"slices"
 	"sort"
 
-	"probformer/datasets"
-	"probformer/graph"
+	"github.com/probformer/probformer/datasets"
+	"github.com/probformer/probformer/graph"
 )
 
 // Autoregressive decoding of a Seq2Seq model: greedy search and beam

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"testing"
 
-	"probformer/datasets"
-	"probformer/graph"
+	"github.com/probformer/probformer/datasets"
+	"github.com/probformer/probformer/graph"
 )
 
 // Ids of the toy scorer's words, after the four special tokens.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // diversityReference is HeadDiversity by a direct loop: the mean over b, n

@@ -3,8 +3,8 @@ package layers
 import (
 	"fmt"
 
-	"probformer/em"
-	"probformer/graph"
+	"github.com/probformer/probformer/em"
+	"github.com/probformer/probformer/graph"
 )
 
 // EMKernel is probabilistic attention (em/MATH.md): each head's keys and

@@ -3,7 +3,7 @@ package layers
 import (
 	"math"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // TokenEmbedding maps token ids to vectors scaled by √Dim (Vaswani et al.

@@ -5,9 +5,9 @@ import (
 	"log"
 	"math/rand/v2"
 
-	"probformer/graph"
-	"probformer/layers"
-	"probformer/losses"
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/layers"
+	"github.com/probformer/probformer/losses"
 )
 
 // A Set Transformer with EM attention (em/MATH.md, one key-adaptation

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // maskBN is a key mask for B = 2 sets of N = 3 with the last element of

@@ -3,7 +3,7 @@ package layers
 import (
 	"fmt"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // MaskedLMConfig is the architecture of an encoder-only masked language

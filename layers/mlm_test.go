@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 func tinyMLMConfig(preLN bool) MaskedLMConfig {

@@ -3,7 +3,7 @@ package layers
 import (
 	"fmt"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // MultiHeadAttention is multi-head attention with an output projection

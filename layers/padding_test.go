@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // Padding is exact: a batch of sets or sentences padded with extra masked

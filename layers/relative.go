@@ -1,6 +1,6 @@
 package layers
 
-import "probformer/graph"
+import "github.com/probformer/probformer/graph"
 
 // relativeTables are the relative position representations of one
 // self-attention layer (Shaw et al. 2018 §3): learned w^k [2δ+1, d] and

@@ -5,7 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // Score functions a(q, k) of softmax attention (issue 7). The issue writes

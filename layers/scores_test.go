@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // attendShapes are q [2, 3, 4], k [2, 3, 4], v [2, 3, 6] for H = 2 heads

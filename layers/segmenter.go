@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"probformer/em"
-	"probformer/graph"
+	"github.com/probformer/probformer/em"
+	"github.com/probformer/probformer/graph"
 )
 
 // SegmenterConfig is the architecture of a Segmenter.

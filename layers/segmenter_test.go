@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/em"
-	"probformer/graph"
+	"github.com/probformer/probformer/em"
+	"github.com/probformer/probformer/graph"
 )
 
 // segmenterConfig is a small Segmenter: 3 classes, 2 heads of width 2.

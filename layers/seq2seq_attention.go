@@ -3,7 +3,7 @@ package layers
 import (
 	"fmt"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // CrossWeights returns the weights [B, H, T, S] with which the layer's

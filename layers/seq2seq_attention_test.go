@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // crossAttentionBuild adds Seq2Seq.CrossAttention of the given layer over

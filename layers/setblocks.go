@@ -3,7 +3,7 @@ package layers
 import (
 	"fmt"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // MAB is the Multihead Attention Block of Set Transformer (Lee et al. 2019,

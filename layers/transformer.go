@@ -3,7 +3,7 @@ package layers
 import (
 	"fmt"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // Transformer encoder and decoder (Vaswani et al. 2017 §3.1). Every

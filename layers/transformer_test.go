@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // srcMaskBS masks the last two of S = 4 source positions of the second of

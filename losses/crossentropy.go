@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // TokenCrossEntropy returns the label-smoothed cross-entropy of target

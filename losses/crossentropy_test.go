@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // ceLogits are [2, 3, 4] logits for ceTargets [2, 3].

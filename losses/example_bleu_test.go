@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"log"
 
-	"probformer/losses"
+	"github.com/probformer/probformer/losses"
 )
 
 // Corpus BLEU of two hypothesis lines against one reference stream, as

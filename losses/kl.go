@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // eulerGamma is the Euler–Mascheroni constant γ = −ψ(1). It is written out

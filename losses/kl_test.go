@@ -8,7 +8,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // weibullGammaCases are (k, λ) posteriors against Gamma(α, rate β) priors.

@@ -3,7 +3,7 @@ package losses
 import (
 	"fmt"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // ProjectedTokenCrossEntropy is TokenCrossEntropy of the output layer's

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // projectedLoss compiles the loss of hidden states [B, T, d] (parameter

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // Regression losses between a prediction and a target of shape [..., D],

@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 func TestRegressionValues(t *testing.T) {

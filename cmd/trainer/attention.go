@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"probformer/cmd/trainer/internal/figure"
+	"github.com/probformer/probformer/cmd/trainer/internal/figure"
 )
 
 func newAttentionCommand() *cobra.Command {

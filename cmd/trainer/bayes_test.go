@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/cmd/trainer/train"
 )
 
 func TestBayesKLWeight(t *testing.T) {

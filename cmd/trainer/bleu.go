@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"probformer/losses"
+	"github.com/probformer/probformer/losses"
 )
 
 func newBLEUCommand() *cobra.Command {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"probformer/cmd/trainer/internal/figure"
-	"probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/cmd/trainer/internal/figure"
+	"github.com/probformer/probformer/cmd/trainer/train"
 )
 
 // curvesFlags compare one logged metric across runs.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/cmd/trainer/train"
 )
 
 func writeRun(t *testing.T, dir, lines string) string {

@@ -5,8 +5,8 @@ import (
 	"reflect"
 	"testing"
 
-	"probformer/cmd/trainer/train"
-	"probformer/graph"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/graph"
 )
 
 // TestHeadDiversityZeroChangesNothing: a run with λ = 0 is the run without

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
-	"probformer/cmd/trainer/train"
-	"probformer/graph"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/graph"
 )
 
 // TestWeightAverageRun: with training.ema_decay, a run resumed halfway

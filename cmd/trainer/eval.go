@@ -8,10 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"probformer/cmd/trainer/train"
-	"probformer/configs"
-	"probformer/graph"
-	"probformer/layers"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/layers"
 )
 
 func newEvalCommand() *cobra.Command {

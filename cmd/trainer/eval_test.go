@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/cmd/trainer/train"
-	"probformer/graph"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/graph"
 )
 
 // TestMaxNormEMTrainsAndReportsPriors: the maxnorm-em preset, shrunk,

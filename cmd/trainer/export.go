@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"probformer/cmd/trainer/train"
-	"probformer/configs"
-	"probformer/datasets"
-	"probformer/graph"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/datasets"
+	"github.com/probformer/probformer/graph"
 )
 
 func newExportCommand() *cobra.Command {

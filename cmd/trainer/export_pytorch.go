@@ -11,9 +11,9 @@ import (
 	"slices"
 	"strings"
 
-	"probformer/configs"
-	"probformer/graph"
-	"probformer/layers"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/layers"
 )
 
 // torchModule is the PyTorch module a --format pytorch export loads into:

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/datasets"
-	"probformer/graph"
+	"github.com/probformer/probformer/datasets"
+	"github.com/probformer/probformer/graph"
 )
 
 // toySeq2Seq trains the seq2seq-toy preset, shrunk, long enough (300

@@ -7,10 +7,10 @@ import (
 	"slices"
 	"strings"
 
-	"probformer/cmd/trainer/train"
-	"probformer/configs"
-	"probformer/datasets"
-	"probformer/graph"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/datasets"
+	"github.com/probformer/probformer/graph"
 )
 
 // encoderPrefixes name the parameters a masked LM hands to a seq2seq

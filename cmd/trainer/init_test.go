@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/cmd/trainer/train"
-	"probformer/graph"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/graph"
 )
 
 // tinySeq2SeqSets are tinySeq2Seq's --set overrides, without --config.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 func newInspectCommand() *cobra.Command {

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/cmd/trainer/train"
-	"probformer/graph"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/graph"
 )
 
 // runCLI runs the command line in-process and returns its exit status

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/cmd/trainer/train"
 )
 
 // tinyMLM shrinks mlm-toy to the data and encoder of tinySeq2Seq, so that

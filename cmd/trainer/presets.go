@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"probformer/configs"
+	"github.com/probformer/probformer/configs"
 )
 
 func newPresetsCommand() *cobra.Command {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/cmd/trainer/train"
 )
 
 func TestEvalSamples(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/cmd/trainer/train"
 )
 
 // lrByStep is the learning rate of every training line of a run.

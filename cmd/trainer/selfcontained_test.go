@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/cmd/trainer/train"
-	"probformer/configs"
-	"probformer/datasets"
-	"probformer/graph"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/datasets"
+	"github.com/probformer/probformer/graph"
 )
 
 // tsvPairs are a tiny English→French corpus: every subject with every

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"probformer/cmd/trainer/train"
-	"probformer/graph"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/graph"
 )
 
 // buildTrainer compiles the binary for tests that must signal a real

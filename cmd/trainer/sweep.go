@@ -15,9 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"probformer/cmd/trainer/train"
-	"probformer/configs"
-	"probformer/graph"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/graph"
 )
 
 // A sweep trains one config several times, each variant with its own

@@ -13,10 +13,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"probformer/configs"
-	"probformer/graph"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/graph"
 
-	"probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/cmd/trainer/train"
 )
 
 type trainFlags struct {

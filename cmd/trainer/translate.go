@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"probformer/cmd/trainer/tasks"
+	"github.com/probformer/probformer/cmd/trainer/tasks"
 )
 
 func newTranslateCommand() *cobra.Command {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/configs"
+	"github.com/probformer/probformer/configs"
 )
 
 // TestEpochOrderVisitsEachOnce: each epoch is a permutation, epochs differ,

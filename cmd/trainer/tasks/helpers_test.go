@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"probformer/cmd/trainer/train"
-	"probformer/configs"
-	"probformer/graph"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/graph"
 )
 
 // tiny shrinks preset maxnorm so a run takes a second or two (the

@@ -4,8 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"probformer/configs"
-	"probformer/graph"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/graph"
 )
 
 // BenchmarkMaxNormStep times one training step (forward, backward, Adam;

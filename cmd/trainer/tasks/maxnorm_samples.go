@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"sort"
 
-	"probformer/cmd/trainer/train"
-	"probformer/graph"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/graph"
 )
 
 // SampleReport runs the test set through the training graph (sampled

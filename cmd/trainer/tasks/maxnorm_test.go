@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/cmd/trainer/train"
-	"probformer/configs"
-	"probformer/graph"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/graph"
 )
 
 // TestBayesMaxNormLoss: the training loss is the regression loss plus

@@ -7,12 +7,12 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"probformer/cmd/trainer/train"
-	"probformer/configs"
-	"probformer/datasets"
-	"probformer/graph"
-	"probformer/layers"
-	"probformer/losses"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/datasets"
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/layers"
+	"github.com/probformer/probformer/losses"
 )
 
 // mlmTask pretrains a Transformer encoder as a masked language model

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"probformer/em"
-	"probformer/graph"
+	"github.com/probformer/probformer/em"
+	"github.com/probformer/probformer/graph"
 )
 
 // priorFields are em's per-head prior parameters in the order printed,

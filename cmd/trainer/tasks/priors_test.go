@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/em"
-	"probformer/graph"
+	"github.com/probformer/probformer/em"
+	"github.com/probformer/probformer/graph"
 )
 
 func TestPrintPriors(t *testing.T) {

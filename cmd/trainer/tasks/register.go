@@ -3,8 +3,8 @@ package tasks
 import (
 	"fmt"
 
-	"probformer/cmd/trainer/train"
-	"probformer/configs"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/configs"
 )
 
 // The built-in tasks register through train.Register, the API a user's

@@ -8,12 +8,12 @@ import (
 	"slices"
 	"text/tabwriter"
 
-	"probformer/cmd/trainer/internal/figure"
-	"probformer/configs"
-	"probformer/datasets"
-	"probformer/graph"
-	"probformer/layers"
-	"probformer/losses"
+	"github.com/probformer/probformer/cmd/trainer/internal/figure"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/datasets"
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/layers"
+	"github.com/probformer/probformer/losses"
 )
 
 // segmentTask is interactive segmentation (issue 5): a Segmenter labels

@@ -8,12 +8,12 @@ import (
 	"slices"
 	"strings"
 
-	"probformer/cmd/trainer/train"
-	"probformer/configs"
-	"probformer/datasets"
-	"probformer/graph"
-	"probformer/layers"
-	"probformer/losses"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/datasets"
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/layers"
+	"github.com/probformer/probformer/losses"
 )
 
 // Seq2Seq translates sentences with a Transformer, scored by BLEU.

@@ -4,9 +4,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"probformer/graph"
-	"probformer/layers"
-	"probformer/losses"
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/layers"
+	"github.com/probformer/probformer/losses"
 )
 
 // BenchmarkSeq2SeqStep times one training step (forward, backward, Adam)

@@ -8,8 +8,8 @@ import (
 	"sort"
 	"text/tabwriter"
 
-	"probformer/cmd/trainer/train"
-	"probformer/graph"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/graph"
 )
 
 // SampleReport measures the uncertainty of a translation model with

@@ -3,9 +3,9 @@ package tasks
 import (
 	"testing"
 
-	"probformer/graph"
-	"probformer/layers"
-	"probformer/losses"
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/layers"
+	"github.com/probformer/probformer/losses"
 )
 
 // TestSeq2SeqLossGradients checks the gradients of the seq2seq training

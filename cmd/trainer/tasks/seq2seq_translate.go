@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"strings"
 
-	"probformer/datasets"
-	"probformer/graph"
-	"probformer/layers"
+	"github.com/probformer/probformer/datasets"
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/layers"
 )
 
 // MaxLen is the most source words the model reads (data.max_len); longer

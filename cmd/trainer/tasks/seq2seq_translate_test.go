@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/configs"
-	"probformer/datasets"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/datasets"
 )
 
 func TestSourceTokens(t *testing.T) {

@@ -3,8 +3,8 @@ package tasks
 import (
 	"testing"
 
-	"probformer/cmd/trainer/train"
-	"probformer/configs"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/configs"
 )
 
 // TestTasksKnowTheirSizes checks the example counts the progress header

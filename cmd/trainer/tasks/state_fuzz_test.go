@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"probformer/configs"
-	"probformer/datasets"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/datasets"
 )
 
 // FuzzCheckpointState: the vocabularies a checkpoint's header carries

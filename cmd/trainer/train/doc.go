@@ -13,7 +13,7 @@
 // regulariser. Each piece works on its own.
 //
 // The registry (registry.go) maps a config's task name to a Factory;
-// the built-in tasks (probformer/cmd/trainer/tasks) register themselves
+// the built-in tasks (github.com/probformer/probformer/cmd/trainer/tasks) register themselves
 // through it exactly as a user's task does.
 //
 // A Loop is reproducible: the same Task, Settings and seed give

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // AverageExtra is the checkpoint entry (graph.Checkpoint.Extra) that

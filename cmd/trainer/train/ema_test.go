@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // TestWeightAverage follows the average by hand over three steps, for

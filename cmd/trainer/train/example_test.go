@@ -8,9 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"probformer/cmd/trainer/train"
-	"probformer/graph"
-	"probformer/losses"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/losses"
 )
 
 // setSum regresses the sum of a set of 8 numbers with a Deep Sets model:

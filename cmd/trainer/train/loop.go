@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // Settings configure a Loop. Steps and Batch are required; a zero value

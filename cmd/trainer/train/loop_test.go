@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"probformer/cmd/trainer/train"
-	"probformer/graph"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/graph"
 )
 
 // steppedSum is setSum on a clock that a step moves by 100 ms, so that the

@@ -26,9 +26,9 @@ import (
 	"path/filepath"
 	"slices"
 
-	"probformer/cmd/trainer/train"
-	"probformer/graph"
-	"probformer/losses"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/losses"
 )
 
 // setSum regresses the sum of 8 numbers; stop, if set, cancels the run
@@ -159,7 +159,7 @@ func TestExternalModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	mod := t.TempDir()
-	gomod := "module setsum\n\ngo 1.26\n\nrequire probformer v0.0.0\n\nreplace probformer => " + repo + "\n"
+	gomod := "module setsum\n\ngo 1.26\n\nrequire github.com/probformer/probformer v0.0.0\n\nreplace github.com/probformer/probformer => " + repo + "\n"
 	for name, data := range map[string][]byte{"go.mod": []byte(gomod), "go.sum": sum, "main.go": []byte(userProgram)} {
 		if err := os.WriteFile(filepath.Join(mod, name), data, 0o644); err != nil {
 			t.Fatal(err)

@@ -3,7 +3,7 @@ package train
 import (
 	"fmt"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // KLWeightInput is the input [1] that carries the annealed KL weight κ(t)

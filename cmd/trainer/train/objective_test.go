@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // TestObjectiveByKind: the objective weighs a penalty by its kind, not its

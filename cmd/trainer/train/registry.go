@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sync"
 
-	"probformer/configs"
+	"github.com/probformer/probformer/configs"
 )
 
 // Factory builds a task from a validated config. state is the task state

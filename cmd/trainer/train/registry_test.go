@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"probformer/configs"
+	"github.com/probformer/probformer/configs"
 )
 
 // TestRegistry: a registered factory is found by name, a second

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // A run directory holds:

@@ -4,7 +4,7 @@ import (
 	"io"
 	"math/rand/v2"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // Task is what a Loop trains: data, a model and its loss, and how to

@@ -22,7 +22,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"probformer/graph"
+	"github.com/probformer/probformer/graph"
 )
 
 // Heat-map geometry. A cell is heatmapCell on a side until the matrix would
