@@ -577,13 +577,19 @@ func expectExactZeros(t *testing.T, c attnCase, x attnData, r attnResult, what s
 // masking gives exact zeros, no buffer is written past its end, and the
 // results are bit-identical with GOMAXPROCS 1 and 2.
 func TestAttentionAnyKeyCount(t *testing.T) {
+	checkAttentionAnyKeyCount(t, rand.New(rand.NewPCG(8, 8)), []int{1, 3, 8, 10, 11, 17, 64}, false)
+}
+
+// checkAttentionAnyKeyCount is TestAttentionAnyKeyCount over the key
+// counts ms, with an additive score bias when biased (BiasedAttention).
+func checkAttentionAnyKeyCount(t *testing.T, rng *rand.Rand, ms []int, biased bool) {
+	t.Helper()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	rng := rand.New(rand.NewPCG(8, 8))
-	for _, m := range []int{1, 3, 8, 10, 11, 17, 64} {
+	for _, m := range ms {
 		for _, causal := range []bool{false, true} {
 			for _, masked := range []bool{false, true} {
 				for _, dropout := range []bool{false, true} {
-					c := attnCase{b: 3, h: 2, n: 5, m: m, d: 16, dv: 8, causal: causal, masked: masked, dropout: dropout}
+					c := attnCase{b: 3, h: 2, n: 5, m: m, d: 16, dv: 8, causal: causal, masked: masked, dropout: dropout, biased: biased}
 					if causal {
 						c.n = m
 					}
@@ -611,7 +617,7 @@ func TestAttentionAnyKeyCount(t *testing.T) {
 						"float64": {r64, runAttentionKernel[float64](t, c, x)},
 						"float32": {r32, runAttentionKernel[float32](t, c, x)},
 					} {
-						for i, pair := range [][2][]float64{{r[0].out, r[1].out}, {r[0].dq, r[1].dq}, {r[0].dk, r[1].dk}, {r[0].dv, r[1].dv}} {
+						for i, pair := range [][2][]float64{{r[0].out, r[1].out}, {r[0].p, r[1].p}, {r[0].dq, r[1].dq}, {r[0].dk, r[1].dk}, {r[0].dv, r[1].dv}} {
 							if !slices.Equal(pair[0], pair[1]) {
 								t.Fatalf("%s %s: result %d differs between GOMAXPROCS 2 and 1", what, dt, i)
 							}

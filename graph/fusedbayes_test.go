@@ -19,50 +19,7 @@ import (
 // exact zeros, no buffer is written past its end, and the results are
 // bit-identical with GOMAXPROCS 1 and 2.
 func TestBiasedAttentionAnyKeyCount(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	rng := rand.New(rand.NewPCG(18, 18))
-	for _, m := range []int{1, 5, 8, 11, 16, 50} {
-		for _, causal := range []bool{false, true} {
-			for _, masked := range []bool{false, true} {
-				for _, dropout := range []bool{false, true} {
-					c := attnCase{b: 3, h: 2, n: 5, m: m, d: 16, dv: 8, causal: causal, masked: masked, dropout: dropout, biased: true}
-					if causal {
-						c.n = m
-					}
-					what := fmt.Sprintf("m=%d causal=%v masked=%v dropout=%v", m, causal, masked, dropout)
-					x := newAttnData(rng, c)
-					runtime.GOMAXPROCS(2)
-					r64, r32 := runAttentionKernel[float64](t, c, x), runAttentionKernel[float32](t, c, x)
-					if e := relDiff(r64.out, refAttention(c, x)); e > 1e-13 {
-						t.Fatalf("%s: float64 readout rel diff %g from the definition", what, e)
-					}
-					for _, f := range []struct {
-						name string
-						a, b []float64
-						tol  float64
-					}{{"out", r32.out, r64.out, 1e-5}, {"weights", r32.p, r64.p, 1e-5},
-						{"dq", r32.dq, r64.dq, 1e-4}, {"dk", r32.dk, r64.dk, 1e-4}, {"dv", r32.dv, r64.dv, 1e-4}} {
-						if e := relDiff(f.a, f.b); e > f.tol {
-							t.Fatalf("%s: float32 %s rel diff %g from float64", what, f.name, e)
-						}
-					}
-					expectExactZeros(t, c, x, r64, what+" float64")
-					expectExactZeros(t, c, x, r32, what+" float32")
-					runtime.GOMAXPROCS(1)
-					for dt, r := range map[string][2]attnResult{
-						"float64": {r64, runAttentionKernel[float64](t, c, x)},
-						"float32": {r32, runAttentionKernel[float32](t, c, x)},
-					} {
-						for i, pair := range [][2][]float64{{r[0].out, r[1].out}, {r[0].p, r[1].p}, {r[0].dq, r[1].dq}, {r[0].dk, r[1].dk}, {r[0].dv, r[1].dv}} {
-							if !slices.Equal(pair[0], pair[1]) {
-								t.Fatalf("%s %s: result %d differs between GOMAXPROCS 2 and 1", what, dt, i)
-							}
-						}
-					}
-				}
-			}
-		}
-	}
+	checkAttentionAnyKeyCount(t, rand.New(rand.NewPCG(18, 18)), []int{1, 5, 8, 11, 16, 50}, true)
 }
 
 // TestBiasedAttentionBackwardRecomputes: a backward pass that finds no
