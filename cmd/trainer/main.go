@@ -99,7 +99,7 @@ func newRootCommand(stdout, stderr io.Writer) (*cobra.Command, func()) {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput(err) })
-	root.AddCommand(newTrainCommand(), newEvalCommand(), newInspectCommand(), newExportCommand(), newPresetsCommand(), newBLEUCommand(), newTranslateCommand(), newAttentionCommand(), newSweepCommand(), newCurvesCommand())
+	root.AddCommand(newTrainCommand(), newEvalCommand(), newInspectCommand(), newExportCommand(), newPresetsCommand(), newBLEUCommand(), newTranslateCommand(), newAttentionCommand(), newSweepCommand(), newCurvesCommand(), newBoardCommand())
 	return root, func() { stop() }
 }
 

@@ -1,0 +1,196 @@
+// The trainer board: polls /api/runs every 2 s and /api/metrics every 1 s,
+// and draws each numeric metric of metrics.jsonl against step with uPlot
+// (one chart per metric, one series per run). Every run's list entry
+// carries data-points: how many metric lines it has plotted so far.
+"use strict";
+
+const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+  "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
+const NOT_CHARTED = new Set(["step", "wall_sec"]);
+
+const state = {
+  runs: [],        // from /api/runs
+  metrics: {},     // run index -> array of metric line objects
+  charts: {},      // metric -> uPlot
+  layout: "",      // runs and metrics the charts were built for
+  runsKey: "", configsKey: "", evalKey: "", imagesKey: "",
+};
+
+function color(i) { return COLORS[i % COLORS.length]; }
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v; else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c instanceof Node ? c : String(c));
+  return e;
+}
+
+function fmt(v) {
+  if (typeof v !== "number") return v == null ? "" : String(v);
+  if (Number.isInteger(v)) return String(v);
+  return Math.abs(v) >= 1e5 || Math.abs(v) < 1e-3 ? v.toExponential(3) : v.toPrecision(4);
+}
+
+function setStatus(text) { document.getElementById("status").textContent = text; }
+
+async function getJSON(url) {
+  const res = await fetch(url, { cache: "no-store" });
+  if (!res.ok) throw new Error(url + ": " + res.status);
+  return res.json();
+}
+
+// plotted counts the lines of a run that are points: a numeric step and
+// at least one charted numeric field.
+function plotted(lines) {
+  let n = 0;
+  for (const m of lines) {
+    if (typeof m.step !== "number") continue;
+    if (Object.keys(m).some(k => !NOT_CHARTED.has(k) && typeof m[k] === "number")) n++;
+  }
+  return n;
+}
+
+function renderRuns() {
+  const ul = document.getElementById("runs");
+  const key = JSON.stringify(state.runs.map(r => [r.name, r.dir]));
+  if (key !== state.runsKey) {
+    state.runsKey = key;
+    ul.replaceChildren(...state.runs.map(r => el("li", { "data-run": r.index, "data-points": "0" },
+      el("span", { class: "swatch", style: "background:" + color(r.index) }),
+      el("b", {}, r.name), el("span", { class: "dir" }, r.dir), el("span", { class: "count" }, ""))));
+  }
+  for (const r of state.runs) {
+    const li = ul.querySelector(`li[data-run="${r.index}"]`);
+    const n = plotted(state.metrics[r.index] || []);
+    li.setAttribute("data-points", String(n));
+    li.querySelector(".count").textContent = `${n} points` + (r.skipped ? `, ${r.skipped} bad lines` : "");
+  }
+}
+
+function renderConfigs() {
+  const key = JSON.stringify(state.runs.map(r => [r.name, r.config]));
+  if (key === state.configsKey) return;
+  state.configsKey = key;
+  // A line is highlighted when some other run's config lacks it.
+  const sets = state.runs.map(r => new Set(r.config.split("\n")));
+  document.getElementById("configs").replaceChildren(...state.runs.map((r, i) => {
+    const lines = r.config ? r.config.replace(/\n$/, "").split("\n") : ["(no config.yaml)"];
+    const pre = el("pre", {}, ...lines.map(l =>
+      el("span", { class: sets.some((s, j) => j !== i && !s.has(l)) ? "diff" : "" }, l || " ")));
+    return el("div", {}, el("h3", {}, r.name), pre);
+  }));
+}
+
+function renderEval() {
+  const key = JSON.stringify(state.runs.map(r => r.eval));
+  if (key === state.evalKey) return;
+  state.evalKey = key;
+  const box = document.getElementById("eval");
+  const withEval = state.runs.filter(r => r.eval);
+  if (!withEval.length) { box.replaceChildren(el("p", { class: "empty" }, "no evaluation yet")); return; }
+  const cols = new Set();
+  for (const r of withEval) for (const k of Object.keys(r.eval)) cols.add(k);
+  const order = k => k === "step" ? 0 : k === "wall_sec" ? 2 : 1;
+  const keys = [...cols].sort((a, b) => order(a) - order(b) || a.localeCompare(b));
+  box.replaceChildren(el("table", { id: "eval-table" },
+    el("thead", {}, el("tr", {}, el("th", {}, "run"), ...keys.map(k => el("th", {}, k)))),
+    el("tbody", {}, ...withEval.map(r => el("tr", { "data-run": r.index },
+      el("td", {}, r.name), ...keys.map(k => el("td", {}, fmt(r.eval[k]))))))));
+}
+
+function renderImages() {
+  const key = JSON.stringify(state.runs.map(r => r.images));
+  if (key === state.imagesKey) return;
+  state.imagesKey = key;
+  const box = document.getElementById("images");
+  const withImages = state.runs.filter(r => r.images.length);
+  if (!withImages.length) { box.replaceChildren(el("p", { class: "empty" }, "no PNGs")); return; }
+  box.replaceChildren(...withImages.map(r => el("div", {}, el("h3", {}, r.name),
+    el("div", { class: "imgs" }, ...r.images.map(im => {
+      const src = `/api/image?run=${r.index}&name=${encodeURIComponent(im.name)}&v=${im.mtime}`;
+      return el("figure", {}, el("a", { href: src, target: "_blank" }, el("img", { src, alt: im.name, loading: "lazy" })),
+        el("figcaption", {}, im.name));
+    })))));
+}
+
+function chartWidth() {
+  const w = document.getElementById("charts").clientWidth || 800;
+  return Math.max(280, Math.floor((w - 12) / 2) - 10);
+}
+
+function drawCharts() {
+  const runs = state.runs;
+  const metricSet = new Set();
+  for (const r of runs) for (const m of state.metrics[r.index] || [])
+    for (const k of Object.keys(m)) if (!NOT_CHARTED.has(k) && typeof m[k] === "number") metricSet.add(k);
+  const metrics = [...metricSet].sort((a, b) => {
+    const t = k => k.startsWith("train_") ? 0 : k.startsWith("valid_") ? 1 : 2;
+    return t(a) - t(b) || a.localeCompare(b);
+  });
+  const box = document.getElementById("charts");
+  const layout = JSON.stringify([runs.map(r => r.name), metrics]);
+  if (layout !== state.layout) {
+    for (const c of Object.values(state.charts)) c.destroy();
+    state.charts = {};
+    state.layout = layout;
+    box.replaceChildren();
+    if (!metrics.length) box.append(el("p", { class: "empty" }, "no metrics yet"));
+  }
+  for (const metric of metrics) {
+    const steps = new Set();
+    const byRun = runs.map(r => {
+      const m = new Map();
+      for (const line of state.metrics[r.index] || [])
+        if (typeof line.step === "number" && typeof line[metric] === "number") { m.set(line.step, line[metric]); steps.add(line.step); }
+      return m;
+    });
+    const xs = [...steps].sort((a, b) => a - b);
+    const data = [xs, ...byRun.map(m => xs.map(x => m.has(x) ? m.get(x) : null))];
+    let chart = state.charts[metric];
+    if (chart) { chart.setData(data); continue; }
+    const div = el("div", { class: "chart", "data-metric": metric });
+    box.append(div);
+    state.charts[metric] = new uPlot({
+      title: metric, width: chartWidth(), height: 240,
+      scales: { x: { time: false } },
+      series: [{ label: "step" }, ...runs.map(r => ({
+        label: r.name, stroke: color(r.index), width: 1.5, spanGaps: true,
+        points: { show: xs.length < 60 },
+      }))],
+      axes: [{ label: "step" }, { size: 60 }],
+    }, data, div);
+  }
+}
+
+async function pollRuns() {
+  try {
+    state.runs = await getJSON("/api/runs");
+    renderRuns(); renderConfigs(); renderEval(); renderImages();
+  } catch (e) { setStatus("error: " + e.message); }
+}
+
+async function pollMetrics() {
+  try {
+    await Promise.all(state.runs.map(async r => {
+      const have = state.metrics[r.index] || [];
+      const res = await getJSON(`/api/metrics?run=${r.index}&since=${have.length}`);
+      if (res.since < have.length) have.length = res.since; // file rewritten
+      for (const line of res.lines) have.push(line);
+      state.metrics[r.index] = have;
+    }));
+    drawCharts();
+    renderRuns();
+    setStatus("updated " + new Date().toLocaleTimeString());
+    document.body.setAttribute("data-ready", "1");
+  } catch (e) { setStatus("error: " + e.message); }
+}
+
+function loop(fn, ms) { fn().finally(() => setTimeout(() => loop(fn, ms), ms)); }
+
+window.addEventListener("resize", () => {
+  for (const c of Object.values(state.charts)) c.setSize({ width: chartWidth(), height: 240 });
+});
+
+pollRuns().then(() => { loop(pollMetrics, 1000); setTimeout(() => loop(pollRuns, 2000), 2000); });
