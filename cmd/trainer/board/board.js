@@ -33,6 +33,9 @@ function fmt(v) {
   return Math.abs(v) >= 1e5 || Math.abs(v) < 1e-3 ? v.toExponential(3) : v.toPrecision(4);
 }
 
+// tick labels an axis value with at most 4 significant digits.
+function tick(v) { return v == null ? "" : String(Number(v.toPrecision(4))); }
+
 function setStatus(text) { document.getElementById("status").textContent = text; }
 
 async function getJSON(url) {
@@ -120,47 +123,65 @@ function chartWidth() {
   return Math.max(280, Math.floor((w - 12) / 2) - 10);
 }
 
+// metricRank orders the charts: the loss first, then evaluations, then
+// the other training fields (per-layer terms), then the rest (lr, …).
+function metricRank(k) {
+  if (k === "train_loss" || k === "loss") return 0;
+  if (k.startsWith("valid_")) return 1;
+  if (k.startsWith("train_")) return 2;
+  return 3;
+}
+
 function drawCharts() {
   const runs = state.runs;
   const metricSet = new Set();
   for (const r of runs) for (const m of state.metrics[r.index] || [])
     for (const k of Object.keys(m)) if (!NOT_CHARTED.has(k) && typeof m[k] === "number") metricSet.add(k);
-  const metrics = [...metricSet].sort((a, b) => {
-    const t = k => k.startsWith("train_") ? 0 : k.startsWith("valid_") ? 1 : 2;
-    return t(a) - t(b) || a.localeCompare(b);
+  const metrics = [...metricSet].sort((a, b) => metricRank(a) - metricRank(b) || a.localeCompare(b));
+  // Per metric: the runs that logged it, each step's value, and whether a
+  // log scale fits (a loss, all positive).
+  const plans = metrics.map(metric => {
+    const steps = new Set();
+    const byRun = [];
+    let positive = true;
+    for (const r of runs) {
+      const m = new Map();
+      for (const line of state.metrics[r.index] || []) {
+        const v = line[metric];
+        if (typeof line.step !== "number" || typeof v !== "number") continue;
+        m.set(line.step, v); steps.add(line.step);
+        if (!(v > 0)) positive = false;
+      }
+      if (m.size) byRun.push([r, m]);
+    }
+    const xs = [...steps].sort((a, b) => a - b);
+    const data = [xs, ...byRun.map(([, m]) => xs.map(x => m.has(x) ? m.get(x) : null))];
+    const log = positive && metric.includes("loss");
+    return { metric, runs: byRun.map(([r]) => r), data, log };
   });
   const box = document.getElementById("charts");
-  const layout = JSON.stringify([runs.map(r => r.name), metrics]);
+  const layout = JSON.stringify(plans.map(p => [p.metric, p.log, p.runs.map(r => r.index)]));
   if (layout !== state.layout) {
     for (const c of Object.values(state.charts)) c.destroy();
     state.charts = {};
     state.layout = layout;
     box.replaceChildren();
-    if (!metrics.length) box.append(el("p", { class: "empty" }, "no metrics yet"));
+    if (!plans.length) box.append(el("p", { class: "empty" }, "no metrics yet"));
   }
-  for (const metric of metrics) {
-    const steps = new Set();
-    const byRun = runs.map(r => {
-      const m = new Map();
-      for (const line of state.metrics[r.index] || [])
-        if (typeof line.step === "number" && typeof line[metric] === "number") { m.set(line.step, line[metric]); steps.add(line.step); }
-      return m;
-    });
-    const xs = [...steps].sort((a, b) => a - b);
-    const data = [xs, ...byRun.map(m => xs.map(x => m.has(x) ? m.get(x) : null))];
-    let chart = state.charts[metric];
-    if (chart) { chart.setData(data); continue; }
-    const div = el("div", { class: "chart", "data-metric": metric });
+  for (const p of plans) {
+    const chart = state.charts[p.metric];
+    if (chart) { chart.setData(p.data); continue; }
+    const div = el("div", { class: "chart", "data-metric": p.metric });
     box.append(div);
-    state.charts[metric] = new uPlot({
-      title: metric, width: chartWidth(), height: 240,
-      scales: { x: { time: false } },
-      series: [{ label: "step" }, ...runs.map(r => ({
+    state.charts[p.metric] = new uPlot({
+      title: p.metric + (p.log ? " (log scale)" : ""), width: chartWidth(), height: 240,
+      scales: { x: { time: false }, y: p.log ? { distr: 3 } : {} },
+      series: [{ label: "step" }, ...p.runs.map(r => ({
         label: r.name, stroke: color(r.index), width: 1.5, spanGaps: true,
-        points: { show: xs.length < 60 },
+        points: { show: p.data[0].length < 60 },
       }))],
-      axes: [{ label: "step" }, { size: 60 }],
-    }, data, div);
+      axes: [{ label: "step" }, { size: 60, values: (u, vals) => vals.map(tick) }],
+    }, p.data, div);
   }
 }
 
