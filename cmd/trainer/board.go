@@ -111,6 +111,11 @@ func newBoardHandler(dirs []string) (http.Handler, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A run given as a link (checkpoints/latest) is its target, whose
+		// files the listing walks.
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = real
+		}
 		st, err := os.Stat(abs)
 		if err != nil {
 			return nil, fmt.Errorf("board: %w", err)

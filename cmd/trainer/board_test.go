@@ -209,6 +209,18 @@ func TestBoardImageListing(t *testing.T) {
 	if got := strings.Join(names, " "); got != "attention/layer0.png attention/layer1.png clicks.png" {
 		t.Errorf("images %q", got)
 	}
+	// A run directory given as a link lists its target's images.
+	link := filepath.Join(t.TempDir(), "latest")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	hl, err := newBoardHandler([]string{link})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if linked := decodeBoard[[]boardRunInfo](t, getBoard(t, hl, "/api/runs")); len(linked[0].Images) != 3 {
+		t.Errorf("run given as a link: images %+v", linked[0].Images)
+	}
 	rec := getBoard(t, h, "/api/image?run=0&name="+url.QueryEscape("attention/layer1.png"))
 	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "image/png" || !bytes.Equal(rec.Body.Bytes(), want) {
 		t.Errorf("image: status %d, type %q, %d bytes", rec.Code, rec.Header().Get("Content-Type"), rec.Body.Len())
