@@ -58,7 +58,6 @@ func TestExportPyTorchSeq2Seq(t *testing.T) {
 	for _, p := range corpus.Test {
 		lines = append(lines, strings.Join(p.Src, " "))
 	}
-	input := strings.Join(lines, "\n")
 	torch := haveTorch()
 	if !torch {
 		t.Log("skipping the PyTorch comparison: /usr/bin/python3 -c 'import torch, numpy' fails")
@@ -120,38 +119,83 @@ func TestExportPyTorchSeq2Seq(t *testing.T) {
 			if !torch {
 				return
 			}
-			code, stdout, stderr := runCLI(t, "translate", "--checkpoint", dir, "--text", input)
-			if code != 0 {
-				t.Fatalf("translate: exit %d: %s", code, stderr)
-			}
-			want := outputLines(t, stdout)
-			cmd := exec.Command("/usr/bin/python3", "-c", torchCheck, moduleDir, state)
-			cmd.Env = append(os.Environ(), "OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1")
-			cmd.Stdin = strings.NewReader(input)
-			py, err := cmd.Output()
-			if err != nil {
-				msg := ""
-				if e, ok := err.(*exec.ExitError); ok {
-					msg = string(e.Stderr)
-				}
-				t.Fatalf("python: %v\n%s", err, msg)
-			}
-			got := outputLines(t, string(py))
-			if len(got) != len(want) {
-				t.Fatalf("PyTorch gave %d lines, translate %d", len(got), len(want))
-			}
-			distinct := map[string]bool{}
-			for i := range want {
-				distinct[want[i]] = true
-				if got[i] != want[i] {
-					t.Errorf("sentence %d %q:\n  translate: %q\n  PyTorch:   %q", i, lines[i], want[i], got[i])
-				}
-			}
-			if len(distinct) < 5 {
-				t.Errorf("only %d distinct translations: the comparison would not tell models apart", len(distinct))
-			}
+			sameAsTranslate(t, dir, moduleDir, state, lines)
 		})
 	}
+}
+
+// sameAsTranslate checks that the PyTorch module beside the export state
+// greedy-translates lines exactly as `trainer translate` does from the
+// checkpoint dir, and that the translations are varied enough for the
+// comparison to tell models apart.
+func sameAsTranslate(t *testing.T, dir, moduleDir, state string, lines []string) {
+	t.Helper()
+	input := strings.Join(lines, "\n")
+	code, stdout, stderr := runCLI(t, "translate", "--checkpoint", dir, "--text", input)
+	if code != 0 {
+		t.Fatalf("translate: exit %d: %s", code, stderr)
+	}
+	want := outputLines(t, stdout)
+	cmd := exec.Command("/usr/bin/python3", "-c", torchCheck, moduleDir, state)
+	cmd.Env = append(os.Environ(), "OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1")
+	cmd.Stdin = strings.NewReader(input)
+	py, err := cmd.Output()
+	if err != nil {
+		msg := ""
+		if e, ok := err.(*exec.ExitError); ok {
+			msg = string(e.Stderr)
+		}
+		t.Fatalf("python: %v\n%s", err, msg)
+	}
+	got := outputLines(t, string(py))
+	if len(got) != len(want) {
+		t.Fatalf("PyTorch gave %d lines, translate %d", len(got), len(want))
+	}
+	distinct := map[string]bool{}
+	for i := range want {
+		distinct[want[i]] = true
+		if got[i] != want[i] {
+			t.Errorf("sentence %d %q:\n  translate: %q\n  PyTorch:   %q", i, lines[i], want[i], got[i])
+		}
+	}
+	if len(distinct) < 5 {
+		t.Errorf("only %d distinct translations: the comparison would not tell models apart", len(distinct))
+	}
+}
+
+// TestExportPyTorchEngFra is TestExportPyTorchSeq2Seq's comparison on the
+// 587 English–French test sentences, with a small model trained briefly
+// on the real corpus (skipped without the data or without PyTorch).
+func TestExportPyTorchEngFra(t *testing.T) {
+	test := filepath.Join(engFraDir, "simple.test.tsv")
+	if _, err := os.Stat(test); err != nil {
+		t.Skipf("English–French data not found at %s: %v", engFraDir, err)
+	}
+	if !haveTorch() {
+		t.Skip("skipping the PyTorch comparison: /usr/bin/python3 -c 'import torch, numpy' fails")
+	}
+	dir := trainRun(t, "--config", "seq2seq-tsv",
+		"--set", "data.train_file="+filepath.Join(engFraDir, "simple.train.tsv"),
+		"--set", "data.valid_file="+filepath.Join(engFraDir, "simple.valid.tsv"),
+		"--set", "data.test_file="+test,
+		"--set", "model.dim=16", "--set", "model.heads=2", "--set", "model.ff=32",
+		"--set", "model.enc_layers=1", "--set", "model.dec_layers=1",
+		"--set", "training.steps=200", "--set", "training.batch=32", "--set", "training.log_every=100",
+		"--set", "training.eval_every=0", "--set", "optimizer.warmup_steps=20")
+	out := filepath.Join(t.TempDir(), "export")
+	if code, _, stderr := runCLI(t, "export", "--checkpoint", dir, "--format", "pytorch", "--out", out); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, stderr)
+	}
+	data, err := os.ReadFile(test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		src, _, _ := strings.Cut(l, "\t")
+		lines = append(lines, src)
+	}
+	sameAsTranslate(t, dir, out, filepath.Join(out, "model.safetensors"), lines)
 }
 
 func TestExportPyTorchErrors(t *testing.T) {
