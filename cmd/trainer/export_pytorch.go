@@ -62,20 +62,139 @@ type torchConfig struct {
 	TieOutput    bool `json:"tie_output"`
 }
 
+// torchSetConfig is the keyword arguments of
+// probformer_torch.ProbformerSetTransformer, the pytorch_config metadata
+// of a maxnorm export.
+type torchSetConfig struct {
+	DimIn      int    `json:"dim_in"`
+	Dim        int    `json:"dim"`
+	Heads      int    `json:"heads"`
+	DimOut     int    `json:"dim_out"`
+	Encoder    string `json:"encoder"` // "sab" or "isab"
+	Blocks     int    `json:"blocks"`
+	Inducing   int    `json:"inducing"`
+	Seeds      int    `json:"seeds"`
+	DecoderSAB bool   `json:"decoder_sab"`
+	LayerNorm  bool   `json:"layer_norm"`
+}
+
 // torchSupported reports why a checkpoint has no PyTorch twin, or nil.
 func torchSupported(cfg *configs.Config, file string) error {
-	if cfg.Task != "seq2seq" {
-		return fmt.Errorf("checkpoint %s: a %s model; --format pytorch exports seq2seq (Transformer) checkpoints only (use --format safetensors)", file, cfg.Task)
-	}
-	if k := cfg.Model.Kind; k != "" && k != "transformer" {
-		return fmt.Errorf("checkpoint %s: model.kind %q; --format pytorch exports the transformer only", file, k)
+	k := cfg.Model.Kind
+	switch cfg.Task {
+	case "seq2seq":
+		if k != "" && k != "transformer" {
+			return fmt.Errorf("checkpoint %s: model.kind %q; --format pytorch exports the transformer only", file, k)
+		}
+	case "maxnorm":
+		if k != "" && k != "set-transformer" {
+			return fmt.Errorf("checkpoint %s: model.kind %q; --format pytorch exports the set-transformer only", file, k)
+		}
+	default:
+		return fmt.Errorf("checkpoint %s: a %s model; --format pytorch exports seq2seq (Transformer) and maxnorm (Set Transformer) checkpoints only (use --format safetensors)", file, cfg.Task)
 	}
 	a := cfg.Model.Attention
 	if (a.Kind != "" && a.Kind != "softmax") || (a.Score != "" && a.Score != layers.ScoreScaledDot) || a.RelativePositions != 0 {
-		return fmt.Errorf("checkpoint %s: attention kind %q, score %q, relative_positions %d: nn.Transformer has softmax scaled_dot attention without relative positions only",
+		return fmt.Errorf("checkpoint %s: attention kind %q, score %q, relative_positions %d: --format pytorch exports softmax scaled_dot attention without relative positions only (use --format safetensors)",
 			file, a.Kind, a.Score, a.RelativePositions)
 	}
 	return nil
+}
+
+// paramGetter looks parameters up by name and shape, records which were
+// used and collects the errors.
+type paramGetter struct {
+	byName map[string]graph.Tensor
+	used   map[string]bool
+	errs   []string
+}
+
+func newParamGetter(params []graph.Tensor) *paramGetter {
+	g := &paramGetter{byName: map[string]graph.Tensor{}, used: map[string]bool{}}
+	for _, p := range params {
+		g.byName[p.Name] = p
+	}
+	return g
+}
+
+func (g *paramGetter) get(name string, shape ...int) graph.Tensor {
+	p, ok := g.byName[name]
+	if !ok {
+		g.errs = append(g.errs, fmt.Sprintf("no parameter %s", name))
+		return graph.Tensor{Name: name, Shape: shape, Values: make([]float64, prod(shape))}
+	}
+	if fmt.Sprint(p.Shape) != fmt.Sprint(shape) {
+		g.errs = append(g.errs, fmt.Sprintf("%s has shape %v, want %v", name, p.Shape, shape))
+		return graph.Tensor{Name: name, Shape: shape, Values: make([]float64, prod(shape))}
+	}
+	g.used[name] = true
+	return p
+}
+
+// torchSetStateDict maps a maxnorm checkpoint's layers.SetTransformer
+// parameters onto the state_dict of
+// probformer_torch.ProbformerSetTransformer: dense weights [in, out]
+// become nn.Linear's [out, in], LayerNorm g, b its weight, bias; the
+// encoder keeps its names (enc.<i>.mab.q → enc.<i>.mab.q.weight, .bias;
+// enc.<i>.inducing, enc.<i>.mab0, enc.<i>.mab1), dec.pma becomes pma,
+// dec.sab sab, head head. Every parameter must be used once.
+func torchSetStateDict(cfg *configs.Config, params []graph.Tensor) (map[string]graph.Tensor, torchSetConfig, error) {
+	m := cfg.Model
+	d := m.Dim
+	tc := torchSetConfig{DimIn: cfg.Data.Dim, Dim: d, Heads: m.Heads, DimOut: cfg.Data.Dim, Encoder: m.Encoder,
+		Blocks: m.Blocks, Inducing: m.Inducing, Seeds: m.Seeds, DecoderSAB: m.DecoderSAB, LayerNorm: m.LayerNorm}
+	if tc.Encoder != "sab" && tc.Encoder != "isab" {
+		return nil, tc, fmt.Errorf("model.encoder %q: want sab or isab", tc.Encoder)
+	}
+	g := newParamGetter(params)
+	out := map[string]graph.Tensor{}
+	put := func(name string, t graph.Tensor) {
+		out[name] = graph.Tensor{Name: name, Shape: t.Shape, Values: t.Values}
+	}
+	linear := func(to, from string, din, dout int) {
+		put(to+".weight", transpose(g.get(from+".w", din, dout)))
+		put(to+".bias", g.get(from+".b", dout))
+	}
+	// mab maps layers.MAB name (queries of width dq, keys dk).
+	mab := func(to, from string, dq, dk int) {
+		linear(to+".q", from+".q", dq, d)
+		linear(to+".k", from+".k", dk, d)
+		linear(to+".v", from+".v", dk, d)
+		linear(to+".o", from+".o", d, d)
+		if m.LayerNorm {
+			for _, ln := range []string{".ln0", ".ln1"} {
+				put(to+ln+".weight", g.get(from+ln+".g", d))
+				put(to+ln+".bias", g.get(from+ln+".b", d))
+			}
+		}
+	}
+	width := tc.DimIn
+	for i := range m.Blocks {
+		name := fmt.Sprintf("enc.%d", i)
+		if m.Encoder == "isab" {
+			put(name+".inducing", g.get(name+".inducing", m.Inducing, d))
+			mab(name+".mab0", name+".mab0", d, width)
+			mab(name+".mab1", name+".mab1", width, d)
+		} else {
+			mab(name+".mab", name+".mab", width, width)
+		}
+		width = d
+	}
+	put("pma.seeds", g.get("dec.pma.seeds", m.Seeds, d))
+	mab("pma.mab", "dec.pma.mab", d, width)
+	if m.DecoderSAB {
+		mab("sab.mab", "dec.sab.mab", d, d)
+	}
+	linear("head", "head", d, tc.DimOut)
+	for _, p := range params {
+		if !g.used[p.Name] {
+			g.errs = append(g.errs, fmt.Sprintf("parameter %s has no place in ProbformerSetTransformer", p.Name))
+		}
+	}
+	if len(g.errs) > 0 {
+		return nil, tc, fmt.Errorf("%s", strings.Join(g.errs, "; "))
+	}
+	return out, tc, nil
 }
 
 // torchStateDict maps a seq2seq checkpoint's parameters onto the
@@ -203,19 +322,32 @@ func prod(shape []int) int {
 }
 
 // exportPyTorch writes a seq2seq checkpoint as a state_dict of
-// probformer_torch.ProbformerSeq2Seq (safetensors with PyTorch names, in
-// the checkpoint's dtype) and the module next to it. meta is the
+// probformer_torch.ProbformerSeq2Seq, a maxnorm one as a state_dict of
+// probformer_torch.ProbformerSetTransformer (safetensors with PyTorch
+// names, in the checkpoint's dtype), and the module next to it. meta is the
 // safetensors export's metadata.
 func exportPyTorch(w io.Writer, ck *graph.Checkpoint, cfg *configs.Config, file, out string, meta map[string]string) error {
 	if err := torchSupported(cfg, file); err != nil {
 		return badInput(err)
 	}
-	for _, key := range vocabKeys {
-		if meta[key] == "" {
-			return badInput(fmt.Errorf("checkpoint %s: no %s", file, key))
+	var (
+		state  map[string]graph.Tensor
+		tc     any
+		module string
+		err    error
+	)
+	if cfg.Task == "maxnorm" {
+		state, tc, err = torchSetStateDict(cfg, ck.Params)
+		module = "probformer_torch.ProbformerSetTransformer"
+	} else {
+		for _, key := range vocabKeys {
+			if meta[key] == "" {
+				return badInput(fmt.Errorf("checkpoint %s: no %s", file, key))
+			}
 		}
+		state, tc, err = torchStateDict(cfg, ck.Params)
+		module = "probformer_torch.ProbformerSeq2Seq"
 	}
-	state, tc, err := torchStateDict(cfg, ck.Params)
 	if err != nil {
 		return badInput(fmt.Errorf("checkpoint %s: %w", file, err))
 	}
@@ -224,7 +356,8 @@ func exportPyTorch(w io.Writer, ck *graph.Checkpoint, cfg *configs.Config, file,
 		return err
 	}
 	meta["pytorch_config"] = string(tcJSON)
-	meta["pytorch_module"] = "probformer_torch.ProbformerSeq2Seq"
+	meta["pytorch_module"] = module
+	meta["task"] = cfg.Task
 	stateFile, moduleFile, err := torchOutputs(out)
 	if err != nil {
 		return badInput(err)

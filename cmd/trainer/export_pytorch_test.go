@@ -200,16 +200,18 @@ func TestExportPyTorchEngFra(t *testing.T) {
 
 func TestExportPyTorchErrors(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
-	if code, _, stderr := runCLI(t, append([]string{"train", "--out", dir, "--set", "training.steps=2"}, tiny...)...); code != 0 {
+	if code, _, stderr := runCLI(t, append([]string{"train", "--config", "maxnorm-em", "--out", dir, "--set", "training.steps=2"}, tiny...)...); code != 0 {
 		t.Fatal(stderr)
 	}
+	bayes := trainRun(t, append([]string{"--set", "training.steps=2"}, bayesTiny...)...)
 	seq := trainRun(t, tinySeq2Seq...)
 	tmp := t.TempDir()
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--checkpoint", dir, "--format", "pytorch", "--out", filepath.Join(tmp, "a")}, "seq2seq"},
+		{[]string{"--checkpoint", dir, "--format", "pytorch", "--out", filepath.Join(tmp, "a")}, "softmax scaled_dot"},
+		{[]string{"--checkpoint", bayes, "--format", "pytorch", "--out", filepath.Join(tmp, "a")}, "bayes-weibull"},
 		{[]string{"--checkpoint", seq, "--format", "pytorch", "--out", filepath.Join(tmp, "m.pt")}, "safetensors"},
 		{[]string{"--format", "safetensors", "--print-module"}, "--format pytorch"},
 		{[]string{"--format", "pytorch", "--out", filepath.Join(tmp, "b")}, "checkpoint"},

@@ -1,4 +1,4 @@
-"""PyTorch twin of a probformer seq2seq Transformer.
+"""PyTorch twins of probformer's seq2seq Transformer and Set Transformer.
 
 `trainer export --format pytorch` writes a state_dict of this module as
 safetensors (PyTorch names and layouts) and this file next to it; the
@@ -29,6 +29,15 @@ Decoding starts from <bos>, attends causally, and greedy search takes the
 most probable next token (the lowest id among ties) until <eos> or max_len
 tokens, <eos> included, as `trainer translate` does; a source is cut to
 max_source_len words.
+
+A maxnorm (Set Transformer) export loads into ProbformerSetTransformer:
+
+    model, _, _ = pt.from_export("model.safetensors")
+    out = model(x, mask)        # [B, seeds, dim_out]
+    pred = model.predict(x, mask)  # [B, dim_out], out's mean over the seeds
+
+which is probformer's prediction for sets x [B, N, dim_in] with mask
+[B, N] (1 real, 0 padding).
 """
 
 import json
@@ -140,6 +149,138 @@ class ProbformerSeq2Seq(nn.Module):
         return out
 
 
+class SetMAB(nn.Module):
+    """layers.MAB, the Multihead Attention Block of Set Transformer:
+
+        Q' = X W_q + b_q,  H = LN0(Q' + [head_1 … head_h]),
+        head_i = softmax(Q'_i (Y W_k + b_k)_iᵀ / √(dim/heads) + mask) (Y W_v + b_v)_i,
+        MAB(X, Y) = LN1(H + ReLU(H W_o + b_o)),
+
+    with no projection after the heads and LN only with layer_norm
+    (eps 1e-5). Masked keys get weight 0; a query that sees no key reads
+    out 0, as probformer's fused attention."""
+
+    def __init__(self, dim_q, dim_k, dim, heads, layer_norm):
+        super().__init__()
+        self.dim, self.heads = dim, heads
+        self.q = nn.Linear(dim_q, dim)
+        self.k = nn.Linear(dim_k, dim)
+        self.v = nn.Linear(dim_k, dim)
+        self.o = nn.Linear(dim, dim)
+        self.ln0 = nn.LayerNorm(dim, eps=1e-5) if layer_norm else None
+        self.ln1 = nn.LayerNorm(dim, eps=1e-5) if layer_norm else None
+
+    def forward(self, x, y, key_mask=None):
+        """x [B, N, dq], y [B, M, dk], key_mask [B, M] (True or 1 at a real
+        element) or None → [B, N, dim]."""
+        b, n, m, h = x.size(0), x.size(1), y.size(1), self.heads
+        dh = self.dim // h
+        qp = self.q(x)
+        q = qp.view(b, n, h, dh).transpose(1, 2)
+        k = self.k(y).view(b, m, h, dh).transpose(1, 2)
+        v = self.v(y).view(b, m, h, dh).transpose(1, 2)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(dh)  # [B, h, N, M]
+        if key_mask is not None:
+            visible = key_mask.bool()[:, None, None, :]
+            scores = scores.masked_fill(~visible, float("-inf"))
+            w = torch.softmax(scores, dim=-1)
+            w = torch.where(visible.any(dim=-1, keepdim=True), w, torch.zeros_like(w))
+        else:
+            w = torch.softmax(scores, dim=-1)
+        heads = (w @ v).transpose(1, 2).reshape(b, n, self.dim)
+        hid = qp + heads
+        if self.ln0 is not None:
+            hid = self.ln0(hid)
+        out = hid + torch.relu(self.o(hid))
+        if self.ln1 is not None:
+            out = self.ln1(out)
+        return out
+
+
+class SetSAB(nn.Module):
+    """layers.SAB: SAB(X) = MAB(X, X), the set's mask masking the keys."""
+
+    def __init__(self, dim_in, dim, heads, layer_norm):
+        super().__init__()
+        self.mab = SetMAB(dim_in, dim_in, dim, heads, layer_norm)
+
+    def forward(self, x, mask=None):
+        return self.mab(x, x, mask)
+
+
+class SetISAB(nn.Module):
+    """layers.ISAB: ISAB(X) = MAB1(X, MAB0(I, X)) with learned inducing
+    points I [m, dim]; MAB0 masks the set's padded keys, MAB1 none."""
+
+    def __init__(self, dim_in, dim, heads, inducing, layer_norm):
+        super().__init__()
+        self.inducing = nn.Parameter(torch.zeros(inducing, dim))
+        self.mab0 = SetMAB(dim, dim_in, dim, heads, layer_norm)
+        self.mab1 = SetMAB(dim_in, dim, dim, heads, layer_norm)
+
+    def forward(self, x, mask=None):
+        i = self.inducing.unsqueeze(0).expand(x.size(0), -1, -1)
+        return self.mab1(x, self.mab0(i, x, mask))
+
+
+class SetPMA(nn.Module):
+    """layers.PMA: PMA(X) = MAB(S, X) with learned seeds S [k, dim]."""
+
+    def __init__(self, dim_in, dim, heads, seeds, layer_norm):
+        super().__init__()
+        self.seeds = nn.Parameter(torch.zeros(seeds, dim))
+        self.mab = SetMAB(dim, dim_in, dim, heads, layer_norm)
+
+    def forward(self, x, mask=None):
+        return self.mab(self.seeds.unsqueeze(0).expand(x.size(0), -1, -1), x, mask)
+
+
+class ProbformerSetTransformer(nn.Module):
+    """probformer's layers.SetTransformer (task maxnorm), softmax
+    scaled_dot attention:
+
+        Z = Block_L(… Block_1(X))          SAB or ISAB blocks (enc.<i>)
+        O = head(SAB?(PMA(Z)))              [B, seeds, dim_out]
+
+    forward(x, mask) returns O, [B, seeds, dim_out]; predict(x, mask) is
+    the maxnorm task's prediction, O's mean over the seeds axis,
+    [B, dim_out]. x is [B, N, dim_in]; mask [B, N] holds 1 (True) for a
+    real element and 0 for padding (None: no padding); padded rows change
+    nothing for the real ones. Keyword arguments are the export's
+    pytorch_config metadata."""
+
+    def __init__(self, dim_in, dim, heads, dim_out, encoder="isab", blocks=2, inducing=16, seeds=1,
+                 decoder_sab=False, layer_norm=True):
+        super().__init__()
+        if encoder not in ("sab", "isab"):
+            raise ValueError("encoder must be sab or isab, is %r" % (encoder,))
+        enc, width = [], dim_in
+        for _ in range(blocks):
+            if encoder == "isab":
+                enc.append(SetISAB(width, dim, heads, inducing, layer_norm))
+            else:
+                enc.append(SetSAB(width, dim, heads, layer_norm))
+            width = dim
+        self.enc = nn.ModuleList(enc)
+        self.pma = SetPMA(width, dim, heads, seeds, layer_norm)
+        self.sab = SetSAB(dim, dim, heads, layer_norm) if decoder_sab else None
+        self.head = nn.Linear(dim, dim_out)
+
+    def forward(self, x, mask=None):
+        h = x
+        for block in self.enc:
+            h = block(h, mask)
+        z = self.pma(h, mask)
+        if self.sab is not None:
+            z = self.sab(z)
+        return self.head(z)
+
+    @torch.no_grad()
+    def predict(self, x, mask=None):
+        """The maxnorm prediction: forward's mean over the seeds, [B, dim_out]."""
+        return self.forward(x, mask).mean(dim=1)
+
+
 class Vocab:
     """An export's vocabulary (src_vocab or tgt_vocab metadata)."""
 
@@ -186,12 +327,28 @@ def read_safetensors(path):
     return tensors, meta
 
 
+def _export_task(meta):
+    if meta.get("task"):
+        return meta["task"]
+    if meta.get("pytorch_module") == "probformer_torch.ProbformerSetTransformer":
+        return "maxnorm"
+    return "seq2seq"
+
+
 def from_export(path, device="cpu"):
     """The model of a `trainer export --format pytorch` file, in eval mode
-    and the export's dtype, and its source and target vocabularies."""
+    and the export's dtype, and its source and target vocabularies: a
+    seq2seq export gives (ProbformerSeq2Seq, Vocab, Vocab), a maxnorm one
+    (ProbformerSetTransformer, None, None)."""
     state, meta = read_safetensors(path)
-    model = ProbformerSeq2Seq(**json.loads(meta["pytorch_config"]))
-    model.to(dtype=state["src_emb.weight"].dtype)
+    task = _export_task(meta)
+    cls = ProbformerSetTransformer if task == "maxnorm" else ProbformerSeq2Seq
+    model = cls(**json.loads(meta["pytorch_config"]))
+    model.to(dtype=state["head.weight" if task == "maxnorm" else "src_emb.weight"].dtype)
+    model.load_state_dict(state, strict=True)
+    model.to(device).eval()
+    if task == "maxnorm":
+        return model, None, None
     model.load_state_dict(state, strict=True)
     model.to(device).eval()
     return model, Vocab(meta["src_vocab"]), Vocab(meta["tgt_vocab"])
@@ -204,7 +361,16 @@ def translate(model, src_vocab, tgt_vocab, lines):
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python3 probformer_torch.py MODEL.safetensors < sentences")
+        sys.exit("usage: python3 probformer_torch.py MODEL.safetensors < sentences (maxnorm: < sets.json)")
     m, sv, tv = from_export(sys.argv[1])
-    for t in translate(m, sv, tv, sys.stdin.read().splitlines()):
-        print(t)
+    if isinstance(m, ProbformerSetTransformer):
+        # Standard input: {"x": [B][N][dim_in], "mask": [B][N] (optional)};
+        # standard output: the predictions [B][dim_out] as JSON.
+        req = json.load(sys.stdin)
+        dt = m.head.weight.dtype
+        x = torch.tensor(req["x"], dtype=torch.float64).to(dt)
+        mask = torch.tensor(req["mask"]) > 0 if req.get("mask") is not None else None
+        print(json.dumps(m.predict(x, mask).double().tolist()))
+    else:
+        for t in translate(m, sv, tv, sys.stdin.read().splitlines()):
+            print(t)
