@@ -113,34 +113,55 @@ func BenchmarkBayesAttentionStep(b *testing.B) {
 // included), which other processes on a shared machine disturb less.
 func BenchmarkBayesAttentionRatio(b *testing.B) {
 	for _, k := range bayesBenchKinds[1:] {
-		b.Run(k.name, func(b *testing.B) {
-			soft, bayes := newMaxnormStep(b, bayesBenchKinds[0].att), newMaxnormStep(b, k.att)
-			soft.run(b)
-			bayes.run(b)
-			var ts, tb, cs, cb time.Duration
-			b.ResetTimer()
-			for i := range b.N {
-				// alternate which goes first, so that neither always
-				// runs on a warm cache
-				first, second, t1, t2, c1, c2 := soft, bayes, &ts, &tb, &cs, &cb
-				if i%2 == 1 {
-					first, second, t1, t2, c1, c2 = bayes, soft, &tb, &ts, &cb, &cs
-				}
-				start, cpu0 := time.Now(), cpuTime()
-				first.run(b)
-				mid, cpu1 := time.Now(), cpuTime()
-				second.run(b)
-				*t1 += mid.Sub(start)
-				*t2 += time.Since(mid)
-				*c1 += cpu1 - cpu0
-				*c2 += cpuTime() - cpu1
-			}
-			b.ReportMetric(float64(tb)/float64(ts), "x-softmax")
-			b.ReportMetric(float64(cb)/float64(cs), "cpu-x")
-			b.ReportMetric(float64(ts.Microseconds())/float64(b.N)/1000, "ms-softmax")
-			b.ReportMetric(float64(tb.Microseconds())/float64(b.N)/1000, "ms-bayes")
-		})
+		b.Run(k.name, func(b *testing.B) { benchmarkRatio(b, k.att) })
 	}
+}
+
+// BenchmarkEMAttentionRatio is BenchmarkBayesAttentionRatio for EM
+// attention at the maxnorm size: k1-v0 is the maxnorm-em preset (one key
+// iteration), k2-alpha-v1 two key iterations with α and one value
+// iteration.
+func BenchmarkEMAttentionRatio(b *testing.B) {
+	for _, k := range []struct {
+		name string
+		att  AttentionConfig
+	}{
+		{"k1-v0", AttentionConfig{Kind: "em", KeyIters: 1}},
+		{"k2-alpha-v1", AttentionConfig{Kind: "em", KeyIters: 2, AdaptAlpha: true, ValueIters: 1}},
+	} {
+		b.Run(k.name, func(b *testing.B) { benchmarkRatio(b, k.att) })
+	}
+}
+
+// benchmarkRatio alternates training steps of the maxnorm model with
+// softmax attention and with att, and reports their ratios (see
+// BenchmarkBayesAttentionRatio).
+func benchmarkRatio(b *testing.B, att AttentionConfig) {
+	soft, other := newMaxnormStep(b, bayesBenchKinds[0].att), newMaxnormStep(b, att)
+	soft.run(b)
+	other.run(b)
+	var ts, to, cs, co time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		// alternate which goes first, so that neither always runs on a
+		// warm cache
+		first, second, t1, t2, c1, c2 := soft, other, &ts, &to, &cs, &co
+		if i%2 == 1 {
+			first, second, t1, t2, c1, c2 = other, soft, &to, &ts, &co, &cs
+		}
+		start, cpu0 := time.Now(), cpuTime()
+		first.run(b)
+		mid, cpu1 := time.Now(), cpuTime()
+		second.run(b)
+		*t1 += mid.Sub(start)
+		*t2 += time.Since(mid)
+		*c1 += cpu1 - cpu0
+		*c2 += cpuTime() - cpu1
+	}
+	b.ReportMetric(float64(to)/float64(ts), "x-softmax")
+	b.ReportMetric(float64(co)/float64(cs), "cpu-x")
+	b.ReportMetric(float64(ts.Microseconds())/float64(b.N)/1000, "ms-softmax")
+	b.ReportMetric(float64(to.Microseconds())/float64(b.N)/1000, "ms-kernel")
 }
 
 // cpuTime is the process's CPU time so far, user and system.

@@ -35,10 +35,11 @@ is true, split on whitespace, and each word maps to its index in tokens, or
 to unk_id. The config's file paths are cut to their base names: the export
 holds no path of the training machine.
 
---format pytorch (seq2seq checkpoints with softmax attention) writes a
-state_dict of the PyTorch module probformer_torch.ProbformerSeq2Seq
-(nn.Transformer with probformer's embeddings, √d scale, sinusoidal
-positions and output layer), as safetensors with PyTorch's names and
+--format pytorch (seq2seq and Set Transformer checkpoints with softmax
+scaled_dot attention) writes a state_dict of the PyTorch module
+probformer_torch.ProbformerSeq2Seq (nn.Transformer with probformer's
+embeddings, √d scale, sinusoidal positions and output layer) or
+probformer_torch.ProbformerSetTransformer, as safetensors with PyTorch's names and
 layouts, in the checkpoint's dtype, with the same metadata plus
 pytorch_config (the module's keyword arguments). The module's file,
 probformer_torch.py, is written next to it; it needs torch and numpy only:
