@@ -30,10 +30,13 @@ train: build
 
 # One training step of the reference models, timed by go test -bench:
 # every EM and Bayesian row beside its softmax twin of the same size
-# (BenchmarkSetTransformerStepEM, BenchmarkMaxNormStep,
-# BenchmarkBayesAttentionRatio, BenchmarkEMAttention), then, where
+# (BenchmarkSetTransformerStepEM, BenchmarkMaxNormStep, and the
+# alternating BenchmarkEMAttentionRatio and BenchmarkBayesAttentionRatio;
+# BenchmarkEMAttention for one op), then, where
 # Debian's python3-torch is installed, the PyTorch 1.13 models of the
-# reference scripts (TORCH_BENCH), in the same run.
+# reference scripts (TORCH_BENCH), in the same run (install Debian's
+# libopenblas0-pthread with python3-torch: on the reference BLAS PyTorch
+# is several times slower).
 TORCH_BENCH ?= ../shared/bench
 bench:
 	$(GO) test ./layers ./cmd/trainer/tasks -run '^$$' -bench . -benchtime 50x
@@ -42,7 +45,7 @@ bench:
 		for m in setstep-softmax setstep-em maxnorm-softmax maxnorm-em-k1v0; do \
 			printf 'PyTorch 1.13 %s: ' $$m; OPENBLAS_NUM_THREADS=1 /usr/bin/python3 $(TORCH_BENCH)/torch_em_bench.py $$m 2>/dev/null; \
 		done; \
-	else echo "no PyTorch rows: apt-get install -y python3-torch, and TORCH_BENCH=<the reference scripts' folder>"; fi
+	else echo "no PyTorch rows: apt-get install -y python3-torch libopenblas0-pthread, and TORCH_BENCH=<the reference scripts' folder>"; fi
 
 # The long runs behind the README's results table (make train, make variants
 # and make pretrain are the others).
