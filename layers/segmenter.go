@@ -167,12 +167,12 @@ func (s Segmenter) Forward(b *graph.Builder, x, clicked, values *graph.Node) (*g
 	if err != nil {
 		return nil, fmt.Errorf("segmenter: %w", err)
 	}
-	// The known values, the same for every head: [B, P, C] → [B, H, P, C].
+	// The known values, the same for every head: [B, P, C] → [B, P, H·C].
 	perHead := make([]*graph.Node, c.Heads)
 	for i := range perHead {
 		perHead[i] = values
 	}
-	known := splitHeads(graph.Concat(2, perHead...), c.Heads)
+	known := graph.Concat(2, perHead...) // [B, P, H·C]
 
 	h := x
 	for i := range c.Encoder {
@@ -184,15 +184,18 @@ func (s Segmenter) Forward(b *graph.Builder, x, clicked, values *graph.Node) (*g
 		if l > 0 {
 			h = denseReLU(b, name+".mix", graph.Concat(2, h, readout), c.Dim)
 		}
-		q := splitHeads(dense(b, name+".wq", h, c.Dim), c.Heads)
-		k := splitHeads(dense(b, name+".wk", h, c.Dim), c.Heads)
-		v := splitHeads(dense(b, name+".wv", h, c.Heads*c.Classes), c.Heads)
+		// The unsplit heads go straight to the fused op (no transposes),
+		// which builds the readout alone: the trainer reads nothing else.
+		q := dense(b, name+".wq", h, c.Dim)
+		k := dense(b, name+".wk", h, c.Dim)
+		v := dense(b, name+".wv", h, c.Heads*c.Classes)
 		initPriors(b, name, kernel.Config, c.Heads, c.Dim/c.Heads)
-		res, err := em.Attend(b, name, kernel.Config, q, k, v, nil, &em.Extras{Annotated: clicked, Values: known})
+		var err error
+		readout, _, err = em.AttendHeads(b, name, kernel.Config, c.Heads, q, k, v, nil,
+			&em.Extras{Annotated: clicked, Values: known}, graph.EMReadout)
 		if err != nil {
 			return nil, fmt.Errorf("segmenter: %w", err)
 		}
-		readout = mergeHeads(res.Readout)
 	}
 	hidden := denseReLU(b, "head.0", readout, c.Dim)
 	return dense(b, "head.1", hidden, c.Classes), nil
