@@ -184,28 +184,26 @@ func emDistBack[T float](n, m, w int, a []T, lda int, c []T, ldc int, dist, g []
 		rs[i] = s
 	}
 	if da != nil {
-		for i := range n {
-			if rs[i] == 0 {
-				continue
-			}
-			ai, di := a[i*lda:i*lda+w], da[i*ldda:i*ldda+w]
-			for k := range di {
-				di[k] += 2 * rs[i] * ai[k]
-			}
-		}
+		addScaledRows(n, w, rs, a, lda, da, ldda)
 		gemmKernel(false, false, n, w, m, -2, g, m, c, ldc, 1, da, ldda, nil)
 	}
 	if dc != nil {
-		for j := range m {
-			if cs[j] == 0 {
-				continue
-			}
-			cj, dj := c[j*ldc:j*ldc+w], dc[j*lddc:j*lddc+w]
-			for k := range dj {
-				dj[k] += 2 * cs[j] * cj[k]
-			}
-		}
+		addScaledRows(m, w, cs, c, ldc, dc, lddc)
 		gemmKernel(true, false, m, w, n, -2, g, m, a, lda, 1, dc, lddc, nil)
+	}
+}
+
+// addScaledRows adds 2·s_r·x_r to each row y_r (r < rows, width w; x's
+// rows strided by ldx, y's by ldy): the (Σ G)·a part of emDistBack.
+func addScaledRows[T float](rows, w int, s, x []T, ldx int, y []T, ldy int) {
+	for r := range rows {
+		if s[r] == 0 {
+			continue
+		}
+		xr, yr := x[r*ldx:r*ldx+w], y[r*ldy:r*ldy+w]
+		for k := range yr {
+			yr[k] += 2 * s[r] * xr[k]
+		}
 	}
 }
 
