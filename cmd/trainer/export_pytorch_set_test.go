@@ -72,19 +72,7 @@ func TestExportPyTorchSetTransformer(t *testing.T) {
 				t.Fatalf("export: exit %d: %s", code, stderr)
 			}
 			state := filepath.Join(out, "model.safetensors")
-			f, err := os.Open(state)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tensors, meta, err := graph.ReadSafetensors(f)
-			f.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			shapes := map[string][]int{}
-			for _, x := range tensors {
-				shapes[x.Name] = x.Shape
-			}
+			shapes, meta := exportShapes(t, state)
 			want := map[string][]int{"pma.mab.q.weight": {16, 16}, "head.weight": {2, 16}, "head.bias": {2}}
 			if len(c.set) == 0 {
 				want["enc.0.inducing"] = []int{4, 16}

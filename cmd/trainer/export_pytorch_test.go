@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/probformer/probformer/datasets"
-	"github.com/probformer/probformer/graph"
 )
 
 // toySeq2Seq trains the seq2seq-toy preset, shrunk, long enough (300
@@ -85,19 +84,7 @@ func TestExportPyTorchSeq2Seq(t *testing.T) {
 			if b, err := os.ReadFile(filepath.Join(moduleDir, "probformer_torch.py")); err != nil || string(b) != torchModule {
 				t.Fatalf("module next to the export: %v", err)
 			}
-			f, err := os.Open(state)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tensors, meta, err := graph.ReadSafetensors(f)
-			f.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			shapes := map[string][]int{}
-			for _, x := range tensors {
-				shapes[x.Name] = x.Shape
-			}
+			shapes, meta := exportShapes(t, state)
 			for name, want := range map[string][]int{
 				"transformer.encoder.layers.0.self_attn.in_proj_weight":       {48, 16},
 				"transformer.decoder.layers.1.multihead_attn.out_proj.weight": {16, 16},

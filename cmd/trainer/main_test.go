@@ -294,15 +294,7 @@ func TestInspectAndExport(t *testing.T) {
 	if code, _, stderr := runCLI(t, "export", "--checkpoint", dir, "--format", "safetensors", "--out", out); code != 0 {
 		t.Fatal(stderr)
 	}
-	f, err := os.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tensors, meta, err := graph.ReadSafetensors(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tensors, meta := readExport(t, out)
 	ck, _ := graph.ReadCheckpoint(filepath.Join(dir, train.BestCheckpoint))
 	if len(tensors) != len(ck.Params) {
 		t.Fatalf("%d tensors exported, checkpoint has %d", len(tensors), len(ck.Params))

@@ -144,7 +144,7 @@ func TestCheckpointIsSelfContained(t *testing.T) {
 	if code, _, stderr := runCLI(t, "export", "--checkpoint", r.run, "--out", out); code != 0 {
 		t.Fatalf("export: exit %d: %s", code, stderr)
 	}
-	meta := readExportMetadata(t, out)
+	_, meta := readExport(t, out)
 	for _, key := range []string{"src_vocab", "tgt_vocab", "config"} {
 		if meta[key] == "" {
 			t.Errorf("export metadata lacks %s", key)
@@ -246,19 +246,31 @@ func TestPortableConfig(t *testing.T) {
 	}
 }
 
-// readExportMetadata returns the __metadata__ of a safetensors file.
-func readExportMetadata(t *testing.T, path string) map[string]string {
+// readExport reads a safetensors export: its tensors and metadata.
+func readExport(t *testing.T, path string) ([]graph.SafeTensor, map[string]string) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	_, meta, err := graph.ReadSafetensors(f)
+	tensors, meta, err := graph.ReadSafetensors(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return meta
+	return tensors, meta
+}
+
+// exportShapes reads a safetensors export: each tensor's shape by name,
+// and the metadata.
+func exportShapes(t *testing.T, path string) (map[string][]int, map[string]string) {
+	t.Helper()
+	tensors, meta := readExport(t, path)
+	shapes := map[string][]int{}
+	for _, x := range tensors {
+		shapes[x.Name] = x.Shape
+	}
+	return shapes, meta
 }
 
 // vocabSnippet rebuilds token ids from an export's vocabularies with the
