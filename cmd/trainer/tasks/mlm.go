@@ -221,12 +221,7 @@ func (t *mlmTask) Build(batch int) graph.BuildFunc {
 		if err != nil {
 			return err
 		}
-		total, err := train.Objective(b, loss, t.cfg.Model.Attention.HeadDiversity)
-		if err != nil {
-			return err
-		}
-		b.SetLoss(total)
-		return nil
+		return setObjective(b, loss, t.cfg)
 	}
 }
 

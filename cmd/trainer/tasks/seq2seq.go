@@ -233,12 +233,7 @@ func (t *Seq2Seq) buildModel(model layers.Seq2Seq, batch int, logitsOut bool) gr
 		if err != nil {
 			return err
 		}
-		total, err := train.Objective(b, loss, t.cfg.Model.Attention.HeadDiversity)
-		if err != nil {
-			return err
-		}
-		b.SetLoss(total)
-		return nil
+		return setObjective(b, loss, t.cfg)
 	}
 }
 
