@@ -120,10 +120,7 @@ var notCitations = map[string]string{
 // brought into the repository yet. Each entry is a known gap, not an
 // allowance: delete it when the document lands, and this test then checks
 // its citations like any other.
-var pending = map[string]string{
-	// The notes on Gorgonia v0.9.18's bugs that graph/ cites (issue 14).
-	"gorgonia-notes.md": "the Gorgonia notes, not yet in the repository",
-}
+var pending = map[string]string{}
 
 // Paths outside the repository that no file may name. The strings are
 // split so that this file does not name them itself.

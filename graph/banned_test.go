@@ -56,7 +56,7 @@ func TestOnlyGraphImportsGorgonia(t *testing.T) {
 }
 
 // banned lists the Gorgonia names that are silently wrong in v0.9.18
-// (gorgonia-notes.md), and the one file allowed to use each.
+// (GORGONIA.md), and the one file allowed to use each.
 var banned = map[string]string{
 	"SoftMax":            "",
 	"LogSoftMax":         "",

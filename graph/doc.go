@@ -1,7 +1,7 @@
 // Package graph is probformer's only door to Gorgonia.
 //
 // Gorgonia v0.9.18 computes many things silently wrong (see
-// gorgonia-notes.md): Reshape aliases its input, SoftMax
+// GORGONIA.md): Reshape aliases its input, SoftMax
 // overflows to NaN on the last axis, the gradients of Dropout and
 // InverseSqrt are wrong, LogSumExp does not build, AdamW never updates,
 // random nodes and same-named parameters merge. This package owns every one

@@ -17,7 +17,7 @@ import (
 // works) → [B, T, d]. The gradient with respect to the table is the
 // scatter-add of the output gradient into the rows that were read, so an id
 // used twice collects both contributions (Gorgonia's ByIndices on the
-// flattened ids; gorgonia-notes.md, op table). An id outside [0, V) fails
+// flattened ids; GORGONIA.md, Op table). An id outside [0, V) fails
 // the run with an error: ByIndices alone reads past the table for id V and
 // crashes the process for a negative id.
 func Embedding(table, ids *Node) *Node {

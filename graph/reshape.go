@@ -11,7 +11,7 @@ import (
 // copyOp is the identity with a fresh output buffer. Gorgonia's Reshape
 // output shares its input's backing but gets its own register, so a later
 // in-place op writes into the source and corrupts gradients
-// (gorgonia-notes.md, Known bugs); copying after it breaks the alias.
+// (GORGONIA.md, Known bugs); copying after it breaks the alias.
 type copyOp struct{}
 
 func (copyOp) Arity() int { return 1 }
