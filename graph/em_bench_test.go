@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -62,5 +63,65 @@ func BenchmarkEMAttention(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkEMProblem times one problem (one example and head) of EM
+// attention, forward and backward, on one thread, at the shapes of the
+// maxnorm model's blocks (d = dv = 16): an ISAB's inducing points
+// attending to the set (N = 16, M = 50), the set attending to them
+// (N = 50, M = 16), and PMA's seed (N = 1, M = 50); "go" rows run the Go
+// path.
+func BenchmarkEMProblem(b *testing.B) {
+	specs := []struct {
+		name string
+		spec EMSpec
+	}{
+		{"k1-v0", EMSpec{KeyIters: 1, Heads: 1}},
+		{"k2-alpha-v1", EMSpec{KeyIters: 2, ValueIters: 1, AdaptAlpha: true, Heads: 1}},
+	}
+	for _, z := range [][2]int{{16, 50}, {50, 16}, {1, 50}} {
+		for _, sp := range specs {
+			for _, useC := range []bool{true, false} {
+				name := fmt.Sprintf("%s/n%dm%d", sp.name, z[0], z[1])
+				if !useC {
+					name += "-go"
+				}
+				b.Run(name, func(b *testing.B) {
+					defer func(u bool) { emUseC = u }(emUseC)
+					emUseC = useC
+					benchEMProblem(b, sp.spec, z[0], z[1], 16, 16)
+				})
+			}
+		}
+	}
+}
+
+func benchEMProblem(b *testing.B, s EMSpec, n, m, d, dv int) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	rnd := func(k int, scale float32) []float32 {
+		x := make([]float32, k)
+		for i := range x {
+			x[i] = scale * float32(rng.NormFloat64())
+		}
+		return x
+	}
+	p := &emProblem[float32]{n: n, m: m, d: d, dv: dv, q: rnd(n*d, 0.5), xi0: rnd(m*d, 0.5), mu0: rnd(m*dv, 0.5),
+		ldq: d, ldk: d, ldv: dv, realMemory: float32(m)}
+	for i := range p.h {
+		p.h[i] = 1
+	}
+	buf := make([]float32, emTraceSize(s, n, m, d, dv))
+	sc := make([]float32, emScratchSize(n, m))
+	bsc := make([]float32, emBackScratchSize(n, m, d, dv))
+	seed := &emSeeds[float32]{readout: rnd(n*dv, 1), ldr: dv}
+	var h emHyper[float32]
+	g := &emGrads[float32]{q: make([]float32, n*d), xi0: make([]float32, m*d), mu0: make([]float32, m*dv),
+		ldq: d, ldk: d, ldv: dv, h: &h}
+	b.ResetTimer()
+	for range b.N {
+		tr := cutTrace(s, n, m, d, dv, buf)
+		emForward(s, p, tr, sc)
+		emBackward(s, p, tr, seed, g, cutBackScratch[float32](n, m, d, dv, bsc))
 	}
 }

@@ -344,19 +344,29 @@ func (k emKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 	return nil
 }
 
+// emData holds the data of an op's inputs by slot (nil when absent),
+// taken once per pass: tensor.Dense.Data goes through reflection, which
+// cost a visible part of a problem when it ran per problem and slot.
+type emData[T float] [emSlots][]T
+
+func emDataOf[T float](k emKernel, in []*tensor.Dense) *emData[T] {
+	var x emData[T]
+	for slot := range emSlots {
+		if k.at[slot] >= 0 {
+			x[slot] = in[k.at[slot]].Data().([]T)
+		}
+	}
+	return &x
+}
+
 // problem returns the views of problem g = b·H + h of the inputs.
 //
 // It fills p, and inS [N] when the problem has annotated units, so that a
 // worker reuses one of each for all its problems.
-func emProblemOf[T float](k emKernel, in []*tensor.Dense, g int, p *emProblem[T], inS []T) *emProblem[T] {
+func emProblemOf[T float](k emKernel, x *emData[T], g int, p *emProblem[T], inS []T) *emProblem[T] {
 	d := k.dims
 	b, h := g/d.h, g%d.h
-	data := func(slot int) []T {
-		if k.at[slot] < 0 {
-			return nil
-		}
-		return in[k.at[slot]].Data().([]T)
-	}
+	data := func(slot int) []T { return x[slot] }
 	*p = emProblem[T]{n: d.n, m: d.m, d: d.d, dv: d.dv}
 	if k.spec.SplitHeads {
 		p.q, p.ldq = data(emQ)[g*d.n*d.d:], d.d
@@ -428,18 +438,22 @@ func emRunForward[T float](k emKernel, in []*tensor.Dense, out []T) {
 	d, s := k.dims, k.spec
 	size := emTraceSize(s, d.n, d.m, d.d, d.dv)
 	traces := emTraces[T](k, d.g*size)
+	x := emDataOf[T](k, in)
 	type worker struct {
 		scratch, inS []T
 		p            emProblem[T]
+		tr           emTrace[T]
+		hdr          [][]T
 	}
 	workers := make([]*worker, runtime.GOMAXPROCS(0))
 	parallelFor(d.g, func(w, g int) {
 		if workers[w] == nil {
 			workers[w] = &worker{scratch: make([]T, emScratchSize(d.n, d.m)), inS: make([]T, d.n)}
 		}
-		scratch := workers[w].scratch
-		p := emProblemOf(k, in, g, &workers[w].p, workers[w].inS)
-		tr := cutTrace(s, d.n, d.m, d.d, d.dv, traces[g*size:(g+1)*size])
+		wk := workers[w]
+		scratch := wk.scratch
+		p := emProblemOf(k, x, g, &wk.p, wk.inS)
+		tr := cutTraceInto(s, d.n, d.m, d.d, d.dv, traces[g*size:(g+1)*size], &wk.tr, &wk.hdr)
 		if p.realMemory > 0 {
 			emForward(s, p, tr, scratch)
 		} else {
@@ -596,24 +610,32 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 		logits = make([]T, d.g*d.m)
 	}
 	seedOff := k.seedOffsets()
+	x := emDataOf[T](k, in)
 	type worker struct {
-		scratch, inS []T
-		p            emProblem[T]
+		inS  []T
+		p    emProblem[T]
+		tr   emTrace[T]
+		hdr  [][]T
+		seed emSeeds[T]
+		gr   emGrads[T]
+		sc   *emBackScratch[T]
 	}
 	workers := make([]*worker, runtime.GOMAXPROCS(0))
 	parallelFor(d.g, func(w, g int) {
 		if workers[w] == nil {
-			workers[w] = &worker{scratch: make([]T, emBackScratchSize(d.n, d.m, d.d, d.dv)), inS: make([]T, d.n)}
+			workers[w] = &worker{inS: make([]T, d.n),
+				sc: cutBackScratch[T](d.n, d.m, d.d, d.dv, make([]T, emBackScratchSize(d.n, d.m, d.d, d.dv)))}
 		}
-		scratch := workers[w].scratch
+		wk := workers[w]
 		b, h := g/d.h, g%d.h
-		p := emProblemOf(k, in, g, &workers[w].p, workers[w].inS)
+		p := emProblemOf(k, x, g, &wk.p, wk.inS)
 		if p.realMemory == 0 {
 			return // a problem without memory reads out 0 and takes no gradient
 		}
-		tr := cutTrace(s, d.n, d.m, d.d, d.dv, traces[g*size:(g+1)*size])
+		tr := cutTraceInto(s, d.n, d.m, d.d, d.dv, traces[g*size:(g+1)*size], &wk.tr, &wk.hdr)
 		tr.pr = emPropagates(s, p)
-		seed := &emSeeds[T]{}
+		seed := &wk.seed
+		*seed = emSeeds[T]{}
 		if k.want&EMReadout != 0 {
 			base, ld := g*d.n*d.dv, d.dv
 			if !s.SplitHeads {
@@ -632,7 +654,8 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 			seed.beta = gOut[o.beta+g*d.m : o.beta+(g+1)*d.m]
 			seed.logPi = gOut[o.logPi+g*d.m : o.logPi+(g+1)*d.m]
 		}
-		gr := &emGrads[T]{h: &hyper[g]}
+		gr := &wk.gr
+		*gr = emGrads[T]{h: &hyper[g]}
 		if s.SplitHeads {
 			gr.q, gr.ldq = dq[g*d.n*d.d:], d.d
 			gr.xi0, gr.ldk = dk[g*d.m*d.d:], d.d
@@ -654,7 +677,7 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 		case dlogits != nil:
 			gr.logits = dlogits[g*d.m : (g+1)*d.m]
 		}
-		emBackward(s, p, tr, seed, gr, cutBackScratch[T](d.n, d.m, d.d, d.dv, scratch))
+		emBackward(s, p, tr, seed, gr, wk.sc)
 	})
 	// Per-head gradients: sums over the examples, in a fixed order.
 	for i := range emHyperCount {

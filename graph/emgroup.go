@@ -92,8 +92,17 @@ func emTraceSize(s EMSpec, n, m, d, dv int) int {
 	return size
 }
 
-// cut slices a trace out of buf, which holds emTraceSize values.
+// cutTrace slices a trace out of buf, which holds emTraceSize values.
 func cutTrace[T float](s EMSpec, n, m, d, dv int, buf []T) *emTrace[T] {
+	var hdr [][]T
+	return cutTraceInto(s, n, m, d, dv, buf, &emTrace[T]{}, &hdr)
+}
+
+// cutTraceInto is cutTrace into tr, with the parts' slice headers in
+// *hdr (grown when short), so that a worker reuses both for all its
+// problems: a problem's trace is cut once per pass, and its small
+// allocations showed in profiles next to em.c's arithmetic.
+func cutTraceInto[T float](s EMSpec, n, m, d, dv int, buf []T, tr *emTrace[T], hdrs *[][]T) *emTrace[T] {
 	take := func(k int) []T {
 		x := buf[:k:k]
 		buf = buf[k:]
@@ -101,10 +110,11 @@ func cutTrace[T float](s EMSpec, n, m, d, dv int, buf []T) *emTrace[T] {
 	}
 	nm := n * m
 	tk, tp, tv := s.KeyIters, s.PropagateIters, s.ValueIters
-	// Every part's slice header comes from one allocation: a problem's
-	// trace is cut once per pass, and twenty small allocations showed in
-	// profiles next to em.c's arithmetic.
-	hdr := make([][]T, 0, 6*tk+3+8*tp+3+4*tv+2)
+	need := 6*tk + 3 + 8*tp + 3 + 4*tv + 2
+	if cap(*hdrs) < need {
+		*hdrs = make([][]T, 0, need)
+	}
+	hdr := (*hdrs)[:0]
 	many := func(count, k int) [][]T {
 		start := len(hdr)
 		for range count {
@@ -118,7 +128,7 @@ func cutTrace[T float](s EMSpec, n, m, d, dv int, buf []T) *emTrace[T] {
 		many(count, k)
 		return hdr[start:len(hdr):len(hdr)]
 	}
-	tr := &emTrace[T]{lp0: take(m), pi0: take(m), keyNorm0: take(m), valueNorm0: take(m)}
+	*tr = emTrace[T]{lp0: take(m), pi0: take(m), keyNorm0: take(m), valueNorm0: take(m)}
 	tr.dk = many(tk+1, nm)
 	tr.xi = afterNil(tk, m*d)
 	tr.al = many(tk+1, m)
