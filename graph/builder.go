@@ -8,19 +8,21 @@ import (
 // Builder adds nodes to one graph. It binds parameters from a shared Params
 // and records the graph's inputs, outputs and loss for Compile.
 type Builder struct {
-	g         *G.ExprGraph
-	params    *Params
-	train     bool
-	nodes     map[string]*Node // every named node: params, inputs, constants
-	used      []*Param         // params bound in this graph, in first-use order
-	usedN     []*Node
-	inputs    map[string]*input
-	outputs   []output
-	loss      *Node
-	dropouts  []dropoutMask
-	noise     []noiseInput
-	penalties []penalty
-	tracked   []string
+	g       *G.ExprGraph
+	params  *Params
+	train   bool
+	nodes   map[string]*Node // every named node: params, inputs, constants
+	used    []*Param         // params bound in this graph, in first-use order
+	usedN   []*Node
+	inputs  map[string]*input
+	outputs []output
+	loss    *Node
+	// lossWeight is the count the loss is a mean over (SetLossWeight).
+	lossWeight *Node
+	dropouts   []dropoutMask
+	noise      []noiseInput
+	penalties  []penalty
+	tracked    []string
 }
 
 type input struct {

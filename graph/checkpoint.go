@@ -138,6 +138,21 @@ func WriteCheckpoint(path string, ck *Checkpoint) error {
 	})
 }
 
+// EncodeCheckpoint returns the bytes WriteCheckpoint writes, for sending
+// a checkpoint to another process (DecodeCheckpoint reads them).
+func EncodeCheckpoint(ck *Checkpoint) ([]byte, error) {
+	if err := ck.Finite(); err != nil {
+		return nil, fmt.Errorf("encode checkpoint: %w", err)
+	}
+	var buf bytes.Buffer
+	h := sha256.New()
+	err := ck.encode(io.MultiWriter(&buf, h), func() error {
+		_, err := buf.Write(h.Sum(nil))
+		return err
+	})
+	return buf.Bytes(), err
+}
+
 func (ck *Checkpoint) encode(w io.Writer, trailer func() error) error {
 	hdr := checkpointHeader{
 		DType: ck.DType.String(), Step: ck.Step, Config: string(ck.Config),

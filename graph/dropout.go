@@ -61,6 +61,7 @@ func (p *Program) DrawDropout(rng *rand.Rand) {
 		seed, thr uint64
 		keep      float64
 		off, n    int // units before this mask and in it
+		name      string
 	}
 	fills := make([]fill, len(p.dropouts))
 	total := 0
@@ -74,7 +75,7 @@ func (p *Program) DrawDropout(rng *rand.Rand) {
 		case []float64:
 			n = len(m)
 		}
-		fills[i] = fill{data: data, seed: rng.Uint64(), thr: uint64(math.Round(keep * (1 << 32))), keep: keep, off: total, n: n}
+		fills[i] = fill{data: data, seed: rng.Uint64(), thr: uint64(math.Round(keep * (1 << 32))), keep: keep, off: total, n: n, name: d.name}
 		total += n
 	}
 	parallelFor((total+maskChunk-1)/maskChunk, func(_, c int) {
@@ -87,9 +88,9 @@ func (p *Program) DrawDropout(rng *rand.Rand) {
 			first := a - f.off
 			switch m := f.data.(type) {
 			case []float32:
-				fillMask(m[first:b-f.off], f.seed, first, f.thr, float32(1/f.keep))
+				fillMask(m[first:b-f.off], f.seed, first+p.shard.offset(f.name, f.n), f.thr, float32(1/f.keep))
 			case []float64:
-				fillMask(m[first:b-f.off], f.seed, first, f.thr, 1/f.keep)
+				fillMask(m[first:b-f.off], f.seed, first+p.shard.offset(f.name, f.n), f.thr, 1/f.keep)
 			}
 		}
 	})

@@ -50,6 +50,7 @@ func (p *Program) DrawNoise(rng *rand.Rand) {
 		seed   uint64
 		dist   Noise
 		off, n int // pairs before this input and in it
+		name   string
 	}
 	fills := make([]fill, len(p.noise))
 	total := 0
@@ -63,7 +64,7 @@ func (p *Program) DrawNoise(rng *rand.Rand) {
 			n = len(d)
 		}
 		pairs := (n + 1) / 2
-		fills[i] = fill{data: data, seed: rng.Uint64(), dist: ni.dist, off: total, n: pairs}
+		fills[i] = fill{data: data, seed: rng.Uint64(), dist: ni.dist, off: total, n: pairs, name: ni.name}
 		total += pairs
 	}
 	parallelFor((total+noiseChunk-1)/noiseChunk, func(_, c int) {
@@ -75,9 +76,9 @@ func (p *Program) DrawNoise(rng *rand.Rand) {
 			}
 			switch d := f.data.(type) {
 			case []float32:
-				fillNoise(d, f.seed, f.dist, a-f.off, b-f.off)
+				fillNoise(d, f.seed, f.dist, a-f.off, b-f.off, p.shard.offset(f.name, f.n))
 			case []float64:
-				fillNoise(d, f.seed, f.dist, a-f.off, b-f.off)
+				fillNoise(d, f.seed, f.dist, a-f.off, b-f.off, p.shard.offset(f.name, f.n))
 			}
 		}
 	})
@@ -86,15 +87,17 @@ func (p *Program) DrawNoise(rng *rand.Rand) {
 // noiseChunk is how many pairs of noise one share of DrawNoise fills.
 const noiseChunk = 1 << 14
 
-// fillNoise sets the entries of pairs j ∈ [lo, hi) of d from the noise
-// stream of seed (see DrawNoise).
-func fillNoise[T float](d []T, seed uint64, dist Noise, lo, hi int) {
+// fillNoise sets the entries of pairs j ∈ [lo, hi) of d from pairs
+// first+j of the noise stream of seed (see DrawNoise); first is not 0
+// only in a shard of a data-parallel program (Program.Shard).
+func fillNoise[T float](d []T, seed uint64, dist Noise, lo, hi, first int) {
 	uniform := func(x uint64) float64 { return (float64(x>>9) + 0.5) / (1 << 23) }
 	for j := lo; j < hi; j++ {
-		h := splitMix64(seed + uint64(j+1)*maskGamma)
+		g := j + first
+		h := splitMix64(seed + uint64(g+1)*maskGamma)
 		var u, v float64
 		if dist == NormalNoise {
-			u, v = zigguratNormal(uint32(h), h^uint64(j)<<1), zigguratNormal(uint32(h>>32), h^(uint64(j)<<1|1))
+			u, v = zigguratNormal(uint32(h), h^uint64(g)<<1), zigguratNormal(uint32(h>>32), h^(uint64(g)<<1|1))
 		} else {
 			u, v = uniform(h&0xFFFFFFFF), uniform(h>>32)
 		}

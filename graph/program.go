@@ -32,6 +32,13 @@ type Program struct {
 	dropouts []dropoutMask
 	noise    []noiseInput
 	tracked  []string
+	// shard is this program's part of a data-parallel batch (shard.go);
+	// the zero value is the whole batch.
+	shard shard
+	// weightTap reads the loss weight (Builder.SetLossWeight), if set.
+	weightTap G.Value
+	hasWeight bool
+	weight    float64
 }
 
 // Compile builds fn into a program. With train set, the graph also
@@ -87,6 +94,10 @@ func (p *Program) finish(b *Builder) (err error) {
 		p.hasLoss = true
 		G.Read(b.loss, &p.lossTap)
 	}
+	if b.lossWeight != nil {
+		p.hasWeight = true
+		G.Read(b.lossWeight, &p.weightTap)
+	}
 	if p.train {
 		if b.loss == nil {
 			return errors.New("compile training graph: no loss set")
@@ -109,6 +120,10 @@ func (p *Program) Feed(name string, values []float64) error {
 	if !ok {
 		return fmt.Errorf("feed: no input %q", name)
 	}
+	values, err := shardOf(p.shard, name, values, in.value.Shape().TotalSize())
+	if err != nil {
+		return fmt.Errorf("feed %s %v: %w", name, in.value.Shape(), err)
+	}
 	if err := copyInto(in.value.Data(), values); err != nil {
 		return fmt.Errorf("feed %s %v: %w", name, in.value.Shape(), err)
 	}
@@ -125,6 +140,10 @@ func (p *Program) FeedIndices(name string, ids []int) error {
 	if !ok {
 		return fmt.Errorf("feed %s: not an index input", name)
 	}
+	ids, err := shardOf(p.shard, name, ids, len(dst))
+	if err != nil {
+		return fmt.Errorf("feed %s %v: %w", name, in.value.Shape(), err)
+	}
 	if len(dst) != len(ids) {
 		return fmt.Errorf("feed %s %v: have %d ids, want %d", name, in.value.Shape(), len(ids), len(dst))
 	}
@@ -135,10 +154,16 @@ func (p *Program) FeedIndices(name string, ids []int) error {
 // HasInput reports whether the program has an input called name.
 func (p *Program) HasInput(name string) bool { _, ok := p.inputs[name]; return ok }
 
-// InputShape returns the shape of the input called name, or nil.
+// InputShape returns the shape of the input called name, or nil; in a
+// data-parallel shard (Shard), a batched input's global shape, the one
+// it is fed.
 func (p *Program) InputShape(name string) []int {
 	if in, ok := p.inputs[name]; ok {
-		return []int(in.value.Shape().Clone())
+		shape := []int(in.value.Shape().Clone())
+		if _, batched := p.shard.global[name]; batched {
+			shape[0] *= p.shard.parts // a shard is fed the global batch
+		}
+		return shape
 	}
 	return nil
 }
@@ -165,6 +190,9 @@ func (p *Program) Run() (err error) {
 	}
 	if p.hasLoss {
 		p.loss = toFloat64(p.lossTap.Data())[0]
+	}
+	if p.hasWeight {
+		p.weight = toFloat64(p.weightTap.Data())[0]
 	}
 	return nil
 }

@@ -24,7 +24,8 @@ import (
 // graph.SoftmaxCrossEntropy, one fused op; mask: [B, T] (1 real, 0 padding;
 // datasets.Batch.TgtMask) or nil (every token counts). A target id
 // outside [0, V), even at a masked position, fails the run. name is kept
-// for callers that name the loss's nodes.
+// for callers that name the loss's nodes. With a mask, the count of real
+// tokens is the graph's loss weight (graph.Builder.SetLossWeight).
 func TokenCrossEntropy(b *graph.Builder, name string, logits, targets, mask *graph.Node, smoothing float64) (*graph.Node, error) {
 	ls, ts := graph.Shape(logits), graph.Shape(targets)
 	if len(ls) != 3 || len(ts) != 2 || ls[0] != ts[0] || ls[1] != ts[1] {
@@ -43,7 +44,10 @@ func TokenCrossEntropy(b *graph.Builder, name string, logits, targets, mask *gra
 	if mask == nil {
 		return graph.Mean(perToken), nil
 	}
-	return graph.Div(graph.Sum(graph.Mul(perToken, mask)), graph.Sum(mask)), nil
+	real := graph.Sum(mask)
+	// A mean over real tokens: data-parallel shards weigh by their counts.
+	b.SetLossWeight(real)
+	return graph.Div(graph.Sum(graph.Mul(perToken, mask)), real), nil
 }
 
 // TokenCrossEntropyValue computes TokenCrossEntropy on plain values, for

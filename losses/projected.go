@@ -27,8 +27,8 @@ import (
 // datasets.Batch.TgtMask) or nil (every token counts). A target id outside
 // [0, V) at a real token fails the run; at a padding position it is never
 // read (where TokenCrossEntropy fails on it). A batch with no real token
-// fails the run (where TokenCrossEntropy gives NaN). b is the graph's
-// builder, unused: the losses share a signature.
+// fails the run (where TokenCrossEntropy gives NaN). With a mask, the
+// count of real tokens is the graph's loss weight (b.SetLossWeight).
 func ProjectedTokenCrossEntropy(b *graph.Builder, hidden, w, bias, targets, mask *graph.Node, smoothing float64) (*graph.Node, error) {
 	if hidden == nil || w == nil || bias == nil || targets == nil {
 		return nil, fmt.Errorf("projected cross-entropy: hidden, w, bias and targets are required")
@@ -50,6 +50,10 @@ func ProjectedTokenCrossEntropy(b *graph.Builder, hidden, w, bias, targets, mask
 	}
 	if smoothing < 0 || smoothing >= 1 {
 		return nil, fmt.Errorf("projected cross-entropy: label smoothing %g, want in [0, 1)", smoothing)
+	}
+	if mask != nil {
+		// A mean over real tokens: data-parallel shards weigh by their counts.
+		b.SetLossWeight(graph.Sum(mask))
 	}
 	return graph.ProjectedCrossEntropy(hidden, w, bias, targets, mask, smoothing), nil
 }
