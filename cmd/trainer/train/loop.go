@@ -66,6 +66,12 @@ type Settings struct {
 	// Clock, if set, replaces time.Now for the run's speeds and wall
 	// times, so that tests can check them without timing anything.
 	Clock func() time.Time
+	// Comm, if set, makes the loop one process of a data-parallel run
+	// (parallel.go): Batch is the global batch, split over Comm.Size()
+	// processes, and only rank 0 writes to Dir, validates, and uses
+	// Progress and Out. Every process must call New, Restore, Run and
+	// TrainStep alike.
+	Comm Comm
 }
 
 // loopState is the loop's own state, saved in checkpoints (Extra "loop")
@@ -114,6 +120,11 @@ type Loop struct {
 	// started is when this session's training loop began.
 	started     time.Time
 	interrupted bool
+	// tracked are the tracked values of the last step, averaged over the
+	// processes in a data-parallel run.
+	tracked map[string]float64
+	// reduceBuf is reused by every step's allreduce.
+	reduceBuf []float64
 }
 
 // New builds the task's training and evaluation programs on fresh
@@ -146,14 +157,20 @@ func New(task Task, s Settings) (*Loop, error) {
 	if s.Clock == nil {
 		s.Clock = time.Now
 	}
+	local, err := localBatch(s)
+	if err != nil {
+		return nil, err
+	}
+	if s.Comm != nil && s.Comm.Rank() != 0 { // rank 0 alone reports
+		s.Progress, s.Out = nil, io.Discard
+	}
 	l := &Loop{set: s, task: task, opt: s.Optimizer, metrics: map[string]float64{},
 		params:  graph.NewParams(s.DType, s.Seed),
 		dataSrc: rand.NewPCG(s.Seed, 1), dropSrc: rand.NewPCG(s.Seed, 2),
 		sched: s.Schedule, loop: loopState{Steps: s.Steps},
 	}
 	l.data, l.drop = rand.New(l.dataSrc), rand.New(l.dropSrc)
-	var err error
-	if l.train, err = graph.Compile(l.params, task.Build(s.Batch), true); err != nil {
+	if l.train, err = graph.Compile(l.params, task.Build(local), true); err != nil {
 		return nil, fmt.Errorf("build training graph: %w", err)
 	}
 	if l.eval, err = graph.Compile(l.params, task.Build(task.EvalBatch()), false); err != nil {
@@ -161,6 +178,11 @@ func New(task Task, s Settings) (*Loop, error) {
 	}
 	if s.Init != nil {
 		if err := s.Init(l.params); err != nil {
+			return nil, err
+		}
+	}
+	if s.Comm != nil {
+		if err := l.setupParallel(); err != nil {
 			return nil, err
 		}
 	}
@@ -235,7 +257,7 @@ func (l *Loop) Restore(ck *graph.Checkpoint) error {
 	if l.metrics == nil {
 		l.metrics = map[string]float64{}
 	}
-	if l.set.Dir == "" {
+	if l.set.Dir == "" || !l.lead() {
 		return nil
 	}
 	if err := TruncateMetrics(l.set.Dir, l.step); err != nil {
@@ -328,8 +350,18 @@ func (l *Loop) Checkpoint() (*graph.Checkpoint, error) {
 	return ck, nil
 }
 
-// save writes a step checkpoint and prunes old ones.
+// save writes a step checkpoint and prunes old ones. In a data-parallel
+// run every process calls it: they check that they agree, and rank 0
+// writes.
 func (l *Loop) save() (string, error) {
+	if l.parallel() {
+		if err := l.checkRanksAgree(); err != nil {
+			return "", err
+		}
+	}
+	if !l.lead() {
+		return "", nil
+	}
 	ck, err := l.Checkpoint()
 	if err != nil {
 		return "", err
@@ -415,6 +447,10 @@ func (l *Loop) Run(ctx context.Context) (err error) {
 	if l.set.Dir == "" {
 		return errors.New("train: no run directory (Settings.Dir)")
 	}
+	if !l.lead() { // the other processes of a parallel run write nothing
+		l.log = io.Discard
+		return l.run(ctx, nopProgress{})
+	}
 	if err := os.MkdirAll(l.set.Dir, 0o755); err != nil {
 		return fmt.Errorf("run directory: %w", err)
 	}
@@ -464,8 +500,14 @@ func (l *Loop) run(ctx context.Context, p Progress) error {
 	l.started = start
 	startStep := l.step
 	for l.step < s.Steps {
-		select {
-		case <-ctx.Done():
+		stop := ctx.Err() != nil
+		if l.parallel() {
+			var err error
+			if stop, err = l.agreeToStop(stop); err != nil {
+				return err
+			}
+		}
+		if stop {
 			path, err := l.save()
 			if err != nil {
 				return fmt.Errorf("interrupted at step %d; saving failed: %w", l.step, err)
@@ -475,7 +517,6 @@ func (l *Loop) run(ctx context.Context, p Progress) error {
 			l.interrupted = true
 			fmt.Fprintf(s.Out, "interrupted at step %d: saved checkpoint %s\n", l.step, path)
 			return nil
-		default:
 		}
 		next := l.step + 1
 		loss, norm, err := l.TrainStep(next)
@@ -489,7 +530,7 @@ func (l *Loop) run(ctx context.Context, p Progress) error {
 		l.step = next
 		l.loop.LossSum += loss
 		l.loop.LossCount++
-		for name, v := range l.train.PenaltyValues() {
+		for name, v := range l.tracked {
 			if l.loop.PenaltySums == nil {
 				l.loop.PenaltySums = map[string]float64{}
 			}
@@ -517,7 +558,7 @@ func (l *Loop) run(ctx context.Context, p Progress) error {
 			p.Log(l.step, mean, l.opt.LR, rate, headline(penalties))
 			l.loop.LossSum, l.loop.LossCount, l.loop.PenaltySums = 0, 0, nil
 		}
-		if (s.EvalEvery > 0 && l.step%s.EvalEvery == 0) || last {
+		if ((s.EvalEvery > 0 && l.step%s.EvalEvery == 0) || last) && l.lead() {
 			m, err := l.validate()
 			if err != nil {
 				return err
@@ -529,7 +570,9 @@ func (l *Loop) run(ctx context.Context, p Progress) error {
 			if err != nil {
 				return fmt.Errorf("step %d: %w", l.step, err)
 			}
-			lastGood = path
+			if path != "" {
+				lastGood = path
+			}
 		}
 	}
 	p.Finish(l.step)

@@ -39,7 +39,12 @@ func (l *Loop) TrainStep(next int) (loss, norm float64, err error) {
 	if err := l.train.Run(); err != nil {
 		return 0, 0, fmt.Errorf("step %d: %w", next, err)
 	}
-	loss = l.train.Loss()
+	loss, l.tracked = l.train.Loss(), l.train.PenaltyValues()
+	if l.parallel() {
+		if loss, l.tracked, err = l.reduceStep(); err != nil {
+			return 0, 0, fmt.Errorf("step %d: %w", next, err)
+		}
+	}
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return loss, 0, &Divergence{fmt.Sprintf("loss is %v", loss)}
 	}
