@@ -16,6 +16,7 @@
 #include <immintrin.h>
 #include "gemm.h"
 #include "simd.h"
+#include "bayes.h"
 
 // axpy_block computes R rows of rows_axpy, each NV vectors wide: R·NV ≤ 8
 // independent accumulators hide the FMA latency. R and NV are constants
@@ -175,14 +176,17 @@ void pf_attn_head_fwd_bias(const float *q, int ldq, const float *k, int ldk, con
 	attn_head_fwd(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, bias, drop, p, out, ldo);
 }
 
-// pf_attn_head_bwd, with P the weights [n×m], D the dropout mask [n×m]
+// attn_head_bwd, with P the weights [n×m], D the dropout mask [n×m]
 // (all ones when drop is NULL) and G the output gradient:
-//   dv = (P ⊙ D)ᵀ G,  dP = (G vᵀ) ⊙ D,  dS = P ⊙ (dP − rowsum(P ⊙ dP)),
-//   dq = dS k · scale,  dk = dSᵀ q · scale.
-__attribute__((target("avx2,fma")))
-void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
-                      const float *g, int ldg, const float *p, const float *drop, int n, int m, int d, int dv,
-                      float scale, float *dq, float *dk, float *dvv) {
+//   dv = (P ⊙ D)ᵀ G,  dP = (G vᵀ) ⊙ D,  dS = P ⊙ (dP − rowsum(P ⊙ dP)) + gx·X,
+//   dq = dS k · scale,  dk = dSᵀ q · scale,
+// with X [n×m] an extra score gradient (the KL's of Bayesian attention),
+// left out when x is NULL. Every caller passes a constant x, so each
+// inlined copy keeps only its own branch.
+__attribute__((always_inline, target("avx2,fma")))
+static inline void attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                                 const float *g, int ldg, const float *p, const float *drop, int n, int m, int d,
+                                 int dv, float scale, float *dq, float *dk, float *dvv, const float *x, float gx) {
 	const int m8 = (m + 7) & ~7;
 	float vt[MAXW * MAXW], ds[MAXW * MAXW];
 	// dv [m×dv]: row j = Σ_i (P ⊙ D)[i][j] G[i]
@@ -195,6 +199,7 @@ void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const fl
 	// dP [n×m8]: row i = Σ_c G[i][c] vᵀ[c], columns from m on 0·G
 	transpose_rows(v, ldv, m, dv, vt, m8);
 	rows_axpy(n, dv, m8, 1, g, ldg, 1, vt, m8, ds, m8);
+	const __m256 vgx = _mm256_set1_ps(gx);
 	for (int i = 0; i < n; i++) {
 		const float *pr = p + (size_t)i * m, *dr0 = drop ? drop + (size_t)i * m : NULL;
 		float *dr = ds + (size_t)i * m8;
@@ -202,21 +207,46 @@ void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const fl
 		for (int j = 0; j < m; j += 8) {
 			__m256i in = tail_lanes(j, m);
 			// columns past m: exactly 0, even when G holds infinities
-			__m256 x = _mm256_and_ps(_mm256_castsi256_ps(in), _mm256_loadu_ps(dr + j));
-			if (dr0) x = _mm256_mul_ps(x, _mm256_maskload_ps(dr0 + j, in));
-			_mm256_storeu_ps(dr + j, x);
-			s = _mm256_fmadd_ps(_mm256_maskload_ps(pr + j, in), x, s);
+			__m256 y = _mm256_and_ps(_mm256_castsi256_ps(in), _mm256_loadu_ps(dr + j));
+			if (dr0) y = _mm256_mul_ps(y, _mm256_maskload_ps(dr0 + j, in));
+			_mm256_storeu_ps(dr + j, y);
+			s = _mm256_fmadd_ps(_mm256_maskload_ps(pr + j, in), y, s);
 		}
 		__m256 dot = _mm256_set1_ps(hsum(s));
 		for (int j = 0; j < m; j += 8) {
-			__m256 pv = _mm256_maskload_ps(pr + j, tail_lanes(j, m));
-			_mm256_storeu_ps(dr + j, _mm256_mul_ps(pv, _mm256_sub_ps(_mm256_loadu_ps(dr + j), dot)));
+			__m256i in = tail_lanes(j, m);
+			__m256 pv = _mm256_maskload_ps(pr + j, in);
+			__m256 r = _mm256_mul_ps(pv, _mm256_sub_ps(_mm256_loadu_ps(dr + j), dot));
+			if (x) r = _mm256_fmadd_ps(vgx, _mm256_maskload_ps(x + (size_t)i * m + j, in), r);
+			_mm256_storeu_ps(dr + j, r);
 		}
 	}
 	// dq [n×d]: row i = scale · Σ_j dS[i][j] k[j]
 	rows_axpy(n, m, d, scale, ds, m8, 1, k, ldk, dq, ldq);
 	// dk [m×d]: row j = scale · Σ_i dS[i][j] q[i]
 	rows_axpy(m, n, d, scale, ds, 1, m8, q, ldq, dk, ldk);
+}
+
+// pf_attn_head_bwd, with P the weights [n×m], D the dropout mask [n×m]
+// (all ones when drop is NULL) and G the output gradient:
+//   dv = (P ⊙ D)ᵀ G,  dP = (G vᵀ) ⊙ D,  dS = P ⊙ (dP − rowsum(P ⊙ dP)),
+//   dq = dS k · scale,  dk = dSᵀ q · scale.
+__attribute__((target("avx2,fma")))
+void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                      const float *g, int ldg, const float *p, const float *drop, int n, int m, int d, int dv,
+                      float scale, float *dq, float *dk, float *dvv) {
+	attn_head_bwd(q, ldq, k, ldk, v, ldv, g, ldg, p, drop, n, m, d, dv, scale, dq, dk, dvv, NULL, 0);
+}
+
+// pf_bayes_attn_head_bwd is pf_attn_head_bwd (without dropout) for a
+// Bayesian attention head (fusedbayesattention.go): the KL's score
+// gradient gx·X [n×m], which pf_bayes_attn_head saved for a unit gx, is
+// added to dS before the products, which the sample and the KL share.
+__attribute__((target("avx2,fma")))
+void pf_bayes_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                            const float *g, int ldg, const float *p, int n, int m, int d, int dv, float scale,
+                            const float *x, float gx, float *dq, float *dk, float *dvv) {
+	attn_head_bwd(q, ldq, k, ldk, v, ldv, g, ldg, p, NULL, n, m, d, dv, scale, dq, dk, dvv, x, gx);
 }
 
 // hmax is the largest of the 8 lanes of v (NaN if one is NaN: maxps
@@ -231,30 +261,15 @@ static inline float hmax(__m256 v) {
 	return mx;
 }
 
-// pf_bayes_kl_head computes one head of the KL of Bayesian attention
-// (fusedbayes.go, BayesAttentionKL) without a causal mask: the scores
-// s = q kᵀ·scale [n×m], and for each real query i (qmask[i] ≠ 0, or all
-// when qmask is NULL), over the visible keys V (mask[j] ≠ 0, or all),
-// lse_i = log Σ_{j∈V} e^{s_ij} and φ_ij = e^{s_ij − lse_i}. a and b are
-// per-key coefficients [m], 0 at masked keys; sa = Σ_j a_j.
-//   kind 0 (Weibull; a = α, b = α where the floor does not hold α, else 0):
-//     returns Σ_i (lse_i·sa − Σ_j a_j s_ij);
-//     backward: dS_ij = g (φ_ij·sa − a_j), agg[1] = Σ_i Σ_j b_j s_ij.
-//   kind 1 (log-normal; a_j = shift − log p_j): δ_ij = s_ij − lse_i + a_j,
-//     returns Σ_i Σ_{j∈V} δ_ij²;
-//     backward: dS_ij = g (δ_ij − φ_ij D_i), D_i = Σ_{j∈V} δ_ij, agg[1] = Σ_i D_i.
-// The backward runs when dq is not NULL: it also sets agg[0] = Σ_i lse_i and
-// colsum[j] = Σ_i s_ij over the real queries, and writes dq = dS k·scale,
-// dk = dSᵀ q·scale (strided as q and k), and returns 0. Sizes as for
-// pf_attn_head_fwd (d a multiple of 8 up to 64, m ≤ 64, n·m8 ≤ 64·64).
-__attribute__((target("avx2,fma")))
-double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n, int m, int d, float scale,
-                        const float *mask, const float *qmask, int kind, const float *a, const float *b, float g,
-                        float *dq, float *dk, float *colsum, double *agg) {
+// kl_rows is the row loop of pf_bayes_kl_head on the scores s [n×m8]
+// (columns from m on 0): it returns the head's sum, and with grad it
+// overwrites s with dS (rows of padded queries 0) and sets colsum [m] and
+// agg [2].
+__attribute__((always_inline, target("avx2,fma")))
+static inline double kl_rows(float *s, int n, int m, const float *mask, const float *qmask, int kind, const float *a,
+                             const float *b, float g, int grad, float *colsum, double *agg) {
 	const int m8 = (m + 7) & ~7;
-	float kt[MAXW * MAXW], s[MAXW * MAXW], av[MAXW], bv[MAXW], keep[MAXW], cs[MAXW];
-	transpose_rows(k, ldk, m, d, kt, m8); // kt [d×m8]
-	rows_axpy(n, d, m8, scale, q, ldq, 1, kt, m8, s, m8); // s [n×m8], columns from m on 0
+	float av[MAXW], bv[MAXW], keep[MAXW], cs[MAXW];
 	float sa = 0;
 	for (int j = 0; j < m8; j++) {
 		int vis = j < m && (!mask || mask[j] != 0);
@@ -270,7 +285,7 @@ double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n,
 	for (int i = 0; i < n; i++) {
 		float *sr = s + (size_t)i * m8;
 		if (qmask && qmask[i] == 0) {
-			if (dq) memset(sr, 0, sizeof(float) * (size_t)m8); // dS row 0
+			if (grad) memset(sr, 0, sizeof(float) * (size_t)m8); // dS row 0
 			continue;
 		}
 		__m256 vmx = ninf;
@@ -298,7 +313,7 @@ double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n,
 			}
 			total += (double)lse * sa - hsum(as);
 			agg1 += hsum(bs);
-			if (dq) {
+			if (grad) {
 				__m256 vz = _mm256_set1_ps(1 / z);
 				for (int j = 0; j < m8; j += 8) {
 					__m256 x = _mm256_loadu_ps(sr + j);
@@ -318,7 +333,7 @@ double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n,
 			float dsum = hsum(ds);
 			total += hsum(d2);
 			agg1 += dsum;
-			if (dq) {
+			if (grad) {
 				__m256 vz = _mm256_set1_ps(1 / z), vd = _mm256_set1_ps(dsum);
 				for (int j = 0; j < m8; j += 8) {
 					__m256 x = _mm256_loadu_ps(sr + j);
@@ -332,15 +347,97 @@ double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n,
 		}
 		lsum += lse;
 	}
-	if (!dq) return total;
+	if (!grad) return total;
 	agg[0] = lsum;
 	agg[1] = agg1;
 	for (int j = 0; j < m; j++) colsum[j] = cs[j];
+	return total;
+}
+
+// pf_bayes_kl_head computes one head of the KL of Bayesian attention
+// (fusedbayes.go, BayesAttentionKL) without a causal mask: the scores
+// s = q kᵀ·scale [n×m], and for each real query i (qmask[i] ≠ 0, or all
+// when qmask is NULL), over the visible keys V (mask[j] ≠ 0, or all),
+// lse_i = log Σ_{j∈V} e^{s_ij} and φ_ij = e^{s_ij − lse_i}. a and b are
+// per-key coefficients [m], 0 at masked keys; sa = Σ_j a_j.
+//   kind 0 (Weibull; a = α, b = α where the floor does not hold α, else 0):
+//     returns Σ_i (lse_i·sa − Σ_j a_j s_ij);
+//     backward: dS_ij = g (φ_ij·sa − a_j), agg[1] = Σ_i Σ_j b_j s_ij.
+//   kind 1 (log-normal; a_j = shift − log p_j): δ_ij = s_ij − lse_i + a_j,
+//     returns Σ_i Σ_{j∈V} δ_ij²;
+//     backward: dS_ij = g (δ_ij − φ_ij D_i), D_i = Σ_{j∈V} δ_ij, agg[1] = Σ_i D_i.
+// The backward runs when dq is not NULL: it also sets agg[0] = Σ_i lse_i and
+// colsum[j] = Σ_i s_ij over the real queries, and writes dq = dS k·scale,
+// dk = dSᵀ q·scale (strided as q and k), and returns 0. Sizes as for
+// pf_attn_head_fwd (d a multiple of 8 up to 64, m ≤ 64, n·m8 ≤ 64·64).
+__attribute__((target("avx2,fma")))
+double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n, int m, int d, float scale,
+                        const float *mask, const float *qmask, int kind, const float *a, const float *b, float g,
+                        float *dq, float *dk, float *colsum, double *agg) {
+	const int m8 = (m + 7) & ~7;
+	float kt[MAXW * MAXW], s[MAXW * MAXW];
+	transpose_rows(k, ldk, m, d, kt, m8); // kt [d×m8]
+	rows_axpy(n, d, m8, scale, q, ldq, 1, kt, m8, s, m8); // s [n×m8], columns from m on 0
+	double total = kl_rows(s, n, m, mask, qmask, kind, a, b, g, dq != NULL, colsum, agg);
+	if (!dq) return total;
 	// dq [n×d]: row i = scale · Σ_j dS[i][j] k[j]
 	rows_axpy(n, m, d, scale, s, m8, 1, k, ldk, dq, ldq);
 	// dk [m×d]: row j = scale · Σ_i dS[i][j] q[i]
 	rows_axpy(m, n, d, scale, s, 1, m8, q, ldq, dk, ldk);
 	return 0;
+}
+
+// pf_bayes_attn_head computes one head of a Bayesian attention sample and
+// its KL (fusedbayesattention.go, BayesAttentionSample) without a causal
+// mask, from one product of scores s = q kᵀ·scale:
+//   the sample:  p [n×m] ← softmax(s + b) over the visible keys, with the
+//                noise term b = nscale·log(−log u) (kind 0, Weibull) or
+//                nscale·ε (kind 1, log-normal) from noise [n×m];
+//                out [n×dv] (rows strided by ldo) ← p v;
+//   the KL:      as pf_bayes_kl_head with a, b and g, its sum returned,
+//                its dS (for the KL's gradient g) written to x [n×m],
+//                colsum [m] and agg [2] set (the backward's aggregates).
+// The backward pass is pf_bayes_attn_head_bwd's. Sizes as for
+// pf_attn_head_fwd.
+__attribute__((target("avx2,fma")))
+double pf_bayes_attn_head(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m,
+                          int d, int dv, float scale, const float *mask, const float *qmask, const float *noise,
+                          int kind, float nscale, const float *a, const float *b, float g, float *p, float *x,
+                          float *out, int ldo, float *colsum, double *agg) {
+	const int m8 = (m + 7) & ~7;
+	float kt[MAXW * MAXW], s[MAXW * MAXW];
+	transpose_rows(k, ldk, m, d, kt, m8); // kt [d×m8]
+	rows_axpy(n, d, m8, scale, q, ldq, 1, kt, m8, s, m8); // s [n×m8], columns from m on 0
+	// p = s + b, row by row; only the tail of the last row is loaded and
+	// stored masked (a row's tail lanes spill into the next row, which
+	// overwrites them), and its padding lanes read u = 1
+	const __m256 vn = _mm256_set1_ps(nscale), one = _mm256_set1_ps(1.0f);
+	for (int i = 0; i < n; i++) {
+		const float *sr = s + (size_t)i * m8, *ur = noise + (size_t)i * m;
+		float *pr = p + (size_t)i * m;
+		for (int j = 0; j < m; j += 8) {
+			__m256 u, bias;
+			int whole = j + 8 <= m || i + 1 < n;
+			__m256i in = tail_lanes(j, m);
+			if (whole) {
+				u = _mm256_loadu_ps(ur + j);
+			} else {
+				u = _mm256_blendv_ps(one, _mm256_maskload_ps(ur + j, in), _mm256_castsi256_ps(in));
+			}
+			bias = kind == 0 ? weibull_bias(u, vn) : _mm256_mul_ps(vn, u);
+			__m256 y = _mm256_add_ps(_mm256_loadu_ps(sr + j), bias);
+			if (whole) {
+				_mm256_storeu_ps(pr + j, y);
+			} else {
+				_mm256_maskstore_ps(pr + j, in, y);
+			}
+		}
+	}
+	pf_softmax_rows(p, n, m, mask, 0);
+	rows_axpy(n, m, dv, 1, p, m, 1, v, ldv, out, ldo);
+	double total = kl_rows(s, n, m, mask, qmask, kind, a, b, g, 1, colsum, agg);
+	for (int i = 0; i < n; i++) memcpy(x + (size_t)i * m, s + (size_t)i * m8, sizeof(float) * (size_t)m);
+	return total;
 }
 
 // pf_prior_head computes one head of the contextual prior network of

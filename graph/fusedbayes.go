@@ -366,16 +366,7 @@ func bayesKLRun[T float](a bayesKLKernel, o klOperands[T], in []tensor.Shape, gO
 	hd := h * d
 	scale := 1 / math.Sqrt(float64(d))
 	cs := a.cfg.consts()
-	// count = H · Σ_{b, i real} |V_i|
-	var count int
-	for bi := range b {
-		for i := range n {
-			if o.queryMask == nil || o.queryMask[bi*n+i] != 0 {
-				count += visibleCount(o.keyMask, bi, i, m, a.cfg.Causal)
-			}
-		}
-	}
-	count *= h
+	count := klCount(a.cfg, o.keyMask, o.queryMask, b, n, m)
 	if count == 0 {
 		if packed != nil {
 			clear(packed)
@@ -444,7 +435,7 @@ func bayesKLRun[T float](a bayesKLKernel, o klOperands[T], in []tensor.Shape, gO
 				lim = i + 1
 			}
 			if lim != priorLim {
-				if klPrior(a.cfg, sc, crow, mrow, lim, backward) == 0 {
+				if klPrior(a.cfg, sc, crow, mrow, lim, termsFor(backward)) == 0 {
 					continue
 				}
 				priorLim = lim
@@ -477,6 +468,19 @@ func bayesKLRun[T float](a bayesKLKernel, o klOperands[T], in []tensor.Shape, gO
 	return total / float64(count)
 }
 
+// klCount is KL̄'s denominator H · Σ_{b, i real} |V_i|.
+func klCount[T float](c BayesKL, keyMask, queryMask []T, b, n, m int) int {
+	var count int
+	for bi := range b {
+		for i := range n {
+			if queryMask == nil || queryMask[bi*n+i] != 0 {
+				count += visibleCount(keyMask, bi, i, m, c.Causal)
+			}
+		}
+	}
+	return count * c.Heads
+}
+
 // visibleCount is |V_i|: the keys j < lim that are not padding, with
 // lim = i + 1 when causal and M otherwise.
 func visibleCount[T float](keyMask []T, bi, i, m int, causal bool) int {
@@ -499,11 +503,28 @@ func visibleCount[T float](keyMask []T, bi, i, m int, causal bool) int {
 // visible reports whether key j is not padding.
 func visible[T float](mrow []T, j int) bool { return mrow == nil || mrow[j] != 0 }
 
+// priorTerms says which functions of α klPrior computes.
+type priorTerms int
+
+const (
+	priorLgamma  priorTerms = 1 << iota // lgamma(α), for the KL's value
+	priorDigamma                        // ψ(α), for its gradient
+)
+
+// termsFor is the term a value-only (false) or a backward (true) pass of
+// BayesAttentionKL needs.
+func termsFor(backward bool) priorTerms {
+	if backward {
+		return priorDigamma
+	}
+	return priorLgamma
+}
+
 // klPrior fills sc's prior for the visible keys j < lim: log p, p, and for
-// the Weibull kernel α and lgamma(α), or with grad ψ(α) instead. It
-// returns the number of visible keys. The constant prior's α is one value,
-// whose lgamma or ψ is computed once.
-func klPrior[T float](c BayesKL, sc *klScratch[T], crow, mrow []T, lim int, grad bool) int {
+// the Weibull kernel α and those of lgamma(α) and ψ(α) that terms names.
+// It returns the number of visible keys. The constant prior's α is one
+// value, whose lgamma and ψ are computed once.
+func klPrior[T float](c BayesKL, sc *klScratch[T], crow, mrow []T, lim int, terms priorTerms) int {
 	nv := 0
 	mx := math.Inf(-1)
 	for j := range lim {
@@ -543,13 +564,14 @@ func klPrior[T float](c BayesKL, sc *klScratch[T], crow, mrow []T, lim int, grad
 	}
 	// float32 heads take the cheaper lgamma and ψ, accurate to 1e-9
 	_, fast := any(crow).([]float32)
-	var al0, f0 float64 // the constant prior's α and its lgamma or ψ
+	var al0, lg0, psi0 float64 // the constant prior's α, lgamma(α) and ψ(α)
 	if crow == nil {
 		al0 = c.PriorRate * math.Max(1/float64(nv), BayesAlphaFloor)
-		if grad {
-			f0 = digamma(al0)
-		} else {
-			f0, _ = math.Lgamma(al0)
+		if terms&priorDigamma != 0 {
+			psi0 = digamma(al0)
+		}
+		if terms&priorLgamma != 0 {
+			lg0, _ = math.Lgamma(al0)
 		}
 	}
 	for j := range lim {
@@ -557,24 +579,21 @@ func klPrior[T float](c BayesKL, sc *klScratch[T], crow, mrow []T, lim int, grad
 			continue
 		}
 		if crow == nil {
-			sc.alpha[j] = al0
-			if grad {
-				sc.psi[j] = f0
-			} else {
-				sc.lga[j] = f0
-			}
+			sc.alpha[j], sc.lga[j], sc.psi[j] = al0, lg0, psi0
 			continue
 		}
 		al := c.PriorRate * math.Max(sc.p[j], BayesAlphaFloor)
 		sc.alpha[j] = al
 		switch {
-		case grad && fast:
+		case terms&priorDigamma != 0 && fast:
 			sc.psi[j] = digammaFast(al)
-		case grad:
+		case terms&priorDigamma != 0:
 			sc.psi[j] = digamma(al)
-		case fast:
+		}
+		switch {
+		case terms&priorLgamma != 0 && fast:
 			sc.lga[j] = lgammaFast(al)
-		default:
+		case terms&priorLgamma != 0:
 			sc.lga[j], _ = math.Lgamma(al)
 		}
 	}
@@ -687,43 +706,11 @@ func klHeadC[T float](c BayesKL, cs klConsts, sc *klScratch[T], qh, kh, mrow, qr
 	if !ok {
 		return 0, false
 	}
-	nReal := n
-	if qrow != nil {
-		nReal = 0
-		for _, v := range qrow {
-			if v != 0 {
-				nReal++
-			}
-		}
-	}
 	backward := dqh != nil
-	nv := klPrior(c, sc, crow, mrow, m, backward)
-	if nv == 0 || nReal == 0 {
+	terms := termsFor(backward)
+	co, ok := klHeadCoefs(c, cs, sc, mrow, qrow, crow, n, m, terms)
+	if !ok {
 		return 0, false // the Go loop writes the zeros
-	}
-	kind, gc := 0, g
-	var sumA, sumLg, sumEa, sumEb float64
-	for j := range m {
-		sc.a[j], sc.b[j] = 0, 0
-		if !visible(mrow, j) {
-			continue
-		}
-		if c.Posterior == BayesWeibull {
-			sc.a[j] = T(sc.alpha[j])
-			sumA += sc.alpha[j]
-			if backward {
-				if sc.p[j] > BayesAlphaFloor {
-					sc.b[j] = T(sc.alpha[j])
-					sumEa += sc.alpha[j]
-					sumEb += sc.alpha[j] * (cs.a + sc.psi[j])
-				}
-			} else {
-				sumLg += sc.lga[j]
-			}
-		} else {
-			kind, gc = 1, 2*cs.inv2s02*g
-			sc.a[j] = T(cs.shift - sc.logp[j])
-		}
 	}
 	var dq32, dk32, col32 []float32
 	if backward {
@@ -737,24 +724,92 @@ func klHeadC[T float](c BayesKL, cs klConsts, sc *klScratch[T], qh, kh, mrow, qr
 		qr = any(qrow).([]float32)
 	}
 	var agg [2]float64
-	rows, ok := klHead32(q32, any(kh).([]float32), hd, n, m, d, float32(scale), mr, qr, kind,
-		any(sc.a).([]float32), any(sc.b).([]float32), float32(gc), dq32, dk32, col32, &agg)
+	rows, ok := klHead32(q32, any(kh).([]float32), hd, n, m, d, float32(scale), mr, qr, co.kind,
+		any(sc.a).([]float32), any(sc.b).([]float32), float32(co.gc*g), dq32, dk32, col32, &agg)
 	if !ok {
 		return 0, false
 	}
-	nr := float64(nReal)
 	if !backward {
-		if c.Posterior == BayesWeibull {
-			return rows + nr*(cs.a*sumA+c.PriorRate+sumLg+float64(nv)*cs.c0), true
+		return co.value(c, cs, rows), true
+	}
+	if crow != nil {
+		klPriorGrad(co, c, cs, sc, mrow, m, g, agg)
+	}
+	return 0, true
+}
+
+// klCoefs are the per-head quantities that attention.c's KL rows take
+// (sc.a, sc.b) and that turn its sums into the head's KL and dc.
+type klCoefs struct {
+	kind                      int     // attention.c's kind: 0 Weibull, 1 log-normal
+	gc                        float64 // the factor of dS for a unit gradient: 1, or 1/σ₀² (log-normal)
+	nv                        int     // visible keys
+	nr                        float64 // real queries
+	sumA, sumLg, sumEa, sumEb float64 // Σ α, Σ lgamma α, Σ ea, Σ ea (A + ψ) over the visible keys
+}
+
+// klHeadCoefs fills sc's prior (klPrior, with terms) and per-key
+// coefficients sc.a, sc.b for attention.c's KL rows of a head without a
+// causal mask: for the Weibull kernel a = α and b = ea, with ea = α where
+// the floor does not hold α and 0 where it does; for the log-normal
+// a = shift − log p. It reports false when no key is visible or no query
+// real (the Go loop handles those heads).
+func klHeadCoefs[T float](c BayesKL, cs klConsts, sc *klScratch[T], mrow, qrow, crow []T, n, m int, terms priorTerms) (klCoefs, bool) {
+	co := klCoefs{gc: 1, nr: float64(n)}
+	if qrow != nil {
+		nReal := 0
+		for _, v := range qrow {
+			if v != 0 {
+				nReal++
+			}
 		}
-		return nr*float64(nv)*cs.c0 + cs.inv2s02*rows, true
+		co.nr = float64(nReal)
 	}
-	if crow == nil {
-		return 0, true
+	co.nv = klPrior(c, sc, crow, mrow, m, terms)
+	if co.nv == 0 || co.nr == 0 {
+		return co, false
 	}
-	lsum := agg[0]
+	if c.Posterior != BayesWeibull {
+		co.kind, co.gc = 1, 2*cs.inv2s02
+	}
+	for j := range m {
+		sc.a[j], sc.b[j] = 0, 0
+		if !visible(mrow, j) {
+			continue
+		}
+		if c.Posterior != BayesWeibull {
+			sc.a[j] = T(cs.shift - sc.logp[j])
+			continue
+		}
+		sc.a[j] = T(sc.alpha[j])
+		co.sumA += sc.alpha[j]
+		if terms&priorLgamma != 0 {
+			co.sumLg += sc.lga[j]
+		}
+		if terms&priorDigamma != 0 && sc.p[j] > BayesAlphaFloor {
+			sc.b[j] = T(sc.alpha[j])
+			co.sumEa += sc.alpha[j]
+			co.sumEb += sc.alpha[j] * (cs.a + sc.psi[j])
+		}
+	}
+	return co, true
+}
+
+// value is a head's Σ KL_ij from attention.c's row sum.
+func (co klCoefs) value(c BayesKL, cs klConsts, rows float64) float64 {
 	if c.Posterior == BayesWeibull {
-		etot := nr*sumEb + lsum*sumEa - agg[1]
+		return rows + co.nr*(cs.a*co.sumA+c.PriorRate+co.sumLg+float64(co.nv)*cs.c0)
+	}
+	return co.nr*float64(co.nv)*cs.c0 + cs.inv2s02*rows
+}
+
+// klPriorGrad sets sc.dc to the head's g·∂KL/∂c from attention.c's
+// aggregates agg (Σ_i lse_i and its kind's agg[1]) and sc.colsum (see
+// klHeadC).
+func klPriorGrad[T float](co klCoefs, c BayesKL, cs klConsts, sc *klScratch[T], mrow []T, m int, g float64, agg [2]float64) {
+	lsum, nr := agg[0], co.nr
+	if c.Posterior == BayesWeibull {
+		etot := nr*co.sumEb + lsum*co.sumEa - agg[1]
 		for j := range m {
 			sc.dc[j] = 0
 			if visible(mrow, j) && sc.p[j] > BayesAlphaFloor {
@@ -764,15 +819,15 @@ func klHeadC[T float](c BayesKL, cs klConsts, sc *klScratch[T], qh, kh, mrow, qr
 				sc.dc[j] = -g * sc.p[j] * etot
 			}
 		}
-		return 0, true
+		return
 	}
+	gc := co.gc * g
 	for j := range m {
 		sc.dc[j] = 0
 		if visible(mrow, j) {
 			sc.dc[j] = -gc * (float64(sc.colsum[j]) - lsum + nr*float64(sc.a[j]) - sc.p[j]*agg[1])
 		}
 	}
-	return 0, true
 }
 
 // lgammaFast is log Γ(x) for x > 0 to about 1e-10 absolute, for float32

@@ -10,6 +10,13 @@ package graph
 // double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n, int m, int d, float scale,
 //                         const float *mask, const float *qmask, int kind, const float *a, const float *b, float g,
 //                         float *dq, float *dk, float *colsum, double *agg);
+// double pf_bayes_attn_head(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m,
+//                           int d, int dv, float scale, const float *mask, const float *qmask, const float *noise,
+//                           int kind, float nscale, const float *a, const float *b, float g, float *p, float *x,
+//                           float *out, int ldo, float *colsum, double *agg);
+// void pf_bayes_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+//                             const float *g, int ldg, const float *p, int n, int m, int d, int dv, float scale,
+//                             const float *x, float gx, float *dq, float *dk, float *dvv);
 // void pf_prior_head(const float *k, int ldk, int rows, int m, int d, const float *w1, const float *w1t,
 //                    const float *b1, const float *w2, float b2, float *c, const float *gc, int ldc,
 //                    float *scratch, float *dk, float *dw1, float *db1, float *dw2, float *db2);
@@ -95,5 +102,49 @@ func priorHead32(k []float32, ldk, rows, m, d int, w1, w1t, b1, w2 []float32, b2
 		(*C.float)(&w1t[0]), (*C.float)(&b1[0]), (*C.float)(&w2[0]), C.float(b2), nil, (*C.float)(&gc[0]), C.int(ldc),
 		(*C.float)(&scratch[0]), (*C.float)(&dk[0]), (*C.float)(&dw1[0]), (*C.float)(&db1[0]), (*C.float)(&dw2[0]),
 		(*C.float)(&db2[0]))
+	return true
+}
+
+// sampleHeadFits reports whether attention.c takes a Bayesian attention
+// head of these sizes.
+func sampleHeadFits(n, m, d, dv int) bool { return attnHeadOK(n, m, d, dv) }
+
+// sampleHead32 runs attention.c's pf_bayes_attn_head on one float32 head
+// without a causal mask (q, k, v, out: the head's first rows, q and k
+// strided by ld, v and out by ldv; mask [m], qmask [n] or nil; noise, p,
+// x [n×m]; a, b, colsum [m]; agg [2]) and reports whether it did. It
+// returns the KL rows' sum (see bayesSampleKernel).
+func sampleHead32(q []float32, ld int, k, v []float32, ldv, n, m, d, dv int, scale float32, mask, qmask, noise []float32,
+	kind int, nscale float32, a, b []float32, g float32, p, x, out, colsum []float32, agg *[2]float64) (float64, bool) {
+	if !attnHeadOK(n, m, d, dv) || len(a) < m || len(b) < m || len(colsum) < m || len(noise) < n*m || len(p) < n*m ||
+		len(x) < n*m {
+		return 0, false
+	}
+	var mp, qp *C.float
+	if mask != nil {
+		mp = (*C.float)(&mask[0])
+	}
+	if qmask != nil {
+		qp = (*C.float)(&qmask[0])
+	}
+	r := C.pf_bayes_attn_head((*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld), (*C.float)(&v[0]), C.int(ldv),
+		C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, qp, (*C.float)(&noise[0]), C.int(kind),
+		C.float(nscale), (*C.float)(&a[0]), (*C.float)(&b[0]), C.float(g), (*C.float)(&p[0]), (*C.float)(&x[0]),
+		(*C.float)(&out[0]), C.int(ldv), (*C.float)(&colsum[0]), (*C.double)(&agg[0]))
+	return float64(r), true
+}
+
+// bayesHeadBwd32 runs attention.c's pf_bayes_attn_head_bwd on one float32
+// head: attention's backward pass from the weights p [n×m] and the
+// readout's gradient g (strided as v), with gx·x [n×m] added to dS. It
+// reports whether it did.
+func bayesHeadBwd32(q []float32, ld int, k, v []float32, ldv int, g, p, x []float32, n, m, d, dv int, scale, gx float32,
+	dq, dk, dvv []float32) bool {
+	if !attnHeadOK(n, m, d, dv) || len(p) < n*m || len(x) < n*m {
+		return false
+	}
+	C.pf_bayes_attn_head_bwd((*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld), (*C.float)(&v[0]), C.int(ldv),
+		(*C.float)(&g[0]), C.int(ldv), (*C.float)(&p[0]), C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale),
+		(*C.float)(&x[0]), C.float(gx), (*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dvv[0]))
 	return true
 }

@@ -20,3 +20,16 @@ func priorHead32([]float32, int, int, int, int, []float32, []float32, []float32,
 	[]float32, int, []float32, []float32, []float32, []float32, []float32, []float32) bool {
 	return false
 }
+
+func sampleHead32([]float32, int, []float32, []float32, int, int, int, int, int, float32, []float32, []float32,
+	[]float32, int, float32, []float32, []float32, float32, []float32, []float32, []float32, []float32,
+	*[2]float64) (float64, bool) {
+	return 0, false
+}
+
+func bayesHeadBwd32([]float32, int, []float32, []float32, int, []float32, []float32, []float32, int, int, int, int,
+	float32, float32, []float32, []float32, []float32) bool {
+	return false
+}
+
+func sampleHeadFits(int, int, int, int) bool { return false }

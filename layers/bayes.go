@@ -196,15 +196,14 @@ func (a BayesAttention) attend(b *graph.Builder, name string, q, k, v *graph.Nod
 	if noise == nil {
 		return graph.Attention(q, k, v, mask.Keys, heads, mask.Causal), nil
 	}
-	out = graph.BiasedAttention(q, k, v, mask.Keys, a.noiseBias(noise), heads, mask.Causal)
 	if !withKL {
-		return out, nil
+		return graph.BiasedAttention(q, k, v, mask.Keys, a.noiseBias(noise), heads, mask.Causal), nil
 	}
 	var logits *graph.Node // nil: the constant prior
 	if a.Prior == PriorContextual {
 		logits = contextualPriorLogits(b, name, k, heads)
 	}
-	return out, graph.BayesAttentionKL(q, k, mask.Keys, mask.Queries, logits, a.klConfig(heads, mask.Causal))
+	return graph.BayesAttentionSample(q, k, v, mask.Keys, mask.Queries, noise, logits, a.klConfig(heads, mask.Causal))
 }
 
 // noiseBias is the score bias b [B, H, N, M] of a sample from the noise

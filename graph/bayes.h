@@ -1,0 +1,59 @@
+// log_pos, shared by bayes.c and attention.c (Bayesian attention's
+// Weibull noise, fusedbayes.go).
+#ifndef PF_BAYES_H
+#define PF_BAYES_H
+#include <math.h>
+#include <immintrin.h>
+
+// log_pos is log x for finite x > 0 (normal or not), to about 1 ulp: x =
+// 2^e·m with m in [√½, √2), and log m from Cephes' logf polynomial in
+// t = m − 1, so that x near 1 keeps its full relative accuracy. x = 0
+// gives −∞, x < 0 and NaN give NaN, +∞ gives +∞.
+__attribute__((target("avx2,fma")))
+static inline __m256 log_pos(__m256 x) {
+	const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+	// subnormals: scale by 2^23 first and take 23 off the exponent
+	__m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(1.17549435e-38f), _CMP_LT_OQ);
+	__m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(8388608.0f)), tiny);
+	__m256 eoff = _mm256_and_ps(tiny, _mm256_set1_ps(23.0f));
+	__m256i xi = _mm256_castps_si256(xs);
+	__m256i ei = _mm256_sub_epi32(_mm256_srli_epi32(xi, 23), _mm256_set1_epi32(126));
+	// m in [0.5, 1)
+	__m256 m = _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(xi, _mm256_set1_epi32(0x007fffff)),
+	                                               _mm256_set1_epi32(0x3f000000)));
+	__m256 e = _mm256_sub_ps(_mm256_cvtepi32_ps(ei), eoff);
+	// m < √½: use 2m − 1 and e − 1, so that t lies in [√½ − 1, √2 − 1)
+	__m256 small = _mm256_cmp_ps(m, _mm256_set1_ps(0.707106781186547524f), _CMP_LT_OQ);
+	__m256 t = _mm256_sub_ps(_mm256_add_ps(m, _mm256_and_ps(small, m)), one);
+	e = _mm256_sub_ps(e, _mm256_and_ps(small, one));
+	__m256 z = _mm256_mul_ps(t, t);
+	__m256 y = _mm256_set1_ps(7.0376836292e-2f);
+	y = _mm256_fmadd_ps(y, t, _mm256_set1_ps(-1.1514610310e-1f));
+	y = _mm256_fmadd_ps(y, t, _mm256_set1_ps(1.1676998740e-1f));
+	y = _mm256_fmadd_ps(y, t, _mm256_set1_ps(-1.2420140846e-1f));
+	y = _mm256_fmadd_ps(y, t, _mm256_set1_ps(1.4249322787e-1f));
+	y = _mm256_fmadd_ps(y, t, _mm256_set1_ps(-1.6668057665e-1f));
+	y = _mm256_fmadd_ps(y, t, _mm256_set1_ps(2.0000714765e-1f));
+	y = _mm256_fmadd_ps(y, t, _mm256_set1_ps(-2.4999993993e-1f));
+	y = _mm256_fmadd_ps(y, t, _mm256_set1_ps(3.3333331174e-1f));
+	y = _mm256_mul_ps(_mm256_mul_ps(y, t), z);
+	y = _mm256_fmadd_ps(e, _mm256_set1_ps(-2.12194440e-4f), y);
+	y = _mm256_fnmadd_ps(_mm256_set1_ps(0.5f), z, y);
+	__m256 r = _mm256_add_ps(t, y);
+	r = _mm256_fmadd_ps(e, _mm256_set1_ps(0.693359375f), r);
+	// the special values
+	r = _mm256_blendv_ps(r, _mm256_set1_ps(-INFINITY), _mm256_cmp_ps(x, zero, _CMP_EQ_OQ));
+	r = _mm256_blendv_ps(r, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, _mm256_set1_ps(INFINITY), _CMP_EQ_OQ));
+	r = _mm256_blendv_ps(r, _mm256_set1_ps(NAN), _mm256_cmp_ps(x, zero, _CMP_NGE_UQ)); // x < 0 or NaN
+	return r;
+}
+
+// weibull_bias is scale · log(−log u) lane by lane: the log of a
+// Weibull(1/scale, 1) draw from a uniform one (u = 1 gives −∞).
+__attribute__((target("avx2,fma")))
+static inline __m256 weibull_bias(__m256 u, __m256 scale) {
+	__m256 e = _mm256_xor_ps(_mm256_set1_ps(-0.0f), log_pos(u)); // −log u
+	return _mm256_mul_ps(scale, log_pos(e));
+}
+
+#endif
