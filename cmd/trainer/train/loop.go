@@ -475,7 +475,10 @@ func (l *Loop) Run(ctx context.Context) (err error) {
 // runInfo describes the run to the progress display.
 func (l *Loop) runInfo() RunInfo {
 	info := RunInfo{Steps: l.set.Steps, From: l.step, Params: l.params.Count(),
-		Dir: l.set.Dir, Threads: runtime.GOMAXPROCS(0)}
+		Dir: l.set.Dir, Threads: runtime.GOMAXPROCS(0), Processes: 1}
+	if l.set.Comm != nil {
+		info.Processes = l.set.Comm.Size()
+	}
 	if sized, ok := l.task.(Sized); ok {
 		for _, split := range []string{"train", "valid"} {
 			if n, ok := sized.Examples(split); ok {

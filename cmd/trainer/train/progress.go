@@ -25,6 +25,9 @@ type RunInfo struct {
 	// run's matrix products may use (GOMAXPROCS).
 	Dir     string
 	Threads int
+	// Processes is the number of processes of a data-parallel run
+	// (Settings.Comm), each with Threads threads; 1 otherwise.
+	Processes int
 }
 
 // Progress shows a run to a person. A Loop calls Start once per Run, then
@@ -88,7 +91,11 @@ func writeHeader(w io.Writer, info RunInfo) {
 	if len(examples) > 0 {
 		parts = append(parts, strings.Join(examples, ", ")+" examples")
 	}
-	parts = append(parts, fmt.Sprintf("%d threads", info.Threads))
+	if info.Processes > 1 {
+		parts = append(parts, fmt.Sprintf("%d processes × %d threads", info.Processes, info.Threads))
+	} else {
+		parts = append(parts, fmt.Sprintf("%d threads", info.Threads))
+	}
 	fmt.Fprintf(w, "run %s: %s\n", info.Dir, strings.Join(parts, "; "))
 }
 

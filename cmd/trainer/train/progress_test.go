@@ -30,6 +30,8 @@ func TestProgressHeader(t *testing.T) {
 			"run d: 1,000 parameters; 10 steps; 20,000 training, 500 validation examples; 1 threads\n"},
 		{"validation only", RunInfo{Steps: 10, Params: 100, Dir: "d", Threads: 1, Examples: map[string]int{"valid": 64}},
 			"run d: 100 parameters; 10 steps; 64 validation examples; 1 threads\n"},
+		{"data-parallel", RunInfo{Steps: 10, Params: 100, Dir: "d", Threads: 1, Processes: 2},
+			"run d: 100 parameters; 10 steps; 2 processes × 1 threads\n"},
 	} {
 		for _, mode := range []string{ProgressLines, ProgressBar} {
 			t.Run(c.name+"/"+mode, func(t *testing.T) {
