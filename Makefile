@@ -5,10 +5,16 @@ FUZZ    ?= 10s
 # Each `make train` starts a new run directory; earlier runs are kept.
 RUN     := checkpoints/maxnorm-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: build test train bench reproduce variants pretrain fuzz clean
+.PHONY: build build-mpi test train bench bench-mpi reproduce variants pretrain fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/trainer
+
+# The trainer with MPI data-parallel training (mpirun -np N bin/trainer-mpi
+# train …): needs Open MPI's headers and library (apt-get install -y
+# openmpi-bin libopenmpi-dev).
+build-mpi:
+	$(GO) build -tags mpi -o bin/trainer-mpi ./cmd/trainer
 
 # Unit, gradient, property and CLI tests, plus a short run of each fuzz
 # target.
@@ -46,6 +52,23 @@ bench:
 			printf 'PyTorch 1.13 %s: ' $$m; OPENBLAS_NUM_THREADS=1 /usr/bin/python3 $(TORCH_BENCH)/torch_em_bench.py $$m 2>/dev/null; \
 		done; \
 	else echo "no PyTorch rows: apt-get install -y python3-torch libopenblas0-pthread, and TORCH_BENCH=<the reference scripts' folder>"; fi
+	@if command -v mpirun >/dev/null && pkg-config --exists ompi-c; then $(MAKE) --no-print-directory bench-mpi; \
+	else echo "no MPI rows: apt-get install -y openmpi-bin libopenmpi-dev"; fi
+
+# Data parallelism on this machine: the allreduce of gradient-sized
+# buffers between 2 processes, then the maxnorm preset's steps per second
+# on 1 process of 1 thread and on 2 processes of 1 thread each, with the
+# allreduce's share of a step (metrics.jsonl's allreduce_ms).
+MPIRUN  ?= mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root)
+MPISTEPS ?= 400
+bench-mpi: build-mpi
+	$(GO) test -c -tags mpi -o bin/mpi.test ./cmd/trainer/train/mpi
+	$(MPIRUN) -np 2 bin/mpi.test -test.run '^$$' -test.bench Allreduce -test.benchtime 300x | grep '^Benchmark' | sort -u
+	rm -rf bin/bench-mpi
+	GOMAXPROCS=1 bin/trainer-mpi train --config maxnorm --set training.steps=$(MPISTEPS) --set training.eval_every=0 --set training.checkpoint_every=0 --out bin/bench-mpi/np1 --progress lines >/dev/null
+	$(MPIRUN) -np 2 bin/trainer-mpi train --config maxnorm --set training.steps=$(MPISTEPS) --set training.eval_every=0 --set training.checkpoint_every=0 --out bin/bench-mpi/np2 --progress lines >/dev/null
+	@for n in 1 2; do printf 'maxnorm, %d process(es) × 1 thread: ' $$n; \
+		grep '"steps_per_sec"' bin/bench-mpi/np$$n/metrics.jsonl | tail -1 | grep -o '"\(allreduce_ms\|steps_per_sec\)":[0-9.e+-]*' | tr '\n' ' '; echo; done
 
 # The long runs behind the README's results table (make train, make variants
 # and make pretrain are the others).

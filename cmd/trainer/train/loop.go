@@ -123,8 +123,10 @@ type Loop struct {
 	// tracked are the tracked values of the last step, averaged over the
 	// processes in a data-parallel run.
 	tracked map[string]float64
-	// reduceBuf is reused by every step's allreduce.
+	// reduceBuf is reused by every step's allreduce; reduceSec sums the
+	// time spent in it since the last log line.
 	reduceBuf []float64
+	reduceSec float64
 }
 
 // New builds the task's training and evaluation programs on fresh
@@ -549,6 +551,12 @@ func (l *Loop) run(ctx context.Context, p Progress) error {
 			rate := float64(l.step-startStep) / s.Clock().Sub(start).Seconds()
 			l.metrics["train_loss"] = mean
 			fields := map[string]any{"train_loss": mean, "lr": l.opt.LR, "grad_norm": norm, "steps_per_sec": rate}
+			if l.parallel() {
+				// The allreduce's time per step, waiting for the slowest
+				// process included: what data parallelism costs.
+				fields["allreduce_ms"] = 1000 * l.reduceSec / float64(l.loop.LossCount)
+				l.reduceSec = 0
+			}
 			penalties := map[string]float64{}
 			for name, sum := range l.loop.PenaltySums {
 				penalties[name] = sum / float64(l.loop.LossCount)

@@ -134,9 +134,11 @@ func (l *Loop) reduceStep() (float64, map[string]float64, error) {
 		buf = append(buf, w*tracked[name])
 	}
 	l.reduceBuf = buf
+	start := l.set.Clock()
 	if err := l.set.Comm.AllreduceSum(buf); err != nil {
 		return 0, nil, fmt.Errorf("allreduce gradients: %w", err)
 	}
+	l.reduceSec += l.set.Clock().Sub(start).Seconds()
 	rest, err := l.train.SetGradients(buf, 1/buf[len(buf)-len(names)-1])
 	if err != nil {
 		return 0, nil, err

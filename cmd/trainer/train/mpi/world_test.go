@@ -110,3 +110,32 @@ func TestWithoutMPI(t *testing.T) {
 		t.Error("Launched() without a launcher")
 	}
 }
+
+// BenchmarkAllreduce times AllreduceSum of float64 buffers of the sizes
+// of the models' gradients (maxnorm has about 70k parameters, seq2seq-toy
+// about 400k), in every process of an mpirun job. Run it with a fixed
+// count, so that every process makes the same calls (make bench-mpi):
+//
+//	go test -c -tags mpi -o mpi.test ./cmd/trainer/train/mpi
+//	mpirun -np 2 mpi.test -test.run '^$' -test.bench Allreduce -test.benchtime 500x
+func BenchmarkAllreduce(b *testing.B) {
+	if _, ok := mpi.Launched(); !ok {
+		b.Skip("runs under mpirun")
+	}
+	w, err := mpi.Init()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Finalize()
+	for _, n := range []int{1 << 10, 1 << 16, 1 << 18, 1 << 20} {
+		b.Run(fmt.Sprintf("floats-%d", n), func(b *testing.B) {
+			buf := make([]float64, n)
+			b.SetBytes(int64(8 * n))
+			for b.Loop() {
+				if err := w.AllreduceSum(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
