@@ -195,10 +195,41 @@ static void mm(int nr, int nt, int w, float alpha, const float *c, int ldc, int 
 	}
 }
 
-// transpose sets t [w×rows] to x [rows×w]ᵀ (x's rows strided by ldx).
+// transpose8 stores the 8×8 block at x (rows strided by ldx) transposed
+// at t (rows strided by ldt), in registers: unpack, shuffle, swap halves.
+__attribute__((always_inline, target("avx2,fma")))
+static inline void transpose8(const float *x, size_t ldx, float *t, size_t ldt) {
+	__m256 r[8], u[8], s[8];
+	for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(x + (size_t)i * ldx);
+	for (int i = 0; i < 8; i += 2) {
+		u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+		u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+	}
+	for (int i = 0; i < 8; i += 4) {
+		s[i] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+		s[i + 1] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+		s[i + 2] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+		s[i + 3] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+	}
+	for (int i = 0; i < 4; i++) {
+		_mm256_storeu_ps(t + (size_t)i * ldt, _mm256_permute2f128_ps(s[i], s[i + 4], 0x20));
+		_mm256_storeu_ps(t + (size_t)(i + 4) * ldt, _mm256_permute2f128_ps(s[i], s[i + 4], 0x31));
+	}
+}
+
+// transpose sets t [w×rows] to x [rows×w]ᵀ (x's rows strided by ldx):
+// 8×8 blocks in registers, the edges one element at a time (one scalar
+// store per element, each to another row of t, cost more than the
+// products that read t).
+__attribute__((target("avx2,fma")))
 static void transpose(const float *x, int ldx, int rows, int w, float *t) {
-	for (int r = 0; r < rows; r++)
-		for (int k = 0; k < w; k++) t[(size_t)k * rows + r] = x[(size_t)r * ldx + k];
+	const int r8 = rows & ~7, w8 = w & ~7;
+	for (int r = 0; r < r8; r += 8)
+		for (int k = 0; k < w8; k += 8) transpose8(x + (size_t)r * ldx + k, ldx, t + (size_t)k * rows + r, rows);
+	for (int k = w8; k < w; k++)
+		for (int r = 0; r < r8; r++) t[(size_t)k * rows + r] = x[(size_t)r * ldx + k];
+	for (int k = 0; k < w; k++)
+		for (int r = r8; r < rows; r++) t[(size_t)k * rows + r] = x[(size_t)r * ldx + k];
 }
 
 // dot is Σ_k a_k b_k over k < n.
@@ -314,24 +345,57 @@ static float row_top(const float *x, int m, const float *km) {
 	return isnan ? NAN : top;
 }
 
+// load_tail loads x[0..k) (0 < k < 8) into the low lanes of a vector
+// whose other lanes hold fill.
+__attribute__((always_inline, target("avx2,fma")))
+static inline __m256 load_tail(const float *x, int k, float fill) {
+	float t[8];
+	for (int l = 0; l < 8; l++) t[l] = l < k ? x[l] : fill;
+	return _mm256_loadu_ps(t);
+}
+
+// store_tail stores the low k lanes of v (0 < k < 8) to x[0..k).
+__attribute__((always_inline, target("avx2,fma")))
+static inline void store_tail(float *x, int k, __m256 v) {
+	float t[8];
+	_mm256_storeu_ps(t, v);
+	for (int l = 0; l < k; l++) x[l] = t[l];
+}
+
 // softmax is emSoftmax: w [n×m] = softmax_j of s over the real keys, rows
-// outside rows (NULL: none) 0; s's padded entries are overwritten (s may
-// be w).
+// outside rows (NULL: none) 0; padded keys get weight exactly 0 (s may be
+// w). Each row is one pass for its max (row_top) and one for e^(s − max)
+// and its sum (exp_le0, as pf_exp_row computes it, summed in float), then
+// the division.
 __attribute__((target("avx2,fma")))
 static void softmax(const em_p *p, float *s, float *w, const float *rows) {
-	const int n = p->n, m = p->m;
+	const int n = p->n, m = p->m, m8 = m & ~7;
+	const float *km = p->km;
+	const __m256 zero = _mm256_setzero_ps();
 	for (int i = 0; i < n; i++) {
 		float *src = s + (size_t)i * m, *dst = w + (size_t)i * m;
 		if (rows && rows[i] == 0) {
 			memset(dst, 0, sizeof(float) * (size_t)m);
 			continue;
 		}
-		float top = row_top(src, m, p->km);
-		if (p->km)
-			for (int j = 0; j < m; j++)
-				if (p->km[j] == 0) src[j] = top + EM_NEG_INF;
-		float z = (float)pf_exp_row(src, dst, m, top);
-		for (int j = 0; j < m; j++) dst[j] /= z;
+		const __m256 vt = _mm256_set1_ps(row_top(src, m, km));
+		__m256 acc = zero;
+		int j = 0;
+		for (; j < m8; j += 8) {
+			__m256 e = exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(_mm256_loadu_ps(src + j), vt)));
+			if (km) e = _mm256_and_ps(e, _mm256_cmp_ps(_mm256_loadu_ps(km + j), zero, _CMP_NEQ_UQ));
+			acc = _mm256_add_ps(acc, e);
+			_mm256_storeu_ps(dst + j, e);
+		}
+		__m256 et = zero;
+		if (j < m) {
+			et = exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(load_tail(src + j, m - j, -INFINITY), vt)));
+			if (km) et = _mm256_and_ps(et, _mm256_cmp_ps(load_tail(km + j, m - j, 0), zero, _CMP_NEQ_UQ));
+			acc = _mm256_add_ps(acc, et);
+		}
+		const __m256 vz = _mm256_set1_ps(hsum(acc));
+		for (j = 0; j < m8; j += 8) _mm256_storeu_ps(dst + j, _mm256_div_ps(_mm256_loadu_ps(dst + j), vz));
+		if (j < m) store_tail(dst + j, m - j, _mm256_div_ps(et, vz));
 	}
 }
 
@@ -351,9 +415,11 @@ static void softmax_back(int n, int m, const float *w, float *dw) {
 __attribute__((target("avx2,fma")))
 static void gaussian(int n, int m, int k, const float *lambda, const float *dd, const float *base, const float *row,
                      float *out, float *cols) {
-	float half = (float)k / 2, *logs = cols, *hl = cols + m;
+	float half = (float)k / 2, *logs = cols, *hl = cols + m, prev = NAN, lp = 0;
 	for (int j = 0; j < m; j++) {
-		logs[j] = half * (float)log((double)lambda[j]);
+		if (!(lambda[j] == prev)) // precisions not adapted are all one value
+			prev = lambda[j], lp = half * (float)log((double)prev);
+		logs[j] = lp;
 		hl[j] = lambda[j] / 2;
 	}
 	for (int i = 0; i < n; i++) {
@@ -501,6 +567,7 @@ static void centres_back(const em_p *p, const float *w, const float *x, int ldx,
 
 // log_softmax is emLogSoftmax, in double as there: z ← log-softmax of z
 // over the real units (MaskNegInf at padded ones), pi ← its softmax.
+__attribute__((target("avx2,fma")))
 static void log_softmax(const em_p *p, float *z, float *pi) {
 	const int m = p->m;
 	double top = -INFINITY, total = 0;
@@ -509,16 +576,22 @@ static void log_softmax(const em_p *p, float *z, float *pi) {
 			double x = z[j];
 			top = x != x || top != top ? NAN : (x > top ? x : top); // math.Max
 		}
-	for (int j = 0; j < m; j++)
-		if (real_key(p, j)) total += exp((double)z[j] - top);
+	// the exponentials 8 at a time (exp_le0; a padded unit's lane is
+	// −∞, whose exponential is 0)
+	float e[8], x[8];
+	for (int j = 0; j < m; j += 8) {
+		const int k = m - j < 8 ? m - j : 8;
+		for (int l = 0; l < 8; l++) x[l] = l < k && real_key(p, j + l) ? (float)((double)z[j + l] - top) : -INFINITY;
+		_mm256_storeu_ps(e, exp_le0(_mm256_min_ps(_mm256_setzero_ps(), _mm256_loadu_ps(x))));
+		for (int l = 0; l < k; l++) total += e[l];
+	}
 	float lse = (float)(top + log(total));
-	for (int j = 0; j < m; j++) {
-		if (real_key(p, j)) {
-			z[j] -= lse;
-			pi[j] = (float)exp((double)z[j]);
-		} else {
-			z[j] = EM_NEG_INF, pi[j] = 0;
-		}
+	for (int j = 0; j < m; j++) z[j] = real_key(p, j) ? z[j] - lse : EM_NEG_INF;
+	for (int j = 0; j < m; j += 8) {
+		const int k = m - j < 8 ? m - j : 8;
+		for (int l = 0; l < 8; l++) x[l] = l < k && real_key(p, j + l) ? z[j + l] : -INFINITY;
+		_mm256_storeu_ps(e, exp_le0(_mm256_min_ps(_mm256_setzero_ps(), _mm256_loadu_ps(x))));
+		for (int l = 0; l < k; l++) pi[j + l] = e[l];
 	}
 }
 

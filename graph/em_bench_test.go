@@ -3,7 +3,9 @@ package graph
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
+	"time"
 )
 
 // BenchmarkEMAttention times one forward and backward pass of an EM
@@ -118,10 +120,29 @@ func benchEMProblem(b *testing.B, s EMSpec, n, m, d, dv int) {
 	var h emHyper[float32]
 	g := &emGrads[float32]{q: make([]float32, n*d), xi0: make([]float32, m*d), mu0: make([]float32, m*dv),
 		ldq: d, ldk: d, ldv: dv, h: &h}
+	tr, bs := cutTrace(s, n, m, d, dv, buf), cutBackScratch[float32](n, m, d, dv, bsc)
+	// EM_BENCH_ALONE=1 leaves the yardstick out, for profiles of em.c.
+	useC := emUseC && os.Getenv("EM_BENCH_ALONE") == ""
+	var tc, tg time.Duration
 	b.ResetTimer()
 	for range b.N {
-		tr := cutTrace(s, n, m, d, dv, buf)
+		start := time.Now()
 		emForward(s, p, tr, sc)
-		emBackward(s, p, tr, seed, g, cutBackScratch[float32](n, m, d, dv, bsc))
+		emBackward(s, p, tr, seed, g, bs)
+		if useC {
+			// the Go path alternating with it, as a yardstick that drifts
+			// with the machine's speed as em.c does
+			mid := time.Now()
+			emUseC = false
+			emForward(s, p, tr, sc)
+			emBackward(s, p, tr, seed, g, bs)
+			emUseC = true
+			tc += mid.Sub(start)
+			tg += time.Since(mid)
+		}
+	}
+	if useC {
+		b.ReportMetric(float64(tc.Nanoseconds())/float64(b.N), "ns-c")
+		b.ReportMetric(float64(tc)/float64(tg), "x-go")
 	}
 }
