@@ -494,3 +494,164 @@ void pf_prior_head(const float *k, int ldk, int rows, int m, int d, const float 
 	// dw1 [d×16]: row e = Σ_r k[r][e] du[r]
 	rows_axpy(d, rows, 16, 1, k, 1, ldk, scratch, 16, dw1, 16);
 }
+
+// lgamma_pos is log Γ(x) for x > 0 lane by lane, as lgammaFast
+// (fusedbayes.go) computes it: x < 6 moves to z = x + 6 by the recurrence,
+// then Stirling's series to z⁻⁷.
+__attribute__((target("avx2,fma")))
+static inline __m256 lgamma_pos(__m256 x) {
+	const __m256 one = _mm256_set1_ps(1.0f), six = _mm256_set1_ps(6.0f);
+	__m256 small = _mm256_cmp_ps(x, six, _CMP_LT_OQ);
+	__m256 prod = _mm256_mul_ps(_mm256_mul_ps(x, _mm256_add_ps(x, one)),
+	                            _mm256_mul_ps(_mm256_add_ps(x, _mm256_set1_ps(2.0f)), _mm256_add_ps(x, _mm256_set1_ps(3.0f))));
+	prod = _mm256_mul_ps(prod, _mm256_mul_ps(_mm256_add_ps(x, _mm256_set1_ps(4.0f)), _mm256_add_ps(x, _mm256_set1_ps(5.0f))));
+	__m256 shift = _mm256_and_ps(small, log_pos(_mm256_blendv_ps(one, prod, small)));
+	__m256 z = _mm256_add_ps(x, _mm256_and_ps(small, six));
+	__m256 iz = _mm256_div_ps(one, z), iz2 = _mm256_mul_ps(iz, iz);
+	__m256 s = _mm256_fnmadd_ps(iz2, _mm256_set1_ps(1.0f / 1680), _mm256_set1_ps(1.0f / 1260));
+	s = _mm256_fnmadd_ps(iz2, s, _mm256_set1_ps(1.0f / 360));
+	s = _mm256_fnmadd_ps(iz2, s, _mm256_set1_ps(1.0f / 12));
+	s = _mm256_mul_ps(iz, s);
+	__m256 r = _mm256_fmsub_ps(_mm256_sub_ps(z, _mm256_set1_ps(0.5f)), log_pos(z), z);
+	r = _mm256_add_ps(r, _mm256_set1_ps(0.9189385332046728f));
+	return _mm256_sub_ps(_mm256_add_ps(r, s), shift);
+}
+
+// digamma_pos is ψ(x) for x > 0 lane by lane, as digammaFast
+// (fusedbayes.go) computes it: ψ(x) = ψ(x+6) − Σ_{i<6} 1/(x+i) for x < 6,
+// and the asymptotic series at z ≥ 6.
+__attribute__((target("avx2,fma")))
+static inline __m256 digamma_pos(__m256 x) {
+	const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f), six = _mm256_set1_ps(6.0f);
+	__m256 small = _mm256_cmp_ps(x, six, _CMP_LT_OQ);
+	__m256 x2 = _mm256_add_ps(x, two), x4 = _mm256_add_ps(x, _mm256_set1_ps(4.0f));
+	__m256 a = _mm256_mul_ps(x, _mm256_add_ps(x, one)), b = _mm256_mul_ps(x2, _mm256_add_ps(x, _mm256_set1_ps(3.0f))),
+	       c = _mm256_mul_ps(x4, _mm256_add_ps(x, _mm256_set1_ps(5.0f)));
+	__m256 x2p1 = _mm256_fmadd_ps(two, x, one);
+	__m256 shift = _mm256_add_ps(_mm256_div_ps(x2p1, a), _mm256_div_ps(_mm256_add_ps(x2p1, _mm256_set1_ps(4.0f)), b));
+	shift = _mm256_add_ps(shift, _mm256_div_ps(_mm256_add_ps(x2p1, _mm256_set1_ps(8.0f)), c));
+	shift = _mm256_and_ps(small, shift);
+	__m256 z = _mm256_add_ps(x, _mm256_and_ps(small, six));
+	__m256 iz = _mm256_div_ps(one, z), iz2 = _mm256_mul_ps(iz, iz);
+	__m256 s = _mm256_fnmadd_ps(iz2, _mm256_set1_ps(1.0f / 240), _mm256_set1_ps(1.0f / 252));
+	s = _mm256_fnmadd_ps(iz2, s, _mm256_set1_ps(1.0f / 120));
+	s = _mm256_fnmadd_ps(iz2, s, _mm256_set1_ps(1.0f / 12));
+	s = _mm256_mul_ps(iz2, s);
+	__m256 r = _mm256_fnmadd_ps(_mm256_set1_ps(0.5f), iz, log_pos(z));
+	return _mm256_sub_ps(_mm256_sub_ps(r, s), shift);
+}
+
+// pf_bayes_head runs one float32 head of BayesAttentionSample without a
+// causal mask (fusedbayessample.go) whole: the prior of the visible keys
+// (p = softmax of the logits c [m], or 1/|V| when c is NULL), the KL's
+// per-key coefficients, pf_bayes_attn_head, and from its sums the head's
+// Σ KL_ij (into *sum) and ∂Σ KL/∂c for a unit gradient (into dc [m], when
+// c is given), as klHeadCoefs, klCoefs.value and klPriorGrad compute them.
+// kc holds the settings: kind (0 Weibull, 1 log-normal), the noise scale
+// (1/k or σ), β₀, A = γ/k + lgamma(1+1/k) − log β₀, the per-weight
+// constant c0, the log-normal shift (σ₀² − σ²)/2 and 1/(2σ₀²). α, lgamma α
+// and ψ α are float32 vector functions here (lgamma_pos, digamma_pos). It
+// returns 0 without computing anything when no key is visible or no query
+// real (the Go loop handles those heads), 1 otherwise.
+__attribute__((target("avx2,fma")))
+int pf_bayes_head(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m, int d,
+                  int dv, float scale, const float *mask, const float *qmask, const float *noise, const float *c,
+                  const double *kc, float *p, float *x, float *out, int ldo, float *dc, double *sum) {
+	const int kind = (int)kc[0];
+	const double rate = kc[2], A = kc[3], c0 = kc[4], shift = kc[5], inv2s02 = kc[6];
+	const float floor_ = 1e-8f; // BayesAlphaFloor
+	int nr = n, nv = 0;
+	if (qmask) {
+		nr = 0;
+		for (int i = 0; i < n; i++) nr += qmask[i] != 0;
+	}
+	float keep[MAXW], pp[MAXW], lp[MAXW], al[MAXW], lg[MAXW], ps[MAXW], av[MAXW], bv[MAXW], cs[MAXW];
+	const int m8 = (m + 7) & ~7;
+	float cmx = -INFINITY;
+	for (int j = 0; j < m8; j++) {
+		int vis = j < m && (!mask || mask[j] != 0);
+		keep[j] = vis ? 1.0f : 0.0f;
+		nv += vis;
+		if (vis && c && c[j] > cmx) cmx = c[j];
+	}
+	if (nr == 0 || nv == 0) return 0;
+	const __m256 zero = _mm256_setzero_ps();
+	// the prior: p and log p at the visible keys, 0 elsewhere
+	if (c) {
+		__m256 vm = _mm256_set1_ps(cmx), zs = zero;
+		for (int j = 0; j < m8; j += 8) {
+			__m256 vis = _mm256_cmp_ps(_mm256_loadu_ps(keep + j), zero, _CMP_NEQ_OQ);
+			__m256 cv = _mm256_and_ps(vis, j + 8 <= m ? _mm256_loadu_ps(c + j) : _mm256_maskload_ps(c + j, tail_lanes(j, m)));
+			__m256 e = _mm256_and_ps(vis, exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(cv, vm))));
+			_mm256_storeu_ps(lp + j, cv);
+			_mm256_storeu_ps(pp + j, e);
+			zs = _mm256_add_ps(zs, e);
+		}
+		float z = hsum(zs), lz = cmx + logf(z);
+		__m256 vz = _mm256_set1_ps(1 / z), vl = _mm256_set1_ps(lz);
+		for (int j = 0; j < m8; j += 8) {
+			__m256 vis = _mm256_cmp_ps(_mm256_loadu_ps(keep + j), zero, _CMP_NEQ_OQ);
+			_mm256_storeu_ps(pp + j, _mm256_mul_ps(_mm256_loadu_ps(pp + j), vz));
+			_mm256_storeu_ps(lp + j, _mm256_and_ps(vis, _mm256_sub_ps(_mm256_loadu_ps(lp + j), vl)));
+		}
+	} else {
+		float pc = 1.0f / (float)nv, lpc = -logf((float)nv);
+		for (int j = 0; j < m8; j++) {
+			pp[j] = keep[j] != 0 ? pc : 0;
+			lp[j] = keep[j] != 0 ? lpc : 0;
+		}
+	}
+	double sumA = 0, sumLg = 0, sumEa = 0, sumEb = 0;
+	float g = 1;
+	if (kind == 0) {
+		const __m256 vr = _mm256_set1_ps((float)rate), vf = _mm256_set1_ps(floor_), one = _mm256_set1_ps(1.0f);
+		for (int j = 0; j < m8; j += 8) {
+			__m256 vis = _mm256_cmp_ps(_mm256_loadu_ps(keep + j), zero, _CMP_NEQ_OQ);
+			__m256 a = _mm256_mul_ps(vr, _mm256_max_ps(_mm256_loadu_ps(pp + j), vf));
+			__m256 ax = _mm256_blendv_ps(one, a, vis); // masked lanes: lgamma and ψ of 1, then 0
+			_mm256_storeu_ps(al + j, _mm256_and_ps(vis, a));
+			_mm256_storeu_ps(lg + j, _mm256_and_ps(vis, lgamma_pos(ax)));
+			_mm256_storeu_ps(ps + j, _mm256_and_ps(vis, digamma_pos(ax)));
+		}
+		for (int j = 0; j < m; j++) {
+			av[j] = al[j];
+			bv[j] = keep[j] != 0 && pp[j] > floor_ ? al[j] : 0;
+			sumA += al[j];
+			sumLg += lg[j];
+			sumEa += bv[j];
+			sumEb += bv[j] * (A + ps[j]);
+		}
+	} else {
+		g = (float)(2 * inv2s02);
+		for (int j = 0; j < m; j++) {
+			av[j] = keep[j] != 0 ? (float)(shift - lp[j]) : 0;
+			bv[j] = 0;
+		}
+	}
+	double agg[2];
+	double rows = pf_bayes_attn_head(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, qmask, noise, kind,
+	                                 (float)kc[1], av, bv, g, p, x, out, ldo, cs, agg);
+	if (kind == 0) {
+		*sum = rows + nr * (A * sumA + rate + sumLg + nv * c0);
+	} else {
+		*sum = (double)nr * nv * c0 + inv2s02 * rows;
+	}
+	if (!c) return 1;
+	const double lsum = agg[0];
+	if (kind == 0) {
+		double etot = nr * sumEb + lsum * sumEa - agg[1];
+		for (int j = 0; j < m; j++) {
+			double r = 0;
+			if (keep[j] != 0 && pp[j] > floor_) {
+				r = nr * (double)al[j] * (A + ps[j]) + (double)al[j] * (lsum - cs[j]) - pp[j] * etot;
+			} else if (keep[j] != 0) {
+				r = -pp[j] * etot;
+			}
+			dc[j] = (float)r;
+		}
+		return 1;
+	}
+	for (int j = 0; j < m; j++)
+		dc[j] = keep[j] != 0 ? (float)(-g * ((double)cs[j] - lsum + nr * (double)av[j] - pp[j] * agg[1])) : 0;
+	return 1;
+}

@@ -10,10 +10,9 @@ package graph
 // double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n, int m, int d, float scale,
 //                         const float *mask, const float *qmask, int kind, const float *a, const float *b, float g,
 //                         float *dq, float *dk, float *colsum, double *agg);
-// double pf_bayes_attn_head(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m,
-//                           int d, int dv, float scale, const float *mask, const float *qmask, const float *noise,
-//                           int kind, float nscale, const float *a, const float *b, float g, float *p, float *x,
-//                           float *out, int ldo, float *colsum, double *agg);
+// int pf_bayes_head(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m, int d,
+//                   int dv, float scale, const float *mask, const float *qmask, const float *noise, const float *c,
+//                   const double *kc, float *p, float *x, float *out, int ldo, float *dc, double *sum);
 // void pf_bayes_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
 //                             const float *g, int ldg, const float *p, int n, int m, int d, int dv, float scale,
 //                             const float *x, float gx, float *dq, float *dk, float *dvv);
@@ -109,29 +108,31 @@ func priorHead32(k []float32, ldk, rows, m, d int, w1, w1t, b1, w2 []float32, b2
 // head of these sizes.
 func sampleHeadFits(n, m, d, dv int) bool { return attnHeadOK(n, m, d, dv) }
 
-// sampleHead32 runs attention.c's pf_bayes_attn_head on one float32 head
+// bayesHead32 runs attention.c's pf_bayes_head on one float32 head
 // without a causal mask (q, k, v, out: the head's first rows, q and k
-// strided by ld, v and out by ldv; mask [m], qmask [n] or nil; noise, p,
-// x [n×m]; a, b, colsum [m]; agg [2]) and reports whether it did. It
-// returns the KL rows' sum (see bayesSampleKernel).
-func sampleHead32(q []float32, ld int, k, v []float32, ldv, n, m, d, dv int, scale float32, mask, qmask, noise []float32,
-	kind int, nscale float32, a, b []float32, g float32, p, x, out, colsum []float32, agg *[2]float64) (float64, bool) {
-	if !attnHeadOK(n, m, d, dv) || len(a) < m || len(b) < m || len(colsum) < m || len(noise) < n*m || len(p) < n*m ||
-		len(x) < n*m {
+// strided by ld, v and out by ldv; mask [m], qmask [n], c [m] or nil;
+// noise, p, x [n×m]; dc [m]; kc the settings, see there). It reports
+// whether it ran, and returns the head's Σ KL_ij.
+func bayesHead32(q []float32, ld int, k, v []float32, ldv, n, m, d, dv int, scale float32, mask, qmask, noise, c []float32,
+	kc *[7]float64, p, x, out, dc []float32) (float64, bool) {
+	if !attnHeadOK(n, m, d, dv) || len(noise) < n*m || len(p) < n*m || len(x) < n*m || (c != nil && (len(c) < m || len(dc) < m)) {
 		return 0, false
 	}
-	var mp, qp *C.float
+	var mp, qp, cp, dcp *C.float
 	if mask != nil {
 		mp = (*C.float)(&mask[0])
 	}
 	if qmask != nil {
 		qp = (*C.float)(&qmask[0])
 	}
-	r := C.pf_bayes_attn_head((*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld), (*C.float)(&v[0]), C.int(ldv),
-		C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, qp, (*C.float)(&noise[0]), C.int(kind),
-		C.float(nscale), (*C.float)(&a[0]), (*C.float)(&b[0]), C.float(g), (*C.float)(&p[0]), (*C.float)(&x[0]),
-		(*C.float)(&out[0]), C.int(ldv), (*C.float)(&colsum[0]), (*C.double)(&agg[0]))
-	return float64(r), true
+	if c != nil {
+		cp, dcp = (*C.float)(&c[0]), (*C.float)(&dc[0])
+	}
+	var sum C.double
+	ran := C.pf_bayes_head((*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld), (*C.float)(&v[0]), C.int(ldv),
+		C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, qp, (*C.float)(&noise[0]), cp,
+		(*C.double)(&kc[0]), (*C.float)(&p[0]), (*C.float)(&x[0]), (*C.float)(&out[0]), C.int(ldv), dcp, &sum)
+	return float64(sum), ran != 0
 }
 
 // bayesHeadBwd32 runs attention.c's pf_bayes_attn_head_bwd on one float32

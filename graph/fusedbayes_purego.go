@@ -21,9 +21,8 @@ func priorHead32([]float32, int, int, int, int, []float32, []float32, []float32,
 	return false
 }
 
-func sampleHead32([]float32, int, []float32, []float32, int, int, int, int, int, float32, []float32, []float32,
-	[]float32, int, float32, []float32, []float32, float32, []float32, []float32, []float32, []float32,
-	*[2]float64) (float64, bool) {
+func bayesHead32([]float32, int, []float32, []float32, int, int, int, int, int, float32, []float32, []float32,
+	[]float32, []float32, *[7]float64, []float32, []float32, []float32, []float32) (float64, bool) {
 	return 0, false
 }
 

@@ -261,6 +261,10 @@ func bayesSampleForward[T float](a bayesSampleKernel, in []*tensor.Dense) float6
 	return total / float64(st.count)
 }
 
+// bayesSampleGoOnly makes every head take the Go loop, for the tests
+// that hold attention.c's heads equal to it.
+var bayesSampleGoOnly bool
+
 // sampleHeadDims are a node's sizes: B, N, M, d, dv and 1/√d.
 type sampleHeadDims struct {
 	b, n, m, d, dv int
@@ -288,8 +292,8 @@ func sampleHead[T float](cfg BayesKL, cs klConsts, sc *klScratch[T], o sampleOpe
 	if o.c != nil {
 		crow, dch = o.c[xh*m:(xh+1)*m], dc[xh*m:(xh+1)*m]
 	}
-	if !cfg.Causal {
-		if v, ok := sampleHeadC(cfg, cs, sc, qh, kh, vh, mrow, qrow, crow, uh, n, m, d, dv, hd, hv, z.scale, ph, xhd, oh, dch); ok {
+	if !cfg.Causal && !bayesSampleGoOnly {
+		if v, ok := sampleHeadC(cfg, cs, qh, kh, vh, mrow, qrow, crow, uh, n, m, d, dv, hd, hv, z.scale, ph, xhd, oh, dch); ok {
 			return v
 		}
 	}
@@ -346,43 +350,32 @@ func noiseTerm[T float](cfg BayesKL, u, b []T) {
 }
 
 // sampleHeadC runs one float32 head of the forward pass without a causal
-// mask in attention.c (pf_bayes_attn_head) where it applies, and reports
-// whether it did; see sampleHead.
-func sampleHeadC[T float](cfg BayesKL, cs klConsts, sc *klScratch[T], qh, kh, vh, mrow, qrow, crow, uh []T,
+// mask in attention.c (pf_bayes_head: the prior, the sample, the KL and
+// its gradients) where it applies, and reports whether it did; see
+// sampleHead. Its lgamma and ψ are float32 vector functions, where the
+// Go loop takes lgammaFast and digammaFast in float64.
+func sampleHeadC[T float](cfg BayesKL, cs klConsts, qh, kh, vh, mrow, qrow, crow, uh []T,
 	n, m, d, dv, hd, hv int, scale float64, ph, xh, oh, dch []T) (float64, bool) {
 	q32, ok := any(qh).([]float32)
 	if !ok || !sampleHeadFits(n, m, d, dv) {
 		return 0, false
 	}
-	co, ok := klHeadCoefs(cfg, cs, sc, mrow, qrow, crow, n, m, priorLgamma|priorDigamma)
-	if !ok {
-		return 0, false
-	}
-	nscale := cfg.Sigma
+	kc := [7]float64{1, cfg.Sigma, cfg.PriorRate, cs.a, cs.c0, cs.shift, cs.inv2s02}
 	if cfg.Posterior == BayesWeibull {
-		nscale = 1 / cfg.K
+		kc[0], kc[1] = 0, 1/cfg.K
 	}
-	var mr, qr []float32
+	var mr, qr, cr, dc []float32
 	if mrow != nil {
 		mr = any(mrow).([]float32)
 	}
 	if qrow != nil {
 		qr = any(qrow).([]float32)
 	}
-	var agg [2]float64
-	rows, ok := sampleHead32(q32, hd, any(kh).([]float32), any(vh).([]float32), hv, n, m, d, dv, float32(scale), mr, qr,
-		any(uh).([]float32), co.kind, float32(nscale), any(sc.a).([]float32), any(sc.b).([]float32), float32(co.gc),
-		any(ph).([]float32), any(xh).([]float32), any(oh).([]float32), any(sc.colsum).([]float32), &agg)
-	if !ok {
-		return 0, false
-	}
 	if crow != nil {
-		klPriorGrad(co, cfg, cs, sc, mrow, m, 1, agg)
-		for j := range dch {
-			dch[j] = T(sc.dc[j])
-		}
+		cr, dc = any(crow).([]float32), any(dch).([]float32)
 	}
-	return co.value(cfg, cs, rows), true
+	return bayesHead32(q32, hd, any(kh).([]float32), any(vh).([]float32), hv, n, m, d, dv, float32(scale), mr, qr,
+		any(uh).([]float32), cr, &kc, any(ph).([]float32), any(xh).([]float32), any(oh).([]float32), dc)
 }
 
 // bayesSampleGradKernel computes the gradients of a BayesAttentionSample
@@ -469,7 +462,7 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 				dc[xh*m+j] = T(g * float64(xc[xh*m+j]))
 			}
 		}
-		if gOut != nil {
+		if gOut != nil && !bayesSampleGoOnly {
 			gh := gOut[bi*n*hv+hh*dv:]
 			if sampleHeadBwd32(qh, kh, vh, gh, ph, xhd, hd, hv, n, m, d, dv, scale, g, dqh, dkh, dvh) {
 				return
