@@ -159,7 +159,7 @@ func New(task Task, s Settings) (*Loop, error) {
 	if s.Clock == nil {
 		s.Clock = time.Now
 	}
-	local, err := localBatch(s)
+	local, err := LocalBatch(s.Batch, s.Comm)
 	if err != nil {
 		return nil, err
 	}

@@ -75,16 +75,17 @@ func (l *Loop) setupParallel() error {
 	return l.broadcastParams()
 }
 
-// localBatch is the batch one process trains on: the global batch split
-// over the processes.
-func localBatch(s Settings) (int, error) {
-	if s.Comm == nil || s.Comm.Size() <= 1 {
-		return s.Batch, nil
+// LocalBatch is the batch one process of comm trains on: the global
+// batch split over the processes, which must divide it. comm may be nil
+// (one process).
+func LocalBatch(batch int, comm Comm) (int, error) {
+	if comm == nil || comm.Size() <= 1 {
+		return batch, nil
 	}
-	if n := s.Comm.Size(); s.Batch%n != 0 {
-		return 0, fmt.Errorf("training.batch = %d: want a multiple of the %d processes, each training on an equal share", s.Batch, n)
+	if n := comm.Size(); batch%n != 0 {
+		return 0, fmt.Errorf("training.batch = %d: want a multiple of the %d processes, each training on an equal share", batch, n)
 	}
-	return s.Batch / s.Comm.Size(), nil
+	return batch / comm.Size(), nil
 }
 
 // broadcastParams sets every process's parameters to rank 0's, so that
