@@ -1,7 +1,9 @@
-package configs
+package configs_test
 
 import (
 	"fmt"
+	_ "github.com/probformer/probformer/cmd/trainer/tasks"
+	"github.com/probformer/probformer/configs"
 	"testing"
 	"time"
 )
@@ -13,8 +15,8 @@ const parseDeadline = time.Second
 // FuzzParse: no input makes the parser panic or run long, and whatever it
 // accepts survives a round trip.
 func FuzzParse(f *testing.F) {
-	for _, name := range Presets() {
-		data, _ := PresetYAML(name)
+	for _, name := range configs.Presets() {
+		data, _ := configs.PresetYAML(name)
 		f.Add(data)
 	}
 	f.Add([]byte("task: [x\n"))
@@ -27,12 +29,12 @@ func FuzzParse(f *testing.F) {
 					done <- "panic: " + fmt.Sprint(r)
 				}
 			}()
-			cfg, err := Parse(data)
+			cfg, err := configs.Parse(data)
 			if err != nil {
 				done <- ""
 				return
 			}
-			if _, err := Parse(cfg.YAML()); err != nil {
+			if _, err := configs.Parse(cfg.YAML()); err != nil {
 				done <- "accepted config does not round trip: " + err.Error()
 				return
 			}

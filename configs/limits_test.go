@@ -1,7 +1,9 @@
-package configs
+package configs_test
 
 import (
 	"fmt"
+	_ "github.com/probformer/probformer/cmd/trainer/tasks"
+	"github.com/probformer/probformer/configs"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,17 +23,17 @@ func nested(depth int) string {
 // more than any config needs, are refused within a second by an error
 // that names the file (and the line, where there is one).
 func TestLoadLimits(t *testing.T) {
-	base, _ := PresetYAML("maxnorm")
+	base, _ := configs.PresetYAML("maxnorm")
 	cases := []struct {
 		name string
 		yaml string
 		want []string // substrings of the one-line error
 	}{
 		{"10 MB file", string(base) + "# " + strings.Repeat("x", 10<<20) + "\n", []string{"run.yaml", "more than the 1 MiB"}},
-		{"1 MiB + 1 byte", strings.Repeat("#", MaxConfigBytes) + "\n", []string{"run.yaml", "more than the 1 MiB"}},
+		{"1 MiB + 1 byte", strings.Repeat("#", configs.MaxConfigBytes) + "\n", []string{"run.yaml", "more than the 1 MiB"}},
 		{"10,000-deep flow nesting", "task: " + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + "\n", []string{"run.yaml", "line 1", "deep"}},
 		{"10,000-deep flow mappings", "task: " + strings.Repeat("{a: ", 10000) + strings.Repeat("}", 10000) + "\n", []string{"run.yaml", "line 1", "deep"}},
-		{"33-deep block nesting", nested(MaxDepth + 1), []string{"run.yaml", fmt.Sprintf("line %d: nested more than %d deep", MaxDepth+1, MaxDepth)}},
+		{"33-deep block nesting", nested(configs.MaxDepth + 1), []string{"run.yaml", fmt.Sprintf("line %d: nested more than %d deep", configs.MaxDepth+1, configs.MaxDepth)}},
 		{"1,000,000-element list", "task: [" + strings.Repeat("0,", 1_000_000) + "0]\n", []string{"run.yaml", "more than the 1 MiB"}},
 		{"1,001-element list", "task: maxnorm\ndata:\n  dim: [" + strings.Repeat("0,", 1000) + "0]\n", []string{"run.yaml", "line 3: a list of 1001 items, more than 1000"}},
 		{"1,001-key section", "data:\n" + func() string {
@@ -46,8 +48,8 @@ func TestLoadLimits(t *testing.T) {
 		{"4,000 equal flow keys", "{" + strings.Repeat("a,", 4000) + "}", []string{"run.yaml", "line 1: a section of 4000 keys"}},
 		{"aliases expanded past MaxNodes", "x: &a [" + strings.Repeat("0,", 900) + "0]\ny: [" + strings.Repeat("*a,", 20) + "*a]\n",
 			[]string{"run.yaml", "line 2: alias *a makes the config more than 10000 values"}},
-		{"merged mapping used 1,000 times", "training: &t {" + strings.Repeat("steps: 1, ", 1) + "batch: 2}\nmodel:\n  <<: [" + strings.Repeat("*t, ", 999) + "*t]\n",
-			[]string{"run.yaml", `line 1: unknown key "steps" in model`}},
+		{"merged mapping used 1,000 times", "task: maxnorm\ntraining: &t {" + strings.Repeat("steps: 1, ", 1) + "batch: 2}\nmodel:\n  <<: [" + strings.Repeat("*t, ", 999) + "*t]\n",
+			[]string{"run.yaml", `line 2: unknown key "steps" in model`}},
 		{"aliases nested past MaxDepth", "x: &a " + strings.Repeat("[", 20) + strings.Repeat("]", 20) + "\ny: " + strings.Repeat("[", 20) + "*a" + strings.Repeat("]", 20) + "\n",
 			[]string{"run.yaml", "line 2: alias *a nests its value more than 32 deep"}},
 	}
@@ -55,7 +57,7 @@ func TestLoadLimits(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			path := writeConfig(t, c.yaml)
 			start := time.Now()
-			_, err := Load(path, nil)
+			_, err := configs.Load(path, nil)
 			if d := time.Since(start); d > time.Second {
 				t.Errorf("took %v", d)
 			}
@@ -87,7 +89,7 @@ func TestSetLimits(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := Load("maxnorm", nil)
+			cfg, err := configs.Load("maxnorm", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,20 +111,20 @@ func TestSetLimits(t *testing.T) {
 // TestParseLimitsAccept: configs within the limits still load, anchors
 // and merge keys included.
 func TestParseLimitsAccept(t *testing.T) {
-	base, _ := PresetYAML("maxnorm")
+	base, _ := configs.PresetYAML("maxnorm")
 	cases := []struct {
 		name, yaml string
 	}{
 		{"preset", string(base)},
-		{"long comment", string(base) + "# " + strings.Repeat("x", MaxConfigBytes-len(base)-3) + "\n"},
+		{"long comment", string(base) + "# " + strings.Repeat("x", configs.MaxConfigBytes-len(base)-3) + "\n"},
 		{"anchor and alias", strings.Replace(strings.Replace(string(base), "lr: 1.0e-3", "lr: &lr 1.0e-3", 1), "min_lr: 1.0e-5", "min_lr: *lr", 1)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if len(c.yaml) > MaxConfigBytes || (strings.Contains(c.name, "alias") && !strings.Contains(c.yaml, "*lr")) {
+			if len(c.yaml) > configs.MaxConfigBytes || (strings.Contains(c.name, "alias") && !strings.Contains(c.yaml, "*lr")) {
 				t.Fatalf("test input of %d bytes, or without its alias", len(c.yaml))
 			}
-			cfg, err := Load(writeConfig(t, c.yaml), nil)
+			cfg, err := configs.Load(writeConfig(t, c.yaml), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

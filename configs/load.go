@@ -91,9 +91,9 @@ func Load(nameOrPath string, sets []string) (*Config, error) {
 	return cfg, nil
 }
 
-// resolveDataPaths joins dir to the relative data paths of cfg.
+// resolveDataPaths joins dir to the relative file paths of cfg (Paths).
 func resolveDataPaths(cfg *Config, dir string) {
-	for _, p := range []*string{&cfg.Data.TrainFile, &cfg.Data.ValidFile, &cfg.Data.TestFile} {
+	for _, p := range cfg.Paths() {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}
@@ -103,12 +103,28 @@ func resolveDataPaths(cfg *Config, dir string) {
 // Parse decodes YAML strictly: unknown keys, wrong types, duplicate keys
 // and trailing documents are errors naming the line, and so is a config
 // beyond the limits MaxConfigBytes, MaxDepth, MaxEntries and MaxNodes.
+// The data and model sections decode into the types of the task the
+// config names (RegisterTask); under a task that is not registered, into
+// maps, which Validate then refuses. Parse does not validate values.
 func Parse(data []byte) (*Config, error) {
-	var cfg Config
-	if err := decodeStrict(data, &cfg); err != nil {
+	var out reflect.Value
+	err := decodeStrict(data, func(doc *yaml.Node) (any, map[string]string) {
+		// The task, read loosely first: merge keys and aliases may set it.
+		var head struct {
+			Task string `yaml:"task"`
+		}
+		_ = doc.Decode(&head) // a bad task is the strict decode's error
+		t, names := configType, configNames
+		if s, ok := lookupSection(head.Task); ok {
+			t, names = s.doc, s.names
+		}
+		out = reflect.New(t)
+		return out.Interface(), names
+	})
+	if err != nil {
 		return nil, err
 	}
-	return &cfg, nil
+	return fromDocument(out.Elem()), nil
 }
 
 // readConfigFile reads a config file of at most MaxConfigBytes; a longer
@@ -131,13 +147,14 @@ func readConfigFile(path string) ([]byte, error) {
 }
 
 var (
-	unknownField = regexp.MustCompile(`line (\d+): field (\S+) not found in type configs\.(\w+)`)
-	wrongType    = regexp.MustCompile("line (\\d+): cannot unmarshal !!(\\w+) `([^`]*)` into (\\S+)")
+	unknownField = regexp.MustCompile(`line (\d+): field (\S+) not found in type (.+)$`)
+	wrongType    = regexp.MustCompile("line (\\d+): cannot unmarshal !!(\\w+) `([^`]*)` into (.+)$")
 )
 
 // cleanYAMLError turns yaml.v3's messages into one line in the schema's
-// own words: `line 7: unknown key "lrate" in optimizer`.
-func cleanYAMLError(err error) error {
+// own words: `line 7: unknown key "lrate" in optimizer`. names maps the
+// Go types of the sections to their keys (sectionNames).
+func cleanYAMLError(err error, names map[string]string) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
 		return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
@@ -145,9 +162,9 @@ func cleanYAMLError(err error) error {
 	msgs := make([]string, 0, maxMessages+1)
 	for _, e := range te.Errors[:min(len(te.Errors), maxMessages)] {
 		if m := unknownField.FindStringSubmatch(e); m != nil {
-			msgs = append(msgs, fmt.Sprintf("line %s: unknown key %q in %s", m[1], m[2], sectionName(m[3])))
+			msgs = append(msgs, fmt.Sprintf("line %s: unknown key %q in %s", m[1], m[2], sectionName(m[3], names)))
 		} else if m := wrongType.FindStringSubmatch(e); m != nil {
-			msgs = append(msgs, fmt.Sprintf("line %s: %q is a %s, want %s", m[1], m[3], yamlKind(m[2]), typeWord(m[4])))
+			msgs = append(msgs, fmt.Sprintf("line %s: %q is a %s, want %s", m[1], m[3], yamlKind(m[2]), typeWord(m[4], names)))
 		} else {
 			msgs = append(msgs, e)
 		}
@@ -161,14 +178,17 @@ func cleanYAMLError(err error) error {
 // maxMessages is the most of yaml.v3's messages an error quotes.
 const maxMessages = 5
 
-func sectionName(goType string) string {
-	if goType == "Config" {
-		return "the top level"
+// sectionName is the key of the section of Go type goType, or failing
+// that the type's name in lower case.
+func sectionName(goType string, names map[string]string) string {
+	if name, ok := names[goType]; ok {
+		return name
 	}
-	return strings.ToLower(goType)
+	return strings.ToLower(goType[strings.LastIndex(goType, ".")+1:])
 }
 
-func typeWord(goType string) string {
+// typeWord says what a value of Go type goType is, for an error.
+func typeWord(goType string, names map[string]string) string {
 	switch {
 	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
 		return "an integer"
@@ -178,11 +198,18 @@ func typeWord(goType string) string {
 		return "true or false"
 	case goType == "string":
 		return "a string"
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
 	}
-	return "a " + strings.TrimPrefix(goType, "configs.") + " section"
+	if name, ok := names[goType]; ok && name != "the top level" {
+		return "a section (" + name + ")"
+	}
+	return "a section"
 }
 
 // Set applies one override "a.b.c=value" with the value in YAML syntax.
+// Setting task decodes the data and model sections again, into the new
+// task's types.
 func (c *Config) Set(assignment string) error {
 	key, value, ok := strings.Cut(assignment, "=")
 	if !ok || key == "" {
@@ -193,10 +220,56 @@ func (c *Config) Set(assignment string) error {
 		return fmt.Errorf("--set %s: %w", key, err)
 	}
 	ptr := reflect.New(field.Type())
-	if err := decodeStrict([]byte(value), ptr.Interface()); err != nil || value == "" {
-		return fmt.Errorf("--set %s=%s: want %s", key, shorten(value), typeWord(field.Type().String()))
+	if err := decodeValue([]byte(value), ptr.Interface()); err != nil || value == "" {
+		return fmt.Errorf("--set %s=%s: want %s", key, shorten(value), typeWord(field.Type().String(), nil))
 	}
 	field.Set(ptr.Elem())
+	if key == "task" {
+		if err := c.retype(); err != nil {
+			return fmt.Errorf("--set %s: %w", assignment, err)
+		}
+	}
+	return nil
+}
+
+// retype decodes the data and model sections again into the types of
+// c.Task's registration (or into maps, for a task that is not
+// registered), strictly: a key the new task lacks is an error.
+func (c *Config) retype() error {
+	s, ok := lookupSection(c.Task)
+	for _, f := range []struct {
+		name string
+		v    *any
+		t    reflect.Type
+	}{{"data", &c.Data, nil}, {"model", &c.Model, nil}} {
+		if ok {
+			f.t = s.data
+			if f.name == "model" {
+				f.t = s.model
+			}
+		}
+		if f.t != nil && reflect.TypeOf(*f.v) == reflect.PointerTo(f.t) {
+			continue
+		}
+		text, err := yaml.Marshal(*f.v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+		var out reflect.Value
+		if f.t != nil {
+			out = reflect.New(f.t)
+		} else {
+			out = reflect.New(reflect.TypeFor[map[string]any]())
+		}
+		if err := decodeValue(text, out.Interface()); err != nil && !errors.Is(err, errEmpty) {
+			return fmt.Errorf("the %s section does not fit task %s: %w", f.name, c.Task, err)
+		}
+		if f.t != nil {
+			*f.v = out.Interface()
+		} else {
+			*f.v = out.Elem().Interface()
+		}
+	}
 	return nil
 }
 
@@ -218,21 +291,17 @@ func (c *Config) Get(key string) (any, error) {
 	return f.Interface(), nil
 }
 
-// field finds the struct field at a dotted path of YAML keys.
+// field finds the field at a dotted path of YAML keys, through the task's
+// sections and their inline structs.
 func (c *Config) field(key string) (reflect.Value, error) {
 	v := reflect.ValueOf(c).Elem()
 	parts := strings.Split(key, ".")
 	for i, part := range parts {
+		v = deref(v)
 		if v.Kind() != reflect.Struct {
 			return reflect.Value{}, fmt.Errorf("%s is not a section", strings.Join(parts[:i], "."))
 		}
-		found := false
-		for j := range v.NumField() {
-			if tag := v.Type().Field(j).Tag.Get("yaml"); tag == part && tag != "-" {
-				v, found = v.Field(j), true
-				break
-			}
-		}
+		f, found := yamlField(v, part)
 		if !found {
 			where := "the top level"
 			if i > 0 {
@@ -240,18 +309,104 @@ func (c *Config) field(key string) (reflect.Value, error) {
 			}
 			return reflect.Value{}, fmt.Errorf("unknown key %q in %s", part, where)
 		}
+		v = f
 	}
-	if v.Kind() == reflect.Struct {
+	if deref(v).Kind() == reflect.Struct {
 		return reflect.Value{}, fmt.Errorf("%s is a section; set one of its keys", key)
 	}
 	return v, nil
+}
+
+// deref follows interfaces and pointers to the value they hold.
+func deref(v reflect.Value) reflect.Value {
+	for (v.Kind() == reflect.Interface || v.Kind() == reflect.Pointer) && !v.IsNil() {
+		v = v.Elem()
+	}
+	return v
+}
+
+// yamlField returns the field of struct v whose YAML key is key, looking
+// into inline structs as yaml.v3 does.
+func yamlField(v reflect.Value, key string) (reflect.Value, bool) {
+	for i := range v.NumField() {
+		name, inline, ok := yamlKey(v.Type().Field(i))
+		switch {
+		case !ok:
+		case inline:
+			if f, found := yamlField(v.Field(i), key); found {
+				return f, true
+			}
+		case name == key:
+			return v.Field(i), true
+		}
+	}
+	return reflect.Value{}, false
+}
+
+// Paths returns the file paths among the task's sections by dotted key
+// ("data.train_file"): the string fields tagged `config:"path"`. Load
+// joins a relative one to the directory of the config file that holds it;
+// through the pointers a caller rewrites them (trainer stores them with no
+// absolute path of its machine).
+func (c *Config) Paths() map[string]*string {
+	out := map[string]*string{}
+	var walk func(v reflect.Value, prefix string)
+	walk = func(v reflect.Value, prefix string) {
+		v = deref(v)
+		if v.Kind() != reflect.Struct {
+			return
+		}
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			name, inline, ok := yamlKey(f)
+			switch {
+			case !ok:
+			case inline:
+				walk(v.Field(i), prefix)
+			case f.Tag.Get("config") == "path" && f.Type.Kind() == reflect.String && v.Field(i).CanAddr():
+				out[prefix+name] = v.Field(i).Addr().Interface().(*string)
+			default:
+				walk(v.Field(i), prefix+name+".")
+			}
+		}
+	}
+	walk(reflect.ValueOf(c.Data), "data.")
+	walk(reflect.ValueOf(c.Model), "model.")
+	return out
+}
+
+// Clone returns a copy of c whose task sections are copies too, so that
+// changing the copy's fields leaves c as it was (slices and maps inside
+// a section are shared).
+func (c *Config) Clone() *Config {
+	out := *c
+	out.Data, out.Model = cloneSection(c.Data), cloneSection(c.Model)
+	return &out
+}
+
+func cloneSection(s any) any {
+	v := reflect.ValueOf(s)
+	switch {
+	case v.Kind() == reflect.Pointer && !v.IsNil() && v.Elem().Kind() == reflect.Struct:
+		p := reflect.New(v.Elem().Type())
+		p.Elem().Set(v.Elem())
+		return p.Interface()
+	case v.Kind() == reflect.Map && !v.IsNil():
+		m := reflect.MakeMapWithSize(v.Type(), v.Len())
+		for it := v.MapRange(); it.Next(); {
+			m.SetMapIndex(it.Key(), it.Value())
+		}
+		return m.Interface()
+	}
+	return s
 }
 
 // YAML returns the config as YAML, as stored in checkpoints.
 func (c *Config) YAML() []byte {
 	out, err := yaml.Marshal(c)
 	if err != nil {
-		// Marshal of plain structs of scalars cannot fail.
+		// Marshal of structs of scalars cannot fail, and RegisterTask
+		// checked that yaml.v3 writes the task's section types.
 		panic(err)
 	}
 	return out

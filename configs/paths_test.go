@@ -1,6 +1,8 @@
-package configs
+package configs_test
 
 import (
+	"github.com/probformer/probformer/cmd/trainer/tasks"
+	"github.com/probformer/probformer/configs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,7 +12,7 @@ import (
 // config file are relative to the file's directory, absolute ones stay,
 // and paths given with --set stay relative to the working directory.
 func TestLoadResolvesDataPathsAgainstConfigDir(t *testing.T) {
-	preset, err := PresetYAML("seq2seq-tsv")
+	preset, err := configs.PresetYAML("seq2seq-tsv")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,19 +38,20 @@ func TestLoadResolvesDataPathsAgainstConfigDir(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(dir, "run.yaml")
 			text := string(preset) + "\n"
-			cfg, err := Parse([]byte(text))
+			cfg, err := configs.Parse([]byte(text))
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg.Data.TrainFile, cfg.Data.ValidFile, cfg.Data.TestFile = c.train, c.valid, c.test
+			d := cfg.Data.(*tasks.Seq2SeqData)
+			d.TrainFile, d.ValidFile, d.TestFile = c.train, c.valid, c.test
 			if err := os.WriteFile(path, cfg.YAML(), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			got, err := Load(path, c.sets)
+			got, err := configs.Load(path, c.sets)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := got.Data; d.TrainFile != c.wantTrain || d.ValidFile != c.wantV || d.TestFile != c.want {
+			if d := got.Data.(*tasks.Seq2SeqData); d.TrainFile != c.wantTrain || d.ValidFile != c.wantV || d.TestFile != c.want {
 				t.Errorf("paths %q %q %q, want %q %q %q", d.TrainFile, d.ValidFile, d.TestFile, c.wantTrain, c.wantV, c.want)
 			}
 		})
@@ -58,11 +61,11 @@ func TestLoadResolvesDataPathsAgainstConfigDir(t *testing.T) {
 // TestLoadPresetPathsStayAsGiven: a preset has no directory; its data
 // paths from --set are used as given.
 func TestLoadPresetPathsStayAsGiven(t *testing.T) {
-	cfg, err := Load("seq2seq-tsv", []string{"data.train_file=x/a.tsv", "data.valid_file=b.tsv", "data.test_file=c.tsv"})
+	cfg, err := configs.Load("seq2seq-tsv", []string{"data.train_file=x/a.tsv", "data.valid_file=b.tsv", "data.test_file=c.tsv"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Data.TrainFile != "x/a.tsv" || cfg.Data.ValidFile != "b.tsv" || cfg.Data.TestFile != "c.tsv" {
-		t.Errorf("preset paths changed: %+v", cfg.Data)
+	if d := cfg.Data.(*tasks.Seq2SeqData); d.TrainFile != "x/a.tsv" || d.ValidFile != "b.tsv" || d.TestFile != "c.tsv" {
+		t.Errorf("preset paths changed: %+v", d)
 	}
 }

@@ -11,16 +11,20 @@ import (
 
 // Validate checks every value and names the first bad field: first the
 // parts every run shares (task, dtype, optimizer, training schedule), then
-// the task's own (its registered Section).
+// the task's own sections, by the rules its registration gave.
 func (c *Config) Validate() error {
-	section, ok := lookupSection(c.Task)
-	if err := c.Check(Rule{ok, "task", orList(Tasks())}); err != nil {
+	s, ok := lookupSection(c.Task)
+	want := orList(Tasks())
+	if want == "" {
+		want = "a registered task (none is: import the package that registers it)"
+	}
+	if err := c.Check(Rule{ok, "task", want}); err != nil {
 		return err
 	}
 	if err := c.Check(c.sharedRules()...); err != nil {
 		return err
 	}
-	return section.Validate(c)
+	return s.validate(c)
 }
 
 // sharedRules are the rules of the sections every task has.
@@ -51,19 +55,20 @@ func (c *Config) sharedRules() []Rule {
 	}
 }
 
-// validateAttention checks model.attention by layers' rules
-// (layers.AttentionConfig.Validate), once, naming the field as a config
-// has it; a config must name the kind.
-func validateAttention(c *Config) error {
-	a := c.Model.Attention
-	if err := c.Check(Rule{a.Kind != "", "model.attention.kind", "softmax, em, bayes-weibull or bayes-lognormal"}); err != nil {
+// CheckAttention checks the attention settings a at the dotted key (say
+// "model.attention") by layers' own rules (layers.AttentionConfig.Validate),
+// naming a bad field as the config has it: "model.attention.k = -1: want
+// ≥ 0". A config must name the kind. layers owns the rules, so a task
+// with attention checks them here rather than repeating them.
+func (c *Config) CheckAttention(key string, a layers.AttentionConfig) error {
+	if err := c.Check(Rule{a.Kind != "", key + ".kind", "softmax, em, bayes-weibull or bayes-lognormal"}); err != nil {
 		return err
 	}
 	var fe *layers.AttentionFieldError
 	if err := a.Validate(); errors.As(err, &fe) {
-		return c.Check(Rule{false, "model.attention." + fe.Field, fe.Want})
+		return c.Check(Rule{false, key + "." + fe.Field, fe.Want})
 	} else if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", key, err)
 	}
 	return nil
 }

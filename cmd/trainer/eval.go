@@ -51,8 +51,8 @@ checkpoint (relative to the directory training ran in), or the file that
 			}
 			// Fail before the report, which can take minutes (beam search);
 			// SampleReport checks the compiled graph for noise as well.
-			if kind := t.cfg.Model.Attention.Kind; samples > 1 && kind != layers.KindBayesWeibull && kind != layers.KindBayesLogNormal {
-				return badInput(fmt.Errorf("--samples: the model's attention is not sampled (attention.kind is %s)", kind))
+			if kind, _ := t.cfg.Get("model.attention.kind"); samples > 1 && kind != layers.KindBayesWeibull && kind != layers.KindBayesLogNormal {
+				return badInput(fmt.Errorf("--samples: the model's attention is not sampled (attention.kind is %v)", kind))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "checkpoint %s (step %d, config %s)\n", file, t.step, t.cfg.Name)
 			rep, ok := t.task.(train.Reporter)
@@ -109,8 +109,8 @@ func loadCheckpoint(path string, sets, splits []string) (*trainer, string, error
 		if !slices.Contains(evalKeys, key) {
 			return nil, "", badInput(fmt.Errorf("--set %s: eval keeps the checkpoint's config; only %s may change", key, strings.Join(evalKeys, ", ")))
 		}
-		if cfg.Data.Source != "tsv" {
-			return nil, "", badInput(fmt.Errorf("--set %s: checkpoint %s is a %s run on data.source %q, which reads no TSV file", key, file, cfg.Task, cfg.Data.Source))
+		if source, _ := cfg.Get("data.source"); source != "tsv" {
+			return nil, "", badInput(fmt.Errorf("--set %s: checkpoint %s is a %s run on data.source %q, which reads no TSV file", key, file, cfg.Task, fmt.Sprint(source)))
 		}
 		if err := cfg.Set(s); err != nil {
 			return nil, "", badInput(err)

@@ -90,7 +90,8 @@ that receives model.safetensors and probformer_torch.py.
 				if ck.Extra[key] == nil {
 					continue
 				}
-				v, err := exportVocab(ck.Extra[key], cfg.Data.Lowercase)
+				lower, _ := cfg.Get("data.lowercase")
+				v, err := exportVocab(ck.Extra[key], lower == true)
 				if err != nil {
 					return badInput(fmt.Errorf("checkpoint %s: %s: %w", file, key, err))
 				}
@@ -161,11 +162,11 @@ func exportVocab(state []byte, lowercase bool) (string, error) {
 // exportConfig is cfg with its file paths cut to their base names, for an
 // export that leaves the training machine.
 func exportConfig(cfg *configs.Config) *configs.Config {
-	c := *cfg
-	for _, p := range pathKeys(&c) {
+	c := cfg.Clone()
+	for _, p := range pathKeys(c) {
 		if *p != "" {
 			*p = filepath.Base(filepath.FromSlash(*p))
 		}
 	}
-	return &c
+	return c
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/probformer/probformer/cmd/trainer/tasks"
 	"github.com/probformer/probformer/configs"
 	"github.com/probformer/probformer/graph"
 	"github.com/probformer/probformer/layers"
@@ -80,7 +81,16 @@ type torchSetConfig struct {
 
 // torchSupported reports why a checkpoint has no PyTorch twin, or nil.
 func torchSupported(cfg *configs.Config, file string) error {
-	k := cfg.Model.Kind
+	var (
+		k string
+		a layers.AttentionConfig
+	)
+	switch m := cfg.Model.(type) {
+	case *tasks.TransformerModel:
+		k, a = m.Kind, m.Attention
+	case *tasks.MaxNormModel:
+		k, a = m.Kind, m.Attention
+	}
 	switch cfg.Task {
 	case "seq2seq":
 		if k != "" && k != "transformer" {
@@ -93,7 +103,6 @@ func torchSupported(cfg *configs.Config, file string) error {
 	default:
 		return fmt.Errorf("checkpoint %s: a %s model; --format pytorch exports seq2seq (Transformer) and maxnorm (Set Transformer) checkpoints only (use --format safetensors)", file, cfg.Task)
 	}
-	a := cfg.Model.Attention
 	if (a.Kind != "" && a.Kind != "softmax") || (a.Score != "" && a.Score != layers.ScoreScaledDot) || a.RelativePositions != 0 {
 		return fmt.Errorf("checkpoint %s: attention kind %q, score %q, relative_positions %d: --format pytorch exports softmax scaled_dot attention without relative positions only (use --format safetensors)",
 			file, a.Kind, a.Score, a.RelativePositions)
@@ -139,9 +148,13 @@ func (g *paramGetter) get(name string, shape ...int) graph.Tensor {
 // enc.<i>.inducing, enc.<i>.mab0, enc.<i>.mab1), dec.pma becomes pma,
 // dec.sab sab, head head. Every parameter must be used once.
 func torchSetStateDict(cfg *configs.Config, params []graph.Tensor) (map[string]graph.Tensor, torchSetConfig, error) {
-	m := cfg.Model
+	m, okM := cfg.Model.(*tasks.MaxNormModel)
+	data, okD := cfg.Data.(*tasks.MaxNormData)
+	if !okM || !okD {
+		return nil, torchSetConfig{}, fmt.Errorf("config: not task maxnorm's sections (%T, %T)", cfg.Data, cfg.Model)
+	}
 	d := m.Dim
-	tc := torchSetConfig{DimIn: cfg.Data.Dim, Dim: d, Heads: m.Heads, DimOut: cfg.Data.Dim, Encoder: m.Encoder,
+	tc := torchSetConfig{DimIn: data.Dim, Dim: d, Heads: m.Heads, DimOut: data.Dim, Encoder: m.Encoder,
 		Blocks: m.Blocks, Inducing: m.Inducing, Seeds: m.Seeds, DecoderSAB: m.DecoderSAB, LayerNorm: m.LayerNorm}
 	if tc.Encoder != "sab" && tc.Encoder != "isab" {
 		return nil, tc, fmt.Errorf("model.encoder %q: want sab or isab", tc.Encoder)
@@ -230,10 +243,14 @@ func torchStateDict(cfg *configs.Config, params []graph.Tensor) (map[string]grap
 	if !ok || len(tgt.Shape) != 2 {
 		return nil, torchConfig{}, fmt.Errorf("no target embedding tgt_emb.table [V, d]")
 	}
-	m := cfg.Model
+	m, okM := cfg.Model.(*tasks.TransformerModel)
+	data, okD := cfg.Data.(*tasks.Seq2SeqData)
+	if !okM || !okD {
+		return nil, torchConfig{}, fmt.Errorf("config: not task seq2seq's sections (%T, %T)", cfg.Data, cfg.Model)
+	}
 	d := m.Dim
 	tc := torchConfig{DModel: d, Heads: m.Heads, FF: m.FF, EncLayers: m.EncLayers, DecLayers: m.DecLayers,
-		SrcVocab: src.Shape[0], TgtVocab: tgt.Shape[0], MaxLen: cfg.Data.MaxLen + 1, MaxSourceLen: cfg.Data.MaxLen,
+		SrcVocab: src.Shape[0], TgtVocab: tgt.Shape[0], MaxLen: data.MaxLen + 1, MaxSourceLen: data.MaxLen,
 		PreLN: m.PreLN, FinalNorm: m.FinalNorm, TieOutput: m.TieOutput}
 	out := map[string]graph.Tensor{}
 	put := func(name string, t graph.Tensor) {

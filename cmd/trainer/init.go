@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/probformer/probformer/cmd/trainer/tasks"
 	"github.com/probformer/probformer/cmd/trainer/train"
 	"github.com/probformer/probformer/configs"
 	"github.com/probformer/probformer/datasets"
@@ -55,7 +56,15 @@ func initEncoder(cfg *configs.Config, tk train.Task, params *graph.Params, stder
 	if src.Task != "mlm" {
 		return fail("a checkpoint of task %q; want a masked-LM (task mlm) checkpoint", src.Task)
 	}
-	if err := sameEncoder(src.Model, cfg.Model); err != nil {
+	ckModel, ok := src.Model.(*tasks.TransformerModel)
+	if !ok {
+		return fail("config: model section of type %T, want a Transformer's", src.Model)
+	}
+	runModel, ok := cfg.Model.(*tasks.TransformerModel)
+	if !ok {
+		return fail("this run's model is not a Transformer (task %s)", cfg.Task)
+	}
+	if err := sameEncoder(*ckModel, *runModel); err != nil {
 		return fail("%v", err)
 	}
 	if err := sameVocabulary(ck.Extra["src_vocab"], tk); err != nil {
@@ -70,7 +79,7 @@ func initEncoder(cfg *configs.Config, tk train.Task, params *graph.Params, stder
 }
 
 // sameEncoder compares the fields that fix the encoder's parameters.
-func sameEncoder(ck, run configs.Model) error {
+func sameEncoder(ck, run tasks.TransformerModel) error {
 	for _, f := range []struct {
 		name    string
 		ck, run any

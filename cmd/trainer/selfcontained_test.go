@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/probformer/probformer/cmd/trainer/tasks"
 	"github.com/probformer/probformer/cmd/trainer/train"
 	"github.com/probformer/probformer/configs"
 	"github.com/probformer/probformer/datasets"
@@ -67,9 +68,10 @@ func trainMovedTSVRun(t *testing.T) movedRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Data.TrainFile, cfg.Data.ValidFile, cfg.Data.TestFile = "train.tsv", "valid.tsv", "test.tsv"
-	cfg.Data.Lowercase = true
-	cfg.Model.Dim, cfg.Model.Heads, cfg.Model.FF, cfg.Model.EncLayers, cfg.Model.DecLayers = 8, 2, 16, 1, 2
+	d, m := cfg.Data.(*tasks.Seq2SeqData), cfg.Model.(*tasks.TransformerModel)
+	d.TrainFile, d.ValidFile, d.TestFile = "train.tsv", "valid.tsv", "test.tsv"
+	d.Lowercase = true
+	m.Dim, m.Heads, m.FF, m.EncLayers, m.DecLayers = 8, 2, 16, 1, 2
 	cfg.Optimizer.WarmupSteps = 2
 	cfg.Training.Steps, cfg.Training.Batch, cfg.Training.EvalEvery, cfg.Training.LogEvery, cfg.Training.CheckpointEvery = 5, 8, 5, 5, 5
 	cfg.Training.Beam = 2
@@ -230,17 +232,18 @@ func TestPortableConfig(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := &configs.Config{}
-			cfg.Data.TestFile, cfg.Init.EncoderFrom = c.path, c.path
+			cfg := &configs.Config{Data: &tasks.Seq2SeqData{}}
+			testFile := func(c *configs.Config) string { return c.Data.(*tasks.Seq2SeqData).TestFile }
+			cfg.Data.(*tasks.Seq2SeqData).TestFile, cfg.Init.EncoderFrom = c.path, c.path
 			p, e := portableConfig(cfg), exportConfig(portableConfig(cfg))
-			if p.Data.TestFile != c.checkpoint || p.Init.EncoderFrom != c.checkpoint {
-				t.Errorf("checkpoint path %q, %q; want %q", p.Data.TestFile, p.Init.EncoderFrom, c.checkpoint)
+			if testFile(p) != c.checkpoint || p.Init.EncoderFrom != c.checkpoint {
+				t.Errorf("checkpoint path %q, %q; want %q", testFile(p), p.Init.EncoderFrom, c.checkpoint)
 			}
-			if e.Data.TestFile != c.export {
-				t.Errorf("export path %q, want %q", e.Data.TestFile, c.export)
+			if testFile(e) != c.export {
+				t.Errorf("export path %q, want %q", testFile(e), c.export)
 			}
-			if cfg.Data.TestFile != c.path {
-				t.Errorf("the run's own config changed to %q", cfg.Data.TestFile)
+			if testFile(cfg) != c.path || cfg.Init.EncoderFrom != c.path {
+				t.Errorf("the run's own config changed to %q, %q", testFile(cfg), cfg.Init.EncoderFrom)
 			}
 		})
 	}

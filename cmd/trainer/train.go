@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -60,12 +62,12 @@ test_file).`,
 	return cmd
 }
 
-// resumableKeys are the only fields --set may change on --resume: the run
-// is otherwise the one in the checkpoint. The data files may move: the
-// vocabularies are in the checkpoint, so the model's ids do not change.
+// resumableKeys are the only fields --set may change on --resume, with
+// the task's file paths (configs.Config.Paths): the run is otherwise the
+// one in the checkpoint. The data files may move: the vocabularies are in
+// the checkpoint, so the model's ids do not change.
 var resumableKeys = []string{"training.steps", "training.log_every", "training.eval_every",
-	"training.checkpoint_every", "training.keep_checkpoints",
-	"data.train_file", "data.valid_file", "data.test_file"}
+	"training.checkpoint_every", "training.keep_checkpoints"}
 
 // trainer is one run of a config: its task and the library loop that
 // trains it.
@@ -196,10 +198,11 @@ func loadResume(f trainFlags, stderr io.Writer) (*graph.Checkpoint, string, *con
 		return nil, "", nil, badInput(fmt.Errorf("checkpoint %s: config: %w", path, err))
 	}
 	cfg.Name = string(ck.Extra["config_name"])
+	allowed := append(slices.Clone(resumableKeys), slices.Sorted(maps.Keys(cfg.Paths()))...)
 	for _, s := range f.sets {
 		key, _, _ := strings.Cut(s, "=")
-		if !contains(resumableKeys, key) {
-			return nil, "", nil, badInput(fmt.Errorf("--set %s: a resumed run keeps its config; only %s may change", key, strings.Join(resumableKeys, ", ")))
+		if !slices.Contains(allowed, key) {
+			return nil, "", nil, badInput(fmt.Errorf("--set %s: a resumed run keeps its config; only %s may change", key, strings.Join(allowed, ", ")))
 		}
 		if err := cfg.Set(s); err != nil {
 			return nil, "", nil, badInput(err)
@@ -212,15 +215,6 @@ func loadResume(f trainFlags, stderr io.Writer) (*graph.Checkpoint, string, *con
 		return nil, "", nil, badInput(fmt.Errorf("resume: the checkpoint is at step %d of %d; raise training.steps with --set training.steps=N", ck.Step, cfg.Training.Steps))
 	}
 	return ck, dir, cfg, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // newTrainer builds the config's task and a loop on fresh parameters.
@@ -281,10 +275,14 @@ type splitLoader interface {
 	LoadSplits(splits ...string) error
 }
 
-// pathKeys are the config's file paths: the data files and the encoder's
-// checkpoint.
+// pathKeys are the config's file paths: the task's data files
+// (configs.Config.Paths) and the encoder's checkpoint.
 func pathKeys(cfg *configs.Config) []*string {
-	return []*string{&cfg.Data.TrainFile, &cfg.Data.ValidFile, &cfg.Data.TestFile, &cfg.Init.EncoderFrom}
+	var out []*string
+	for _, p := range cfg.Paths() {
+		out = append(out, p)
+	}
+	return append(out, &cfg.Init.EncoderFrom)
 }
 
 // portableConfig is cfg as checkpoints and config.yaml store it: with no
@@ -293,9 +291,9 @@ func pathKeys(cfg *configs.Config) []*string {
 // one is made relative to the working directory, or cut to its base name
 // if it has no such form (another volume).
 func portableConfig(cfg *configs.Config) *configs.Config {
-	c := *cfg
+	c := cfg.Clone()
 	wd, wdErr := os.Getwd()
-	for _, p := range pathKeys(&c) {
+	for _, p := range pathKeys(c) {
 		if *p == "" || !filepath.IsAbs(*p) {
 			continue
 		}
@@ -305,5 +303,5 @@ func portableConfig(cfg *configs.Config) *configs.Config {
 		}
 		*p = filepath.ToSlash(rel)
 	}
-	return &c
+	return c
 }

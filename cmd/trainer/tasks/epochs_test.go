@@ -61,7 +61,7 @@ func TestEpochSamplingDrawsEachPairOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tk, err := newSeq2Seq(cfg, nil)
+		tk, err := newSeq2Seq(cfg, cfg.Data.(*Seq2SeqData), cfg.Model.(*TransformerModel), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

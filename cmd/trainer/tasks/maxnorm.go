@@ -18,22 +18,22 @@ import (
 // maxNormTask regresses the element of largest norm of a set with a Set
 // Transformer.
 type maxNormTask struct {
-	cfg   *configs.Config
-	data  *datasets.MaxNorm
-	model layers.SetTransformer
-	valid []datasets.SetBatch
-	test  []datasets.SetBatch
+	cfg      *configs.Config
+	dataCfg  *MaxNormData
+	modelCfg *MaxNormModel
+	data     *datasets.MaxNorm
+	model    layers.SetTransformer
+	valid    []datasets.SetBatch
+	test     []datasets.SetBatch
 }
 
 const maxNormEvalBatch = 256
 
-func newMaxNormTask(cfg *configs.Config) (*maxNormTask, error) {
-	d := cfg.Data
+func newMaxNormTask(cfg *configs.Config, d *MaxNormData, m *MaxNormModel) (*maxNormTask, error) {
 	data, err := datasets.NewMaxNorm(d.Kind, d.Dim, d.MinSet, d.MaxSet)
 	if err != nil {
 		return nil, fmt.Errorf("data: %w", err)
 	}
-	m := cfg.Model
 	st := layers.SetTransformerConfig{
 		DimIn: d.Dim, Dim: m.Dim, Heads: m.Heads, DimOut: d.Dim, Encoder: m.Encoder, Blocks: m.Blocks,
 		Inducing: m.Inducing, Seeds: m.Seeds, DecoderSAB: m.DecoderSAB, LayerNorm: m.LayerNorm,
@@ -44,11 +44,13 @@ func newMaxNormTask(cfg *configs.Config) (*maxNormTask, error) {
 	}
 	count := func(n int) int { return (n + maxNormEvalBatch - 1) / maxNormEvalBatch }
 	return &maxNormTask{
-		cfg:   cfg,
-		data:  data,
-		model: layers.SetTransformer{Config: st},
-		valid: data.Fixed(cfg.Seed, datasets.ValidStream, count(d.ValidSets), maxNormEvalBatch),
-		test:  data.Fixed(cfg.Seed, datasets.TestStream, count(d.TestSets), maxNormEvalBatch),
+		cfg:      cfg,
+		dataCfg:  d,
+		modelCfg: m,
+		data:     data,
+		model:    layers.SetTransformer{Config: st},
+		valid:    data.Fixed(cfg.Seed, datasets.ValidStream, count(d.ValidSets), maxNormEvalBatch),
+		test:     data.Fixed(cfg.Seed, datasets.TestStream, count(d.TestSets), maxNormEvalBatch),
 	}, nil
 }
 
@@ -67,7 +69,7 @@ func (t *maxNormTask) Build(batch int) graph.BuildFunc {
 		if err != nil {
 			return err
 		}
-		return setObjective(b, loss, t.cfg)
+		return setObjective(b, loss, t.modelCfg.Attention.HeadDiversity)
 	}
 }
 
@@ -175,14 +177,14 @@ func (t *maxNormTask) Report(w io.Writer, params *graph.Params, prog *graph.Prog
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	return printPriors(w, params, em.DefaultRawParams(t.cfg.Model.Dim/t.cfg.Model.Heads))
+	return printPriors(w, params, em.DefaultRawParams(t.modelCfg.Dim/t.modelCfg.Heads))
 }
 
 // Examples implements train.Sized: training sets are drawn afresh at
 // every step, so only the validation set has a size.
 func (t *maxNormTask) Examples(split string) (int, bool) {
 	if split == "valid" {
-		return t.cfg.Data.ValidSets, true
+		return t.dataCfg.ValidSets, true
 	}
 	return 0, false
 }

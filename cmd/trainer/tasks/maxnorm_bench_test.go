@@ -47,7 +47,7 @@ func BenchmarkMaxNormStep(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			task, err := newMaxNormTask(cfg)
+			task, err := newMaxNormTask(cfg, cfg.Data.(*MaxNormData), cfg.Model.(*MaxNormModel))
 			if err != nil {
 				b.Fatal(err)
 			}

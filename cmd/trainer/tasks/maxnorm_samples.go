@@ -22,7 +22,7 @@ func (t *maxNormTask) SampleReport(w io.Writer, params *graph.Params, samples in
 		return err
 	}
 	if !prog.HasNoise() {
-		return fmt.Errorf("--samples: the model's attention is not sampled (attention.kind is %s)", t.cfg.Model.Attention.Kind)
+		return fmt.Errorf("--samples: the model's attention is not sampled (attention.kind is %s)", t.modelCfg.Attention.Kind)
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x73616d706c65))
 	dim := t.data.Dim

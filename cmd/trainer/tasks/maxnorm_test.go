@@ -20,7 +20,7 @@ func TestBayesMaxNormLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk, err := newMaxNormTask(cfg)
+	tk, err := newMaxNormTask(cfg, cfg.Data.(*MaxNormData), cfg.Model.(*MaxNormModel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestHeadDiversityObjective(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk, err := newMaxNormTask(cfg)
+	tk, err := newMaxNormTask(cfg, cfg.Data.(*MaxNormData), cfg.Model.(*MaxNormModel))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,14 +28,15 @@ import (
 // Size(); init.encoder_from then hands the encoder and the embedding's
 // first Size() rows to a seq2seq run (init.go).
 type mlmTask struct {
-	cfg     *configs.Config
-	corpus  datasets.ParallelCorpus
-	train   [][]string // training sources within max_len, with a word each
-	vocab   *datasets.Vocab
-	model   layers.MaskedLM
-	length  int // padded sentence length, data.max_len
-	mask    datasets.MaskOptions
-	unigram int // the most frequent training word
+	cfg      *configs.Config
+	modelCfg *TransformerModel
+	corpus   datasets.ParallelCorpus
+	train    [][]string // training sources within max_len, with a word each
+	vocab    *datasets.Vocab
+	model    layers.MaskedLM
+	length   int // padded sentence length, data.max_len
+	mask     datasets.MaskOptions
+	unigram  int // the most frequent training word
 	// valid and test are masked once, from fixed seeds, so that every
 	// evaluation scores the same positions.
 	valid, test mlmSplit
@@ -56,14 +57,13 @@ const (
 	mlmTestStream  = 0x6d6c6d74657374
 )
 
-func newMLMTask(cfg *configs.Config, state map[string][]byte) (*mlmTask, error) {
-	d := cfg.Data
-	t := &mlmTask{cfg: cfg, length: d.MaxLen}
+func newMLMTask(cfg *configs.Config, d *MLMData, m *TransformerModel, state map[string][]byte) (*mlmTask, error) {
+	t := &mlmTask{cfg: cfg, modelCfg: m, length: d.MaxLen}
 	var err error
 	if d.Source == "toy" {
 		t.corpus, err = datasets.ToyLanguage(datasets.ToyLangConfig{Seed: cfg.Seed, Train: d.TrainPairs, Valid: d.ValidPairs, Test: d.TestPairs})
 	} else {
-		t.corpus, err = loadTSVCorpus(d)
+		t.corpus, err = loadTSVCorpus(d.Corpus)
 	}
 	if err != nil {
 		return nil, err
@@ -87,7 +87,6 @@ func newMLMTask(cfg *configs.Config, state map[string][]byte) (*mlmTask, error) 
 			return nil, fmt.Errorf("%s set: %w", s.name, err)
 		}
 	}
-	m := cfg.Model
 	mc := layers.MaskedLMConfig{DModel: m.Dim, Heads: m.Heads, FF: m.FF, Layers: m.EncLayers, Dropout: m.Dropout,
 		PreLN: m.PreLN, Vocab: t.vocab.Size(), MaxLen: t.length, Attention: m.Attention}
 	if err := mc.Validate(); err != nil {
@@ -221,7 +220,7 @@ func (t *mlmTask) Build(batch int) graph.BuildFunc {
 		if err != nil {
 			return err
 		}
-		return setObjective(b, loss, t.cfg)
+		return setObjective(b, loss, t.modelCfg.Attention.HeadDiversity)
 	}
 }
 

@@ -7,25 +7,30 @@ import (
 	"github.com/probformer/probformer/configs"
 )
 
-// The built-in tasks register through train.Register, the API a user's
-// task has too; importing the package makes them available to
-// train.NewTask by name.
+// The built-in tasks register through train.Register, the one call a
+// user's task makes too: the types of their config sections
+// (sections.go), their rules and their constructors. Importing the
+// package makes them available to configs.Load and train.NewTask by name.
 func init() {
-	builtin := []struct {
-		name string
-		f    train.Factory
-	}{
-		{"maxnorm", func(cfg *configs.Config, _ map[string][]byte) (train.Task, error) { return asTask(newMaxNormTask(cfg)) }},
-		{"seq2seq", func(cfg *configs.Config, state map[string][]byte) (train.Task, error) {
-			return asTask(newSeq2Seq(cfg, state))
-		}},
-		{"segment", func(cfg *configs.Config, _ map[string][]byte) (train.Task, error) { return asTask(newSegmentTask(cfg)) }},
-		{"mlm", func(cfg *configs.Config, state map[string][]byte) (train.Task, error) {
-			return asTask(newMLMTask(cfg, state))
-		}},
-	}
-	for _, b := range builtin {
-		if err := train.Register(b.name, b.f); err != nil {
+	for _, err := range []error{
+		train.Register("maxnorm", train.Spec[MaxNormData, MaxNormModel]{Check: checkMaxNorm,
+			New: func(cfg *configs.Config, d *MaxNormData, m *MaxNormModel, _ map[string][]byte) (train.Task, error) {
+				return asTask(newMaxNormTask(cfg, d, m))
+			}}),
+		train.Register("seq2seq", train.Spec[Seq2SeqData, TransformerModel]{Check: checkSeq2Seq,
+			New: func(cfg *configs.Config, d *Seq2SeqData, m *TransformerModel, state map[string][]byte) (train.Task, error) {
+				return asTask(newSeq2Seq(cfg, d, m, state))
+			}}),
+		train.Register("segment", train.Spec[SegmentData, SegmentModel]{Check: checkSegment,
+			New: func(cfg *configs.Config, d *SegmentData, m *SegmentModel, _ map[string][]byte) (train.Task, error) {
+				return asTask(newSegmentTask(cfg, d, m))
+			}}),
+		train.Register("mlm", train.Spec[MLMData, TransformerModel]{Check: checkMLM,
+			New: func(cfg *configs.Config, d *MLMData, m *TransformerModel, state map[string][]byte) (train.Task, error) {
+				return asTask(newMLMTask(cfg, d, m, state))
+			}}),
+	} {
+		if err != nil {
 			panic(fmt.Sprintf("built-in task: %v", err)) // a programming error, found by every test
 		}
 	}

@@ -38,11 +38,13 @@ import (
 // pixels overwritten, so the curves with and without adaptation differ only
 // by what the clicks do to the other pixels.
 type segmentTask struct {
-	cfg   *configs.Config
-	data  *datasets.Segmentation
-	model layers.Segmenter
-	valid []datasets.SegBatch
-	test  []datasets.SegBatch
+	cfg      *configs.Config
+	dataCfg  *SegmentData
+	modelCfg *SegmentModel
+	data     *datasets.Segmentation
+	model    layers.Segmenter
+	valid    []datasets.SegBatch
+	test     []datasets.SegBatch
 
 	// ahead is the forward-only program that places the second round of
 	// training clicks, on its own parameters (copies of the training
@@ -59,8 +61,7 @@ var reportClicks = []int{0, 1, 2, 5, 10}
 // every evaluation of a checkpoint places the same clicks.
 const segmentClickStream uint64 = 0x636c69636b73 // "clicks"
 
-func newSegmentTask(cfg *configs.Config) (*segmentTask, error) {
-	d, m := cfg.Data, cfg.Model
+func newSegmentTask(cfg *configs.Config, d *SegmentData, m *SegmentModel) (*segmentTask, error) {
 	data, err := datasets.NewSegmentation(datasets.Segmentation{Size: d.ImageSize, MinRegions: d.MinRegions,
 		MaxRegions: d.MaxRegions, Classes: d.Classes, Noise: d.Noise, Confusable: d.Confusable})
 	if err != nil {
@@ -74,11 +75,13 @@ func newSegmentTask(cfg *configs.Config) (*segmentTask, error) {
 	batch := cfg.Training.Batch
 	count := func(n int) int { return (n + batch - 1) / batch }
 	return &segmentTask{
-		cfg:   cfg,
-		data:  data,
-		model: layers.Segmenter{Config: sc},
-		valid: data.Fixed(cfg.Seed, datasets.ValidStream, count(d.ValidSets), batch),
-		test:  data.Fixed(cfg.Seed, datasets.TestStream, count(d.TestSets), batch),
+		cfg:      cfg,
+		dataCfg:  d,
+		modelCfg: m,
+		data:     data,
+		model:    layers.Segmenter{Config: sc},
+		valid:    data.Fixed(cfg.Seed, datasets.ValidStream, count(d.ValidSets), batch),
+		test:     data.Fixed(cfg.Seed, datasets.TestStream, count(d.TestSets), batch),
 	}, nil
 }
 
@@ -170,7 +173,7 @@ func (t *segmentTask) Feed(rng *rand.Rand, prog *graph.Program, _ int) error {
 	rest := make([]int, batch.Size)
 	second := false
 	for i := range clicks {
-		k := rng.IntN(t.cfg.Data.MaxClicks + 1)
+		k := rng.IntN(t.dataCfg.MaxClicks + 1)
 		first := (k + 1) / 2
 		c, err := datasets.Clicks(rng, batch.Labels[i*P:(i+1)*P], nil, nil, W, first)
 		if err != nil {
@@ -248,7 +251,7 @@ func (t *segmentTask) split(name string) []datasets.SegBatch {
 
 // Evaluate scores a split at data.valid_clicks interactive clicks.
 func (t *segmentTask) Evaluate(_ *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
-	n := t.cfg.Data.ValidClicks
+	n := t.dataCfg.ValidClicks
 	scores, _, err := t.interactive(prog, t.split(split), []int{n}, false)
 	if err != nil {
 		return nil, err
@@ -384,5 +387,5 @@ func (t *segmentTask) Report(w io.Writer, params *graph.Params, prog *graph.Prog
 		}
 		fmt.Fprintf(w, "wrote %s\n", path)
 	}
-	return printPriors(w, params, layers.SegmenterPriors(t.cfg.Model.Dim/t.cfg.Model.Heads))
+	return printPriors(w, params, layers.SegmenterPriors(t.modelCfg.Dim/t.modelCfg.Heads))
 }

@@ -24,6 +24,8 @@ import (
 // LoadSplits, which names the file that fails.
 type Seq2Seq struct {
 	cfg        *configs.Config
+	dataCfg    *Seq2SeqData
+	modelCfg   *TransformerModel
 	corpus     datasets.ParallelCorpus
 	loaded     map[string]bool // the splits of corpus read so far
 	train      []datasets.Pair // training pairs within max_len
@@ -45,9 +47,8 @@ var seq2seqSplits = []string{"train", "valid", "test"}
 // vocabularies from there and reads no data; a new run (state without
 // vocabularies) reads all three splits and builds the vocabularies from
 // the training split.
-func newSeq2Seq(cfg *configs.Config, state map[string][]byte) (*Seq2Seq, error) {
-	d := cfg.Data
-	t := &Seq2Seq{cfg: cfg, srcLen: d.MaxLen, tgtLen: d.MaxLen + 1, loaded: map[string]bool{}}
+func newSeq2Seq(cfg *configs.Config, d *Seq2SeqData, m *TransformerModel, state map[string][]byte) (*Seq2Seq, error) {
+	t := &Seq2Seq{cfg: cfg, dataCfg: d, modelCfg: m, srcLen: d.MaxLen, tgtLen: d.MaxLen + 1, loaded: map[string]bool{}}
 	if state["src_vocab"] == nil {
 		if err := t.LoadSplits(seq2seqSplits...); err != nil {
 			return nil, err
@@ -56,7 +57,6 @@ func newSeq2Seq(cfg *configs.Config, state map[string][]byte) (*Seq2Seq, error) 
 	if err := t.vocabularies(state); err != nil {
 		return nil, err
 	}
-	m := cfg.Model
 	sc := layers.Seq2SeqConfig{DModel: m.Dim, Heads: m.Heads, FF: m.FF, EncLayers: m.EncLayers, DecLayers: m.DecLayers,
 		Dropout: m.Dropout, PreLN: m.PreLN, FinalNorm: m.FinalNorm, TieOutput: m.TieOutput, SrcVocab: t.src.Size(), TgtVocab: t.tgt.Size(), MaxLen: t.tgtLen,
 		Attention: m.Attention}
@@ -73,7 +73,7 @@ func newSeq2Seq(cfg *configs.Config, state map[string][]byte) (*Seq2Seq, error) 
 // the file. Training needs "train" (and "valid" to select checkpoints),
 // `trainer eval` only "test"; translation needs none.
 func (t *Seq2Seq) LoadSplits(splits ...string) error {
-	d := t.cfg.Data
+	d := t.dataCfg.Corpus
 	for _, split := range splits {
 		if !slices.Contains(seq2seqSplits, split) {
 			return fmt.Errorf("data: no split %q (train, valid or test)", split)
@@ -112,12 +112,12 @@ func (t *Seq2Seq) trainingPairs() error {
 		return nil
 	}
 	for _, p := range t.corpus.Train {
-		if len(p.Src) <= t.cfg.Data.MaxLen && len(p.Tgt) <= t.cfg.Data.MaxLen {
+		if len(p.Src) <= t.dataCfg.MaxLen && len(p.Tgt) <= t.dataCfg.MaxLen {
 			t.train = append(t.train, p)
 		}
 	}
 	if len(t.train) == 0 {
-		return fmt.Errorf("data: no training pair has at most data.max_len = %d tokens a side", t.cfg.Data.MaxLen)
+		return fmt.Errorf("data: no training pair has at most data.max_len = %d tokens a side", t.dataCfg.MaxLen)
 	}
 	t.order = newEpochOrder(t.cfg.Seed, len(t.train))
 	return nil
@@ -135,7 +135,7 @@ func (t *Seq2Seq) splitPtr(split string) *[]datasets.Pair {
 }
 
 // loadTSVSplit reads the TSV file of one split; errors name its config key.
-func loadTSVSplit(d configs.Data, split string) ([]datasets.Pair, error) {
+func loadTSVSplit(d Corpus, split string) ([]datasets.Pair, error) {
 	path := map[string]string{"train": d.TrainFile, "valid": d.ValidFile, "test": d.TestFile}[split]
 	opt := datasets.TSVOptions{Lowercase: d.Lowercase, SkipMalformed: d.SkipMalformed}
 	pairs, _, err := datasets.LoadParallelTSV(path, opt)
@@ -149,7 +149,7 @@ func loadTSVSplit(d configs.Data, split string) ([]datasets.Pair, error) {
 }
 
 // loadTSVCorpus reads all three TSV splits (the masked-LM task's data).
-func loadTSVCorpus(d configs.Data) (datasets.ParallelCorpus, error) {
+func loadTSVCorpus(d Corpus) (datasets.ParallelCorpus, error) {
 	var c datasets.ParallelCorpus
 	for _, f := range []struct {
 		split string
@@ -181,7 +181,7 @@ func (t *Seq2Seq) vocabularies(state map[string][]byte) error {
 	for _, p := range t.corpus.Train {
 		srcs, tgts = append(srcs, p.Src), append(tgts, p.Tgt)
 	}
-	opt := datasets.VocabOptions{MinCount: t.cfg.Data.MinCount}
+	opt := datasets.VocabOptions{MinCount: t.dataCfg.MinCount}
 	var err error
 	if t.src, err = datasets.BuildVocab(srcs, opt); err != nil {
 		return fmt.Errorf("source vocabulary: %w", err)
@@ -233,7 +233,7 @@ func (t *Seq2Seq) buildModel(model layers.Seq2Seq, batch int, logitsOut bool) gr
 		if err != nil {
 			return err
 		}
-		return setObjective(b, loss, t.cfg)
+		return setObjective(b, loss, t.modelCfg.Attention.HeadDiversity)
 	}
 }
 
@@ -274,7 +274,7 @@ func (t *Seq2Seq) Feed(rng *rand.Rand, prog *graph.Program, step int) error {
 func (t *Seq2Seq) batchPairs(rng *rand.Rand, step int) []datasets.Pair {
 	pairs := make([]datasets.Pair, t.cfg.Training.Batch)
 	for i := range pairs {
-		if t.cfg.Data.Sampling == "epochs" {
+		if t.dataCfg.Sampling == "epochs" {
 			pairs[i] = t.train[t.order.at((step-1)*len(pairs)+i)]
 			continue
 		}

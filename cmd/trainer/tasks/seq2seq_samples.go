@@ -46,7 +46,7 @@ func (t *Seq2Seq) SampleReport(w io.Writer, params *graph.Params, samples int, s
 		return err
 	}
 	if !sampled.HasNoise() {
-		return fmt.Errorf("--samples: the model's attention is not sampled (attention.kind is %s)", t.cfg.Model.Attention.Kind)
+		return fmt.Errorf("--samples: the model's attention is not sampled (attention.kind is %s)", t.modelCfg.Attention.Kind)
 	}
 	mean, err := graph.Compile(params, t.buildLogits(rows), false)
 	if err != nil {

@@ -19,7 +19,7 @@ func (t *Seq2Seq) ModelConfig() layers.Seq2SeqConfig { return t.model.Config }
 // SourceTokens splits a line of input as the training data was: on
 // whitespace, lowercased first if data.lowercase is set.
 func (t *Seq2Seq) SourceTokens(line string) []string {
-	if t.cfg.Data.Lowercase {
+	if t.dataCfg.Lowercase {
 		line = strings.ToLower(line)
 	}
 	return strings.Fields(line)
@@ -120,7 +120,7 @@ func (t *Seq2Seq) crossAttention(params *graph.Params, src []int, layer int) ([]
 		w := t.model.CrossAttention(b, b.IndexInput("src", 1, S), b.Input("src_mask", 1, S),
 			b.IndexInput("tgt_in", 1, T), b.Input("tgt_mask", 1, T), layer)
 		if w == nil {
-			return fmt.Errorf("attention kind %q does not expose its weights", t.cfg.Model.Attention.Kind)
+			return fmt.Errorf("attention kind %q does not expose its weights", t.modelCfg.Attention.Kind)
 		}
 		b.Output("weights", w)
 		return nil

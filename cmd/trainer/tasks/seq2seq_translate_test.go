@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probformer/probformer/configs"
 	"github.com/probformer/probformer/datasets"
 )
 
@@ -23,7 +22,7 @@ func TestSourceTokens(t *testing.T) {
 		{"Ärger ÜBER", true, []string{"ärger", "über"}},
 	}
 	for _, c := range cases {
-		task := &Seq2Seq{cfg: &configs.Config{Data: configs.Data{Lowercase: c.lowercase}}}
+		task := &Seq2Seq{dataCfg: &Seq2SeqData{Corpus: Corpus{Lowercase: c.lowercase}}}
 		if got := task.SourceTokens(c.line); !slices.Equal(got, c.want) {
 			t.Errorf("SourceTokens(%q), lowercase %v = %q, want %q", c.line, c.lowercase, got, c.want)
 		}

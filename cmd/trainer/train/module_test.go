@@ -10,10 +10,13 @@ import (
 )
 
 // userProgram is a program outside probformer's module that builds on the
-// library: its own task, trained by the library loop with checkpoints,
-// metrics.jsonl and the progress display; interrupted at step 150 (as
-// Ctrl-C would) and resumed to step 300, it must log exactly what an
-// uninterrupted run logs and end on the same weights.
+// library: its own task, with its own config sections (setSumData,
+// setSumModel) registered by one train.Register call, read from a config
+// file by configs.Load and checked by the task's own rules, trained by
+// the library loop with checkpoints, metrics.jsonl and the progress
+// display; interrupted at step 150 (as Ctrl-C would) and resumed to step
+// 300, it must log exactly what an uninterrupted run logs and end on the
+// same weights.
 const userProgram = `package main
 
 import (
@@ -27,37 +30,79 @@ import (
 	"slices"
 
 	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/configs"
 	"github.com/probformer/probformer/graph"
 	"github.com/probformer/probformer/losses"
 )
 
-// setSum regresses the sum of 8 numbers; stop, if set, cancels the run
-// during step stopAt.
-type setSum struct {
-	stop   context.CancelFunc
-	stopAt int
+// setSumData and setSumModel are the task's config sections: data: and
+// model: of its config files.
+type setSumData struct {
+	Elements int     ` + "`yaml:\"elements\"`" + `
+	Scale    float64 ` + "`yaml:\"scale\"`" + `
 }
 
-func (setSum) Build(batch int) graph.BuildFunc {
+type setSumModel struct {
+	Hidden int ` + "`yaml:\"hidden\"`" + `
+}
+
+func init() {
+	err := train.Register("setsum", train.Spec[setSumData, setSumModel]{
+		Check: func(c *configs.Config, d *setSumData, m *setSumModel) error {
+			return c.Check(
+				configs.Rule{OK: d.Elements > 0, Field: "data.elements", Want: "a positive integer"},
+				configs.Rule{OK: d.Scale > 0, Field: "data.scale", Want: "a positive number"},
+				configs.Rule{OK: m.Hidden > 0, Field: "model.hidden", Want: "a positive integer"},
+				configs.Rule{OK: c.Training.Loss == "mse", Field: "training.loss", Want: "mse for task setsum"})
+		},
+		New: func(_ *configs.Config, d *setSumData, m *setSumModel, _ map[string][]byte) (train.Task, error) {
+			return &setSum{n: d.Elements, scale: d.Scale, hidden: m.Hidden}, nil
+		},
+	})
+	check(err)
+}
+
+const config = ` + "`" + `task: setsum
+seed: 3
+dtype: float64
+data:
+  elements: 8
+  scale: 1
+model:
+  hidden: 16
+optimizer: {name: adam, lr: 5.0e-3, beta1: 0.9, beta2: 0.999, eps: 1.0e-8, schedule: cosine, warmup_steps: 30, min_lr: 5.0e-4}
+training: {steps: 300, batch: 32, loss: mse, ema_decay: 0.99, log_every: 40, eval_every: 100, checkpoint_every: 100, keep_checkpoints: 3}
+` + "`" + `
+
+// setSum regresses the sum of n numbers; stop, if set, cancels the run
+// during step stopAt.
+type setSum struct {
+	n, hidden int
+	scale     float64
+	stop      context.CancelFunc
+	stopAt    int
+}
+
+func (t *setSum) Build(batch int) graph.BuildFunc {
 	return func(b *graph.Builder) error {
-		x, y := b.Input("x", batch, 8, 1), b.Input("y", batch, 1)
-		h := graph.LinearReLU(x, b.Param("phi.w", []int{1, 16}, graph.Glorot), b.Param("phi.b", []int{16}, graph.Zeros))
-		pred := graph.Linear(graph.Sum(h, 1), b.Param("rho.w", []int{16, 1}, graph.Glorot), b.Param("rho.b", []int{1}, graph.Zeros))
+		x, y := b.Input("x", batch, t.n, 1), b.Input("y", batch, 1)
+		h := graph.LinearReLU(x, b.Param("phi.w", []int{1, t.hidden}, graph.Glorot), b.Param("phi.b", []int{t.hidden}, graph.Zeros))
+		pred := graph.Linear(graph.Sum(h, 1), b.Param("rho.w", []int{t.hidden, 1}, graph.Glorot), b.Param("rho.b", []int{1}, graph.Zeros))
 		loss, err := losses.Regression(losses.MSE, pred, y, nil)
 		b.SetLoss(loss)
 		return err
 	}
 }
 
-func (t setSum) Feed(rng *rand.Rand, prog *graph.Program, step int) error {
+func (t *setSum) Feed(rng *rand.Rand, prog *graph.Program, step int) error {
 	if t.stop != nil && step == t.stopAt {
 		t.stop()
 	}
-	n := prog.InputShape("y")[0]
-	x, y := make([]float64, n*8), make([]float64, n)
+	rows := prog.InputShape("y")[0]
+	x, y := make([]float64, rows*t.n), make([]float64, rows)
 	for i := range x {
-		x[i] = rng.Float64()
-		y[i/8] += x[i]
+		x[i] = t.scale * rng.Float64()
+		y[i/t.n] += x[i]
 	}
 	if err := prog.Feed("x", x); err != nil {
 		return err
@@ -65,10 +110,12 @@ func (t setSum) Feed(rng *rand.Rand, prog *graph.Program, step int) error {
 	return prog.Feed("y", y)
 }
 
-func (setSum) EvalBatch() int { return 128 }
+func (*setSum) EvalBatch() int { return 128 }
 
-func (t setSum) Evaluate(_ *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
-	if err := (setSum{}).Feed(rand.New(rand.NewPCG(7, uint64(len(split)))), prog, 0); err != nil {
+func (t *setSum) Evaluate(_ *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
+	plain := *t
+	plain.stop = nil
+	if err := plain.Feed(rand.New(rand.NewPCG(7, uint64(len(split)))), prog, 0); err != nil {
 		return nil, err
 	}
 	if err := prog.Run(); err != nil {
@@ -77,13 +124,24 @@ func (t setSum) Evaluate(_ *graph.Params, prog *graph.Program, split string) (ma
 	return map[string]float64{split + "_mse": prog.Loss()}, nil
 }
 
-func (setSum) Selection() (string, bool) { return "valid_mse", false }
+func (*setSum) Selection() (string, bool) { return "valid_mse", false }
 
-func loop(dir string, task setSum) *train.Loop {
-	schedule, err := train.NewSchedule(train.Cosine, 5e-3, 5e-4, 30)
+// loop builds the run of the config file at path in dir; stopAt > 0
+// interrupts it at that step.
+func loop(path, dir string, stopAt int, stop context.CancelFunc) *train.Loop {
+	cfg, err := configs.Load(path, nil)
 	check(err)
-	l, err := train.New(task, train.Settings{Dir: dir, Steps: 300, Batch: 32, Seed: 3, DType: graph.Float64,
-		Schedule: schedule, EMADecay: 0.99, LogEvery: 40, EvalEvery: 100, CheckpointEvery: 100,
+	task, err := train.NewTask(cfg, nil)
+	check(err)
+	task.(*setSum).stop, task.(*setSum).stopAt = stop, stopAt
+	dt, err := graph.ParseDType(cfg.DType)
+	check(err)
+	o, tr := cfg.Optimizer, cfg.Training
+	schedule, err := train.NewSchedule(o.Schedule, o.LR, o.MinLR, o.WarmupSteps)
+	check(err)
+	l, err := train.New(task, train.Settings{Dir: dir, Steps: tr.Steps, Batch: tr.Batch, Seed: cfg.Seed, DType: dt,
+		Schedule: schedule, EMADecay: tr.EMADecay, LogEvery: tr.LogEvery, EvalEvery: tr.EvalEvery,
+		CheckpointEvery: tr.CheckpointEvery, KeepCheckpoints: tr.KeepCheckpoints, Config: cfg.YAML(),
 		Progress: train.NewProgress(train.ProgressLines, os.Stderr, os.Stdout), Out: os.Stdout})
 	check(err)
 	return l
@@ -114,15 +172,25 @@ func metrics(dir string) []string {
 
 func main() {
 	root := os.Args[1]
+	path := filepath.Join(root, "setsum.yaml")
+	check(os.WriteFile(path, []byte(config), 0o644))
+	// The task's own rules, and strict decoding of its own sections.
+	_, err := configs.Load(path, []string{"data.elements=0"})
+	fmt.Println("bad value:", err)
+	bad := filepath.Join(root, "bad.yaml")
+	check(os.WriteFile(bad, bytes.Replace([]byte(config), []byte("hidden: 16"), []byte("hiden: 16"), 1), 0o644))
+	_, err = configs.Load(bad, nil)
+	fmt.Println("bad key:", err)
+
 	straight, split := filepath.Join(root, "straight"), filepath.Join(root, "split")
-	a := loop(straight, setSum{})
+	a := loop(path, straight, 0, nil)
 	check(a.Run(context.Background()))
 
 	ctx, cancel := context.WithCancel(context.Background())
-	b := loop(split, setSum{stop: cancel, stopAt: 150})
+	b := loop(path, split, 150, cancel)
 	check(b.Run(ctx))
 	fmt.Println("interrupted:", b.Interrupted(), "at step", b.Step())
-	c := loop(split, setSum{})
+	c := loop(path, split, 0, nil)
 	from, err := c.Resume(os.Stderr)
 	check(err)
 	fmt.Println("resumed from", filepath.Base(from))
@@ -174,6 +242,8 @@ func TestExternalModule(t *testing.T) {
 		t.Fatalf("go run: %v\n%s", err, text)
 	}
 	for _, want := range []string{
+		"setsum.yaml: data.elements = 0: want a positive integer",
+		`bad.yaml: line 8: unknown key "hiden" in model`,
 		"step 40/300  loss", // the progress display
 		"step 100  valid_mse",
 		"interrupted at step 150: saved checkpoint",

@@ -1,31 +1,33 @@
-package configs
+package tasks
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/probformer/probformer/configs"
 )
 
 // TestMLMPresetMatchesSeq2SeqToy: mlm-toy pretrains the encoder that
 // seq2seq-toy's init.encoder_from takes, so the two must read the same
 // corpus (hence the same source vocabulary) and build the same encoder.
 func TestMLMPresetMatchesSeq2SeqToy(t *testing.T) {
-	mlm, err := Load("mlm-toy", nil)
+	mlm, err := configs.Load("mlm-toy", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	seq, err := Load("seq2seq-toy", nil)
+	seq, err := configs.Load("seq2seq-toy", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mlm.Task != "mlm" || mlm.Data.MaskProb != 0.15 {
-		t.Fatalf("mlm-toy: task %q, mask_prob %g", mlm.Task, mlm.Data.MaskProb)
+	d, e := mlm.Data.(*MLMData), seq.Data.(*Seq2SeqData)
+	if mlm.Task != "mlm" || d.MaskProb != 0.15 {
+		t.Fatalf("mlm-toy: task %q, mask_prob %g", mlm.Task, d.MaskProb)
 	}
-	d, e := mlm.Data, seq.Data
 	if mlm.Seed != seq.Seed || d.Source != e.Source || d.TrainPairs != e.TrainPairs || d.ValidPairs != e.ValidPairs ||
 		d.TestPairs != e.TestPairs || d.MaxLen != e.MaxLen || d.MinCount != e.MinCount {
 		t.Errorf("data differ: mlm-toy seed %d %+v, seq2seq-toy seed %d %+v", mlm.Seed, d, seq.Seed, e)
 	}
-	m, n := mlm.Model, seq.Model
+	m, n := mlm.Model.(*TransformerModel), seq.Model.(*TransformerModel)
 	if m.Kind != n.Kind || m.Dim != n.Dim || m.Heads != n.Heads || m.FF != n.FF || m.EncLayers != n.EncLayers ||
 		m.PreLN != n.PreLN || m.Attention != n.Attention || mlm.DType != seq.DType {
 		t.Errorf("encoders differ: mlm-toy %+v, seq2seq-toy %+v", m, n)
@@ -52,7 +54,7 @@ func TestValidateMLMAndInit(t *testing.T) {
 		{"seq2seq-toy", []string{"task=bert"}, "mlm"},
 	}
 	for _, c := range cases {
-		_, err := Load(c.preset, c.sets)
+		_, err := configs.Load(c.preset, c.sets)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s %v: %v", c.preset, c.sets, err)

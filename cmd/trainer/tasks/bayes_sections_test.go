@@ -1,16 +1,18 @@
-package configs
+package tasks
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/probformer/probformer/configs"
 )
 
 func TestBayesAttentionValidation(t *testing.T) {
-	cfg, err := Load("maxnorm-bayes", nil)
+	cfg, err := configs.Load("maxnorm-bayes", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, tr := cfg.Model.Attention, cfg.Training
+	a, tr := cfg.Model.(*MaxNormModel).Attention, cfg.Training
 	if a.Kind != "bayes-weibull" || a.K != 10 || a.Prior != "contextual" || a.PriorRate != 1 || tr.KLWeight != 1 || tr.KLWarmup != 500 {
 		t.Fatalf("maxnorm-bayes: attention %+v, kl_weight %v, kl_warmup %d", a, tr.KLWeight, tr.KLWarmup)
 	}
@@ -35,12 +37,12 @@ func TestBayesAttentionValidation(t *testing.T) {
 		{"maxnorm", []string{"training.ema_decay=-0.5"}, "training.ema_decay = -0.5"},
 		{"segment-em", []string{"model.attention.kind=bayes-lognormal"}, "for task segment"},
 	} {
-		_, err := Load(c.preset, c.sets)
+		_, err := configs.Load(c.preset, c.sets)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s with %v: error %v, want one with %q", c.preset, c.sets, err, c.want)
 		}
 	}
-	if _, err := Load("maxnorm", []string{"model.attention.kind=bayes-lognormal", "model.attention.prior=constant", "model.attention.sigma=0.5"}); err != nil {
+	if _, err := configs.Load("maxnorm", []string{"model.attention.kind=bayes-lognormal", "model.attention.prior=constant", "model.attention.sigma=0.5"}); err != nil {
 		t.Errorf("a log-normal maxnorm config: %v", err)
 	}
 }
