@@ -345,57 +345,146 @@ static float row_top(const float *x, int m, const float *km) {
 	return isnan ? NAN : top;
 }
 
-// load_tail loads x[0..k) (0 < k < 8) into the low lanes of a vector
-// whose other lanes hold fill.
+// hsum_d is the sum of the 8 lanes of v, added in double and rounded to
+// float once (as emSoftmax's sum, which accumulates in double).
 __attribute__((always_inline, target("avx2,fma")))
-static inline __m256 load_tail(const float *x, int k, float fill) {
-	float t[8];
-	for (int l = 0; l < 8; l++) t[l] = l < k ? x[l] : fill;
-	return _mm256_loadu_ps(t);
+static inline float hsum_d(__m256 v) {
+	__m256d a = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+	__m128d h = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+	return (float)_mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
 }
 
-// store_tail stores the low k lanes of v (0 < k < 8) to x[0..k).
+// hmax8 is the largest lane of v (NaN lanes aside).
 __attribute__((always_inline, target("avx2,fma")))
-static inline void store_tail(float *x, int k, __m256 v) {
-	float t[8];
-	_mm256_storeu_ps(t, v);
-	for (int l = 0; l < k; l++) x[l] = t[l];
+static inline float hmax8(__m256 v) {
+	__m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_max_ss(h, _mm_movehdup_ps(h));
+	return _mm_cvtss_f32(h);
+}
+
+// softmax_long is softmax for one row of any length: a pass for the max
+// (row_top), one for e^(s − max) and its sum, one for the division.
+__attribute__((target("avx2,fma")))
+static void softmax_long(const float *src, float *dst, int m, const float *km) {
+	const int m8 = m & ~7;
+	const __m256 zero = _mm256_setzero_ps(), vt = _mm256_set1_ps(row_top(src, m, km));
+	__m256 acc = zero, et = zero;
+	int j = 0;
+	for (; j < m8; j += 8) {
+		__m256 e = exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(_mm256_loadu_ps(src + j), vt)));
+		if (km) e = _mm256_and_ps(e, _mm256_cmp_ps(_mm256_loadu_ps(km + j), zero, _CMP_NEQ_UQ));
+		acc = _mm256_add_ps(acc, e);
+		_mm256_storeu_ps(dst + j, e);
+	}
+	const __m256i tail = lanes(m - j);
+	if (j < m) {
+		__m256 x = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_maskload_ps(src + j, tail), _mm256_castsi256_ps(tail));
+		et = exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(x, vt)));
+		if (km) et = _mm256_and_ps(et, _mm256_cmp_ps(_mm256_maskload_ps(km + j, tail), zero, _CMP_NEQ_UQ));
+		acc = _mm256_add_ps(acc, et);
+	}
+	const __m256 vz = _mm256_set1_ps(hsum_d(acc));
+	for (j = 0; j < m8; j += 8) _mm256_storeu_ps(dst + j, _mm256_div_ps(_mm256_loadu_ps(dst + j), vz));
+	if (j < m) {
+		float t[8];
+		_mm256_storeu_ps(t, _mm256_div_ps(et, vz));
+		for (int l = 0; j + l < m; l++) dst[j + l] = t[l];
+	}
+}
+
+// softmax_nv is softmax's loop over the rows for rows of NV vectors, the
+// last under the lane mask tail, R rows at a time (the last rows one at
+// a time) so that one row's exponentials overlap another's reductions.
+// NV and R are constants at every call, so that the rows stay in
+// registers from their load to their store.
+__attribute__((always_inline, target("avx2,fma")))
+static inline void softmax_nv(const int NV, const int R, int n, int m, const float *s, float *w, const float *rows,
+                              const __m256 *keep, __m256i tail) {
+	const __m256 zero = _mm256_setzero_ps(), ninf = _mm256_set1_ps(-INFINITY);
+	for (int i = 0; i < n; i += R) {
+		if (i + R > n) {
+			softmax_nv(NV, 1, n - i, m, s + (size_t)i * m, w + (size_t)i * m, rows ? rows + i : NULL, keep, tail);
+			return;
+		}
+		__m256 x[R][NV], vt[R], acc[R];
+		for (int r = 0; r < R; r++) {
+			const float *src = s + (size_t)(i + r) * m;
+			__m256 vmx = ninf, nan = zero;
+			for (int v = 0; v < NV; v++) {
+				__m256 y = v == NV - 1 ? _mm256_maskload_ps(src + 8 * v, tail) : _mm256_loadu_ps(src + 8 * v);
+				x[r][v] = _mm256_blendv_ps(ninf, y, keep[v]);
+				nan = _mm256_or_ps(nan, _mm256_cmp_ps(x[r][v], x[r][v], _CMP_UNORD_Q));
+				vmx = _mm256_max_ps(vmx, x[r][v]);
+			}
+			// a NaN score makes the row NaN, as emSoftmax's max does
+			vt[r] = _mm256_or_ps(_mm256_set1_ps(hmax8(vmx)), _mm256_set1_ps(_mm256_movemask_ps(nan) ? NAN : 0));
+		}
+		for (int r = 0; r < R; r++) {
+			acc[r] = zero;
+			for (int v = 0; v < NV; v++) {
+				x[r][v] = exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(x[r][v], vt[r])));
+				acc[r] = _mm256_add_ps(acc[r], x[r][v]);
+			}
+		}
+		for (int r = 0; r < R; r++) {
+			float *dst = w + (size_t)(i + r) * m;
+			if (rows && rows[i + r] == 0) {
+				memset(dst, 0, sizeof(float) * (size_t)m);
+				continue;
+			}
+			const __m256 vz = _mm256_set1_ps(hsum_d(acc[r]));
+			for (int v = 0; v < NV - 1; v++) _mm256_storeu_ps(dst + 8 * v, _mm256_div_ps(x[r][v], vz));
+			if (m == 8 * NV) {
+				_mm256_storeu_ps(dst + 8 * (NV - 1), _mm256_div_ps(x[r][NV - 1], vz));
+			} else {
+				float t[8];
+				_mm256_storeu_ps(t, _mm256_div_ps(x[r][NV - 1], vz));
+				for (int l = 0; 8 * (NV - 1) + l < m; l++) dst[8 * (NV - 1) + l] = t[l];
+			}
+		}
+	}
 }
 
 // softmax is emSoftmax: w [n×m] = softmax_j of s over the real keys, rows
 // outside rows (NULL: none) 0; padded keys get weight exactly 0 (s may be
-// w). Each row is one pass for its max (row_top) and one for e^(s − max)
-// and its sum (exp_le0, as pf_exp_row computes it, summed in float), then
-// the division.
+// w). The exponentials are exp_le0, as pf_exp_row computes them, summed
+// added in double, and the row is divided by the sum. A row of up to
+// 64 scores stays in registers (softmax_nv), the last vector under a lane
+// mask (padded lanes −∞, whose exponential is 0); longer rows take
+// softmax_long's passes.
 __attribute__((target("avx2,fma")))
 static void softmax(const em_p *p, float *s, float *w, const float *rows) {
-	const int n = p->n, m = p->m, m8 = m & ~7;
+	const int n = p->n, m = p->m, nv = (m + 7) / 8;
 	const float *km = p->km;
+	if (m > 64) {
+		for (int i = 0; i < n; i++) {
+			if (rows && rows[i] == 0)
+				memset(w + (size_t)i * m, 0, sizeof(float) * (size_t)m);
+			else
+				softmax_long(s + (size_t)i * m, w + (size_t)i * m, m, km);
+		}
+		return;
+	}
 	const __m256 zero = _mm256_setzero_ps();
-	for (int i = 0; i < n; i++) {
-		float *src = s + (size_t)i * m, *dst = w + (size_t)i * m;
-		if (rows && rows[i] == 0) {
-			memset(dst, 0, sizeof(float) * (size_t)m);
-			continue;
-		}
-		const __m256 vt = _mm256_set1_ps(row_top(src, m, km));
-		__m256 acc = zero;
-		int j = 0;
-		for (; j < m8; j += 8) {
-			__m256 e = exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(_mm256_loadu_ps(src + j), vt)));
-			if (km) e = _mm256_and_ps(e, _mm256_cmp_ps(_mm256_loadu_ps(km + j), zero, _CMP_NEQ_UQ));
-			acc = _mm256_add_ps(acc, e);
-			_mm256_storeu_ps(dst + j, e);
-		}
-		__m256 et = zero;
-		if (j < m) {
-			et = exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(load_tail(src + j, m - j, -INFINITY), vt)));
-			if (km) et = _mm256_and_ps(et, _mm256_cmp_ps(load_tail(km + j, m - j, 0), zero, _CMP_NEQ_UQ));
-			acc = _mm256_add_ps(acc, et);
-		}
-		const __m256 vz = _mm256_set1_ps(hsum(acc));
-		for (j = 0; j < m8; j += 8) _mm256_storeu_ps(dst + j, _mm256_div_ps(_mm256_loadu_ps(dst + j), vz));
-		if (j < m) store_tail(dst + j, m - j, _mm256_div_ps(et, vz));
+	const __m256i tail = lanes(m - 8 * (nv - 1));
+	// keep[v]: the lanes of vector v that are real keys inside the row
+	__m256 keep[8];
+	for (int v = 0; v < nv; v++) {
+		__m256i in = v == nv - 1 ? tail : _mm256_set1_epi32(-1);
+		keep[v] = _mm256_castsi256_ps(in);
+		if (km)
+			keep[v] = _mm256_and_ps(keep[v], _mm256_cmp_ps(_mm256_maskload_ps(km + 8 * v, in), zero, _CMP_NEQ_UQ));
+	}
+	switch (nv) {
+	case 1: softmax_nv(1, 4, n, m, s, w, rows, keep, tail); break;
+	case 2: softmax_nv(2, 4, n, m, s, w, rows, keep, tail); break;
+	case 3: softmax_nv(3, 2, n, m, s, w, rows, keep, tail); break;
+	case 4: softmax_nv(4, 2, n, m, s, w, rows, keep, tail); break;
+	case 5: softmax_nv(5, 2, n, m, s, w, rows, keep, tail); break;
+	case 6: softmax_nv(6, 2, n, m, s, w, rows, keep, tail); break;
+	case 7: softmax_nv(7, 2, n, m, s, w, rows, keep, tail); break;
+	default: softmax_nv(8, 1, n, m, s, w, rows, keep, tail); break;
 	}
 }
 
@@ -471,8 +560,13 @@ static void centres(const em_p *p, const float *w, const float *x, int ldx, int 
 			memcpy(cj, c0j, sizeof(float) * (size_t)width);
 			continue;
 		}
-		float den = theta + lambda[j] * nn[j], l = lambda[j];
-		for (int k = 0; k < width; k++) cj[k] = (theta * c0j[k] + l * aj[k]) / den;
+		const float den = theta + lambda[j] * nn[j], l = lambda[j];
+		const __m256 vth = _mm256_set1_ps(theta), vl = _mm256_set1_ps(l), vd = _mm256_set1_ps(den);
+		int k = 0;
+		for (; k + 8 <= width; k += 8)
+			_mm256_storeu_ps(cj + k, _mm256_div_ps(_mm256_fmadd_ps(vth, _mm256_loadu_ps(c0j + k),
+			                                                      _mm256_mul_ps(vl, _mm256_loadu_ps(aj + k))), vd));
+		for (; k < width; k++) cj[k] = (theta * c0j[k] + l * aj[k]) / den;
 	}
 }
 
