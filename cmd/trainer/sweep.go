@@ -34,10 +34,13 @@ type sweepFlags struct {
 	retime   bool
 }
 
-// variant is one row of a sweep: a name and its overrides.
+// variant is one row of a sweep: a name, its overrides and its config,
+// loaded once, when the sweep starts, with the sweep's --set and the
+// variant's own overrides.
 type variant struct {
 	name string
 	sets []string
+	cfg  *configs.Config
 }
 
 // sweepResult is a finished variant, saved as result.json in its run
@@ -92,8 +95,8 @@ finished variants again without retraining them.
 
 var variantName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]*$`)
 
-// parseVariants reads --variant flags, checking every override against
-// the config so that a typo fails before hours of training.
+// parseVariants reads --variant flags and loads every variant's config,
+// so that a typo fails before hours of training.
 func parseVariants(f sweepFlags) ([]variant, error) {
 	if len(f.variants) == 0 {
 		return nil, fmt.Errorf("--variant: give at least one")
@@ -116,7 +119,8 @@ func parseVariants(f sweepFlags) ([]variant, error) {
 		if sets != "" {
 			v.sets = strings.Split(sets, ",")
 		}
-		if _, err := configs.Load(f.config, append(slices.Clone(f.sets), v.sets...)); err != nil {
+		var err error
+		if v.cfg, err = configs.Load(f.config, append(slices.Clone(f.sets), v.sets...)); err != nil {
 			return nil, fmt.Errorf("--variant %s: %w", name, err)
 		}
 		out = append(out, v)
@@ -155,11 +159,7 @@ func runSweep(f sweepFlags, stdout, stderr io.Writer) error {
 func sweepVariant(f sweepFlags, v variant, stdout, stderr io.Writer) (sweepResult, error) {
 	dir := filepath.Join(f.out, v.name)
 	resultPath := filepath.Join(dir, sweepResultFile)
-	sets := append(slices.Clone(f.sets), v.sets...)
-	cfg, err := configs.Load(f.config, sets)
-	if err != nil {
-		return sweepResult{}, badInput(err)
-	}
+	cfg := v.cfg
 	want := string(cfg.YAML())
 	if data, err := os.ReadFile(resultPath); err == nil {
 		var r sweepResult
@@ -173,12 +173,13 @@ func sweepVariant(f sweepFlags, v variant, stdout, stderr io.Writer) (sweepResul
 		if !f.retime {
 			return r, nil
 		}
+		var err error
 		if r.MsPerStep, err = timeSteps(cfg, f.timing); err != nil {
 			return r, err
 		}
 		return r, writeSweepResult(resultPath, r)
 	}
-	tf := trainFlags{config: f.config, out: dir, sets: sets, bar: f.bar}
+	tf := trainFlags{loaded: cfg, out: dir, bar: f.bar}
 	if steps, _ := train.StepCheckpoints(dir); len(steps) > 0 {
 		if saved, err := os.ReadFile(filepath.Join(dir, train.ConfigFile)); err != nil || string(saved) != want {
 			return sweepResult{}, badInput(fmt.Errorf("%s holds a run of another config than this sweep's; delete it, or choose another --out", dir))

@@ -27,6 +27,9 @@ type trainFlags struct {
 	sets   []string
 	resume string
 	bar    string
+	// loaded, if set, is the config of a new run, loaded already (a
+	// sweep's variant); config and sets are not read then.
+	loaded *configs.Config
 }
 
 func newTrainCommand() *cobra.Command {
@@ -109,8 +112,10 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (*trainer, error) {
 			return nil, err
 		}
 	} else {
-		if cfg, err = configs.Load(f.config, f.sets); err != nil {
-			return nil, badInput(err)
+		if cfg = f.loaded; cfg == nil {
+			if cfg, err = configs.Load(f.config, f.sets); err != nil {
+				return nil, badInput(err)
+			}
 		}
 		dir = f.out
 		if dir == "" {
