@@ -43,8 +43,13 @@ type Comm interface {
 // Dividing by Σ w_r gives every process the gradient, loss and tracked
 // values of the global batch, as one process would compute them up to
 // the order of the float sums; every process then takes the same Adam
-// step. A non-finite loss or gradient on any process is non-finite in
-// the sum, so every process stops at the same step.
+// step. That is exact when the loss is one mean over the weight's units
+// (a regression over examples, a cross-entropy over real tokens); a sum
+// of means over different units, such as an ELBO's KL term (a mean over a
+// shard's queries) added to a token cross-entropy, has its parts weighed
+// by the shards' token counts, close to but not exactly one process's
+// objective. A non-finite loss or gradient on any process is non-finite
+// in the sum, so every process stops at the same step.
 //
 // Rank 0 alone writes metrics.jsonl and checkpoints, validates and shows
 // progress. The checkpoints are those of a single process (the
