@@ -4,6 +4,14 @@
 // A config file is the whole experiment: task, data, model, optimizer,
 // training schedule, seed and dtype.
 //
+// The optimizer, training and init sections, seed and dtype are shared by
+// every task and defined here. The data and model sections belong to the
+// task: their Go types are the task's own, registered with its name
+// (RegisterTask, which the training library's train.Register calls), so a
+// new task adds its keys without editing this package. Check and Rule
+// word a task's checks as the shared ones are ("data.dim = 0: want a
+// positive integer"), CheckAttention applies layers' attention rules.
+//
 // The work a config may ask of the decoder is bounded before it is
 // decoded: at most MaxConfigBytes, MaxDepth levels of nesting, MaxEntries
 // keys a section or items a list, and MaxNodes values with aliases

@@ -12,7 +12,10 @@
 //   - mlm (mlm.go): pretrain a Transformer encoder as a masked language
 //     model, for a seq2seq run to start from.
 //
-// They use nothing but the API of github.com/probformer/probformer/cmd/trainer/train that a
+// Each owns the types of its config's data: and model: sections
+// (sections.go: MaxNormData, Seq2SeqData, … with their rules), registered
+// with it by one train.Register call (register.go). They use nothing but
+// the API of github.com/probformer/probformer/cmd/trainer/train that a
 // user's task has: a program that imports this package and calls
 // train.NewTask and train.New trains any of them, as `trainer train` does.
 package tasks

@@ -12,9 +12,13 @@
 // task's loss: the ELBO of Bayesian attention and the head-diversity
 // regulariser. Each piece works on its own.
 //
-// The registry (registry.go) maps a config's task name to a Factory;
-// the built-in tasks (github.com/probformer/probformer/cmd/trainer/tasks) register themselves
-// through it exactly as a user's task does.
+// The registry (registry.go) maps a config's task name to its Spec: the
+// types of the task's own data: and model: config sections, their rules
+// and its constructor, given by one Register call. configs.Load then reads
+// a config of the task strictly into those types, Validate checks them by
+// the Spec's rules, and NewTask builds the task from them. The built-in
+// tasks (github.com/probformer/probformer/cmd/trainer/tasks) register
+// themselves through it exactly as a user's task does (ExampleRegister).
 //
 // A Loop is reproducible: the same Task, Settings and seed give
 // bit-identical metrics and checkpoints, and a run stopped and resumed

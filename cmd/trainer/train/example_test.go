@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/configs"
 	"github.com/probformer/probformer/graph"
 	"github.com/probformer/probformer/losses"
 )
@@ -96,4 +97,59 @@ func Example() {
 	// Output:
 	// resumed from step-00000150.ckpt
 	// step 300: valid_mse below 0.1: true, lr 0.001
+}
+
+// sumData is the data: section of task example-setsum's configs, a type
+// of the task's own.
+type sumData struct {
+	Elements int `yaml:"elements"`
+}
+
+// A task registered once, with its own config section: configs.Load reads
+// a config file of it strictly into sumData and checks it by the task's
+// rules, and train.NewTask builds the task from it.
+func ExampleRegister() {
+	err := train.Register("example-setsum", train.Spec[sumData, struct{}]{
+		Check: func(c *configs.Config, d *sumData, _ *struct{}) error {
+			return c.Check(configs.Rule{OK: d.Elements == 8, Field: "data.elements", Want: "8 (setSum's sets)"})
+		},
+		New: func(_ *configs.Config, _ *sumData, _ *struct{}, _ map[string][]byte) (train.Task, error) {
+			return setSum{}, nil
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "setsum-config")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "setsum.yaml")
+	config := `task: example-setsum
+seed: 1
+dtype: float64
+data:
+  elements: 8
+optimizer: {name: adam, lr: 1.0e-2, beta1: 0.9, beta2: 0.999, eps: 1.0e-8, schedule: constant}
+training: {steps: 100, batch: 32, log_every: 50, keep_checkpoints: 1}
+`
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := configs.Load(path, []string{"data.elements=5"}); err != nil {
+		fmt.Println(filepath.Base(err.Error()))
+	}
+	cfg, err := configs.Load(path, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	task, err := train.NewTask(cfg, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s: data.elements = %d, a %T\n", cfg.Task, cfg.Data.(*sumData).Elements, task)
+	// Output:
+	// setsum.yaml: data.elements = 5: want 8 (setSum's sets)
+	// example-setsum: data.elements = 8, a train_test.setSum
 }

@@ -31,7 +31,7 @@ type Task interface {
 
 // Stateful is a Task that must carry state in its checkpoints to be
 // rebuilt (a vocabulary, say). The entries go into the checkpoint's
-// Extra by name; a Factory gets them back.
+// Extra by name; Spec.New gets them back.
 type Stateful interface {
 	State() (map[string][]byte, error)
 }
