@@ -261,7 +261,8 @@ func (c *Config) retype() error {
 		} else {
 			out = reflect.New(reflect.TypeFor[map[string]any]())
 		}
-		if err := decodeValue(text, out.Interface()); err != nil && !errors.Is(err, errEmpty) {
+		names := map[string]string{out.Type().Elem().String(): f.name}
+		if err := decodeStrict(text, func(*yaml.Node) (any, map[string]string) { return out.Interface(), names }); err != nil && !errors.Is(err, errEmpty) {
 			return fmt.Errorf("the %s section does not fit task %s: %w", f.name, c.Task, err)
 		}
 		if f.t != nil {
