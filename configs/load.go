@@ -44,7 +44,9 @@ func PresetYAML(name string) ([]byte, error) {
 
 // Load reads a config from a preset name or a YAML file, applies the
 // key=value overrides in sets, and validates it. Errors name the file and
-// line, or the key.
+// line, or the key. The config's task must be registered: the presets'
+// tasks are once github.com/probformer/probformer/cmd/trainer/tasks is
+// imported.
 //
 // A relative data path in a config file (data.train_file, valid_file,
 // test_file) is relative to the file's directory, wherever trainer runs;

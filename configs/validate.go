@@ -16,7 +16,7 @@ func (c *Config) Validate() error {
 	s, ok := lookupSection(c.Task)
 	want := orList(Tasks())
 	if want == "" {
-		want = "a registered task (none is: import the package that registers it)"
+		want = "a registered task (none is: import the package that registers it; the presets' tasks are github.com/probformer/probformer/cmd/trainer/tasks)"
 	}
 	if err := c.Check(Rule{ok, "task", want}); err != nil {
 		return err

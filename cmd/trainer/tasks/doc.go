@@ -14,7 +14,11 @@
 //
 // Each owns the types of its config's data: and model: sections
 // (sections.go: MaxNormData, Seq2SeqData, … with their rules), registered
-// with it by one train.Register call (register.go). They use nothing but
+// with it by one train.Register call (register.go). Their unexported
+// fields are the other built-in tasks' keys, which every config and
+// checkpoint written before each task owned its sections holds: they
+// still read, must be zero, and are written back at their old places, so
+// that those files stay byte for byte what they were. They use nothing but
 // the API of github.com/probformer/probformer/cmd/trainer/train that a
 // user's task has: a program that imports this package and calls
 // train.NewTask and train.New trains any of them, as `trainer train` does.
