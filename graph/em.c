@@ -40,8 +40,8 @@ typedef struct {
 // em_tr points into one problem's trace buffer, laid out as cutTrace cuts
 // it; the per-iteration parts are reached through the macros below.
 typedef struct {
-	float *lp0, *pi0, *kn0, *vn0, *dk, *xi, *al, *wk, *nk, *ak, *kf, *ep, *ep2, *mu, *be, *lp, *wp, *np, *bp, *wi,
-	    *r, *f, *pz, *s0;
+	float *lp0, *pi0, *kn0, *vn0, *dk, *xi, *al, *wk, *nk, *ak, *ep, *ep2, *mu, *be, *lp, *wp, *np, *bp, *wi, *r, *f,
+	    *pz;
 } em_tr;
 
 #define DK(t) (tr.dk + (size_t)(t) * nm)
@@ -74,14 +74,12 @@ static em_tr cut_trace(const em_p *p, float *buf) {
 	t.xi = TAKE(tk * m * d);
 	t.al = TAKE((tk + 1) * m);
 	t.wk = TAKE(tk * nm), t.nk = TAKE(tk * m), t.ak = TAKE(tk * m * d);
-	t.kf = TAKE(nm);
 	t.ep = TAKE(tp * nm), t.ep2 = TAKE(tp * nm);
 	t.mu = TAKE(tp * m * dv);
 	t.be = TAKE((tp + 1) * m), t.lp = TAKE((tp + 1) * m);
 	t.wp = TAKE(tp * nm), t.np = TAKE(tp * m), t.bp = TAKE(tp * m * dv);
 	t.wi = TAKE((tv + 1) * nm), t.r = TAKE((tv + 1) * n * dv);
 	t.f = TAKE(tv * nm), t.pz = TAKE(tv * n);
-	t.s0 = TAKE(nm);
 #undef TAKE
 	return t;
 }
@@ -252,9 +250,17 @@ static void sq_norms(const float *x, int rows, int w, int ld, float *out) {
 // col_sums is colSums: out[j] = Σ_i x_ij for x [n×m], i in order.
 __attribute__((target("avx2,fma")))
 static void col_sums(int n, int m, const float *x, float *out) {
-	memset(out, 0, sizeof(float) * (size_t)m);
-	for (int i = 0; i < n; i++)
-		for (int j = 0; j < m; j++) out[j] += x[(size_t)i * m + j];
+	int j = 0;
+	for (; j + 8 <= m; j += 8) { // a block of columns down all rows, in a register
+		__m256 acc = _mm256_setzero_ps();
+		for (int i = 0; i < n; i++) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + (size_t)i * m + j));
+		_mm256_storeu_ps(out + j, acc);
+	}
+	for (; j < m; j++) {
+		float acc = 0;
+		for (int i = 0; i < n; i++) acc += x[(size_t)i * m + j];
+		out[j] = acc;
+	}
 }
 
 // dist is emDist: out [n×m] = max(0, aa_i − 2 a_i·c_j + cc_j), for a
@@ -279,7 +285,6 @@ static void dist(int n, int m, int w, const float *a, int lda, const float *c, i
 __attribute__((target("avx2,fma")))
 static void dist_back(int n, int m, int w, const float *a, int lda, const float *c, int ldc, const float *dd, float *g,
                       float *da, int ldda, float *dc, int lddc, float *rs, float *cs) {
-	memset(cs, 0, sizeof(float) * (size_t)m);
 	const __m256 zero = _mm256_setzero_ps();
 	for (int i = 0; i < n; i++) {
 		float *row = g + (size_t)i * m;
@@ -289,17 +294,16 @@ static void dist_back(int n, int m, int w, const float *a, int lda, const float 
 		for (; j + 8 <= m; j += 8) {
 			__m256 x = _mm256_and_ps(_mm256_cmp_ps(_mm256_loadu_ps(d + j), zero, _CMP_GT_OQ), _mm256_loadu_ps(row + j));
 			_mm256_storeu_ps(row + j, x);
-			_mm256_storeu_ps(cs + j, _mm256_add_ps(_mm256_loadu_ps(cs + j), x));
 			s = _mm256_add_ps(s, x);
 		}
 		float t = hsum(s);
 		for (; j < m; j++) {
 			if (!(d[j] > 0)) row[j] = 0;
 			t += row[j];
-			cs[j] += row[j];
 		}
 		rs[i] = t;
 	}
+	col_sums(n, m, g, cs);
 	if (da) {
 		for (int i = 0; i < n; i++) {
 			if (rs[i] == 0) continue;
@@ -509,19 +513,30 @@ static void gaussian(int n, int m, int k, const float *lambda, const float *dd, 
 		if (!(lambda[j] == prev)) // precisions not adapted are all one value
 			prev = lambda[j], lp = half * (float)log((double)prev);
 		logs[j] = lp;
-		hl[j] = lambda[j] / 2;
+		hl[j] = lambda[j] * 0.5f;
 	}
 	for (int i = 0; i < n; i++) {
-		const float *d = dd + (size_t)i * m;
+		const float *d = dd + (size_t)i * m, *b = base ? base + (size_t)i * m : NULL;
 		float *o = out + (size_t)i * m;
-		if (base) {
-			const float *b = base + (size_t)i * m;
-			for (int j = 0; j < m; j++) o[j] = logs[j] - hl[j] * d[j] + b[j];
-		} else {
-			for (int j = 0; j < m; j++) o[j] = logs[j] - hl[j] * d[j];
+		int j = 0;
+#define GAUSS_LOOP(B, ROW)                                                                                               \
+	for (; j + 8 <= m; j += 8) {                                                                                       \
+		__m256 x = _mm256_sub_ps(_mm256_loadu_ps(logs + j), _mm256_mul_ps(_mm256_loadu_ps(hl + j), _mm256_loadu_ps(d + j))); \
+		if (B) x = _mm256_add_ps(x, _mm256_loadu_ps(b + j));                                                           \
+		if (ROW) x = _mm256_add_ps(x, _mm256_loadu_ps(row + j));                                                       \
+		_mm256_storeu_ps(o + j, x);                                                                                    \
+	}
+		if (b && row) GAUSS_LOOP(1, 1)
+		else if (b) GAUSS_LOOP(1, 0)
+		else if (row) GAUSS_LOOP(0, 1)
+		else GAUSS_LOOP(0, 0)
+#undef GAUSS_LOOP
+		for (; j < m; j++) {
+			float x = logs[j] - hl[j] * d[j];
+			if (b) x += b[j];
+			if (row) x += row[j];
+			o[j] = x;
 		}
-		if (row)
-			for (int j = 0; j < m; j++) o[j] += row[j];
 	}
 }
 
@@ -530,19 +545,30 @@ static void gaussian(int n, int m, int k, const float *lambda, const float *dd, 
 __attribute__((target("avx2,fma")))
 static void gaussian_back(int n, int m, int k, const float *lambda, const float *dist, const float *ds,
                           float *dlambda, float *dd, float *cols) {
-	float half = (float)k / 2, *inv = cols, *hl = cols + m;
-	for (int j = 0; j < m; j++) {
-		inv[j] = half / lambda[j];
-		hl[j] = -lambda[j] / 2;
-	}
-	for (int i = 0; i < n; i++) {
-		const float *g = ds + (size_t)i * m, *d = dist + (size_t)i * m;
-		for (int j = 0; j < m; j++) dlambda[j] += g[j] * (inv[j] - d[j] / 2);
-		if (dd) {
-			float *o = dd + (size_t)i * m;
-			for (int j = 0; j < m; j++) o[j] = hl[j] * g[j];
+	const float half = (float)k / 2;
+	const __m256 vh = _mm256_set1_ps(0.5f), vhalf = _mm256_set1_ps(half), vm = _mm256_set1_ps(-0.5f);
+	int j = 0;
+	for (; j + 8 <= m; j += 8) { // a block of columns down all rows
+		const __m256 lam = _mm256_loadu_ps(lambda + j), inv = _mm256_div_ps(vhalf, lam), hl = _mm256_mul_ps(vm, lam);
+		__m256 acc = _mm256_loadu_ps(dlambda + j);
+		for (int i = 0; i < n; i++) {
+			const size_t at = (size_t)i * m + j;
+			__m256 gv = _mm256_loadu_ps(ds + at);
+			acc = _mm256_add_ps(acc, _mm256_mul_ps(gv, _mm256_sub_ps(inv, _mm256_mul_ps(_mm256_loadu_ps(dist + at), vh))));
+			if (dd) _mm256_storeu_ps(dd + at, _mm256_mul_ps(hl, gv));
 		}
+		_mm256_storeu_ps(dlambda + j, acc);
 	}
+	for (; j < m; j++) {
+		float inv = half / lambda[j], hl = -lambda[j] / 2, acc = dlambda[j];
+		for (int i = 0; i < n; i++) {
+			const size_t at = (size_t)i * m + j;
+			acc += ds[at] * (inv - dist[at] / 2);
+			if (dd) dd[at] = hl * ds[at];
+		}
+		dlambda[j] = acc;
+	}
+	(void)cols;
 }
 
 // centres is emCentres: n_j = Σ_i w_ij, A = wᵀx [m×width], c_j = (θ c⁰_j
@@ -573,10 +599,17 @@ static void centres(const em_p *p, const float *w, const float *x, int ldx, int 
 // spreads sets out[j] = Σ_i w_ij D_ij, i in order.
 __attribute__((target("avx2,fma")))
 static void spreads(int n, int m, const float *w, const float *dd, float *out) {
-	memset(out, 0, sizeof(float) * (size_t)m);
-	for (int i = 0; i < n; i++) {
-		const float *wr = w + (size_t)i * m, *dr = dd + (size_t)i * m;
-		for (int j = 0; j < m; j++) out[j] += wr[j] * dr[j];
+	int j = 0;
+	for (; j + 8 <= m; j += 8) {
+		__m256 acc = _mm256_setzero_ps();
+		for (int i = 0; i < n; i++)
+			acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(w + (size_t)i * m + j), _mm256_loadu_ps(dd + (size_t)i * m + j)));
+		_mm256_storeu_ps(out + j, acc);
+	}
+	for (; j < m; j++) {
+		float acc = 0;
+		for (int i = 0; i < n; i++) acc += w[(size_t)i * m + j] * dd[(size_t)i * m + j];
+		out[j] = acc;
 	}
 }
 
@@ -600,6 +633,7 @@ static void precision_back(const em_p *p, const float *w, const float *dist, con
                            float *dd, float *dold, float *sp) {
 	const int n = p->n, m = p->m;
 	spreads(n, m, w, dist, sp);
+	float sa = *da, sb = *db; // in registers: da and db may alias the arrays
 	for (int j = 0; j < m; j++) {
 		if (!real_key(p, j)) {
 			dold[j] += dlambda[j];
@@ -607,15 +641,22 @@ static void precision_back(const em_p *p, const float *w, const float *dist, con
 			continue;
 		}
 		float den = brate + sp[j] / 2, dnum = dlambda[j] / den, dden = -dlambda[j] * lambda[j] / den;
-		*da += dnum;
+		sa += dnum;
 		dn[j] += (float)k / 2 * dnum;
-		*db += dden;
+		sb += dden;
 		sp[j] = dden / 2; // now d spread_j
 	}
+	*da = sa, *db = sb;
 	for (int i = 0; i < n; i++) {
 		const float *wr = w + (size_t)i * m, *dr = dist + (size_t)i * m;
 		float *gw = dw + (size_t)i * m, *gd = dd + (size_t)i * m;
-		for (int j = 0; j < m; j++) {
+		int j = 0;
+		for (; j + 8 <= m; j += 8) {
+			__m256 v = _mm256_loadu_ps(sp + j);
+			_mm256_storeu_ps(gw + j, _mm256_add_ps(_mm256_loadu_ps(gw + j), _mm256_mul_ps(v, _mm256_loadu_ps(dr + j))));
+			_mm256_storeu_ps(gd + j, _mm256_add_ps(_mm256_loadu_ps(gd + j), _mm256_mul_ps(v, _mm256_loadu_ps(wr + j))));
+		}
+		for (; j < m; j++) {
 			gw[j] += sp[j] * dr[j];
 			gd[j] += sp[j] * wr[j];
 		}
@@ -632,6 +673,7 @@ static void centres_back(const em_p *p, const float *w, const float *x, int ldx,
                          float *dlambda, float *dn, float *dw, float *da, float *ct) {
 	const int n = p->n, m = p->m;
 	float dth = *dtheta;
+	__m256 vdth = _mm256_setzero_ps();
 	for (int j = 0; j < m; j++) {
 		const float *dcj = dc + (size_t)j * width;
 		float *daj = da + (size_t)j * width, *dc0j = dc0 + (size_t)j * lddc0;
@@ -641,8 +683,18 @@ static void centres_back(const em_p *p, const float *w, const float *x, int ldx,
 			continue;
 		}
 		const float *cj = c + (size_t)j * width, *c0j = c0 + (size_t)j * ldc0, *aj = a + (size_t)j * width;
-		float l = lambda[j], den = theta + l * nn[j], dden = -dot(dcj, cj, width) / den, dl = dlambda[j];
-		for (int k = 0; k < width; k++) {
+		float l = lambda[j], den = theta + l * nn[j], dden = -dot(dcj, cj, width) / den, dl = 0;
+		const __m256 vden = _mm256_set1_ps(den), vth = _mm256_set1_ps(theta), vl = _mm256_set1_ps(l);
+		__m256 vdl = _mm256_setzero_ps();
+		int k = 0;
+		for (; k + 8 <= width; k += 8) {
+			__m256 dnum = _mm256_div_ps(_mm256_loadu_ps(dcj + k), vden);
+			vdth = _mm256_fmadd_ps(dnum, _mm256_loadu_ps(c0j + k), vdth);
+			_mm256_storeu_ps(dc0j + k, _mm256_add_ps(_mm256_loadu_ps(dc0j + k), _mm256_mul_ps(vth, dnum)));
+			vdl = _mm256_fmadd_ps(dnum, _mm256_loadu_ps(aj + k), vdl);
+			_mm256_storeu_ps(daj + k, _mm256_mul_ps(vl, dnum));
+		}
+		for (; k < width; k++) {
 			float dnum = dcj[k] / den;
 			dth += dnum * c0j[k];
 			dc0j[k] += theta * dnum;
@@ -650,10 +702,10 @@ static void centres_back(const em_p *p, const float *w, const float *x, int ldx,
 			daj[k] = l * dnum;
 		}
 		dth += dden;
-		dlambda[j] = dl + dden * nn[j];
+		dlambda[j] += (dl + hsum(vdl)) + dden * nn[j];
 		dn[j] += dden * l;
 	}
-	*dtheta = dth;
+	*dtheta = dth + hsum(vdth);
 	transpose(da, width, m, width, ct);
 	mm(n, width, m, 1, x, ldx, 1, ct, m, 1, dw, m);
 	if (dx) mm(n, m, width, 1, w, m, 1, da, width, 1, dx, lddx);
@@ -717,7 +769,9 @@ int pf_em_forward(const int *iv, const float *fv, const float *q, const float *x
 	const float *h = p->h;
 	em_tr tr = cut_trace(p, trace);
 	scratch sc = {scr, ns, 0};
-	float *qq = take(&sc, n), *cc = take(&sc, m > n ? m : n), *sbuf = take(&sc, nm), *vv = take(&sc, n),
+	// kf: the adapted key term K_ij, then K_ij + log π_j of the readout
+	// [N×M]; the forward pass reads them, the backward pass does not
+	float *qq = take(&sc, n), *cc = take(&sc, m > n ? m : n), *sbuf = take(&sc, nm), *vv = take(&sc, n), *kf = take(&sc, nm),
 	      *ct = take(&sc, (long)m * (d > dv ? d : dv)), *cols = take(&sc, 2 * m), *sp = take(&sc, m);
 	if (sc.over) return -1;
 
@@ -743,7 +797,7 @@ int pf_em_forward(const int *iv, const float *fv, const float *q, const float *x
 		else
 			memcpy(AL(t + 1), AL(t), sizeof(float) * (size_t)m);
 	}
-	gaussian(n, m, d, AL(tk), DK(tk), NULL, NULL, tr.kf, cols);
+	gaussian(n, m, d, AL(tk), DK(tk), NULL, NULL, kf, cols);
 
 	// §5: value propagation.
 	for (int j = 0; j < m; j++) BE(0)[j] = h[H_BETA0];
@@ -758,7 +812,7 @@ int pf_em_forward(const int *iv, const float *fv, const float *q, const float *x
 			int ld_old = t > 0 ? dv : p->ldv;
 			sq_norms(mu_old, m, dv, ld_old, cc);
 			dist(n, m, dv, vals, p->ldx, mu_old, ld_old, vv, cc, EP(t), ct);
-			gaussian(n, m, dv, BE(t), EP(t), tr.kf, LP(t), sbuf, cols);
+			gaussian(n, m, dv, BE(t), EP(t), kf, LP(t), sbuf, cols);
 			softmax(p, sbuf, WP(t), in_s);
 			centres(p, WP(t), vals, p->ldx, dv, mu0, p->ldv, BE(t), h[H_THETA_MU], NP(t), BP(t), MU(t + 1));
 			if (update_beta(p, t)) {
@@ -780,15 +834,15 @@ int pf_em_forward(const int *iv, const float *fv, const float *q, const float *x
 
 	// §3: value inference of every query unit.
 	for (int i = 0; i < n; i++)
-		for (int j = 0; j < m; j++) tr.s0[(size_t)i * m + j] = tr.kf[(size_t)i * m + j] + log_pi[j];
-	memcpy(sbuf, tr.s0, sizeof(float) * nm);
-	softmax(p, sbuf, WI(0), NULL);
+		for (int j = 0; j < m; j++) kf[(size_t)i * m + j] += log_pi[j];
+	const float *s0 = kf;
+	softmax(p, kf, WI(0), NULL);
 	mm(n, m, dv, 1, WI(0), m, 1, mu, ldmu, 0, RO(0), dv);
 	if (tv > 0) sq_norms(mu, m, dv, ldmu, cc);
 	for (int t = 0; t < tv; t++) {
 		sq_norms(RO(t), n, dv, dv, qq);
 		dist(n, m, dv, RO(t), dv, mu, ldmu, qq, cc, FV(t), ct);
-		gaussian(n, m, dv, beta, FV(t), tr.s0, NULL, sbuf, cols);
+		gaussian(n, m, dv, beta, FV(t), s0, NULL, sbuf, cols);
 		float *w = WI(t + 1), *pz = PZ(t), *r = RO(t + 1);
 		softmax(p, sbuf, w, NULL);
 		for (int i = 0; i < n; i++) {

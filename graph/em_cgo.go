@@ -39,7 +39,7 @@ var emCCalls = sync.Pool{New: func() any { return new(emCCall) }}
 
 // emCScratchSize is the scratch em.c asks of either pass (it checks, and
 // fails the call rather than run past it): the forward's N + max(M, N) +
-// NM + N + M·max(d, dv) + 3M, the backward's emBackScratchSize with its
+// 2NM + N + M·max(d, dv) + 3M, the backward's emBackScratchSize with its
 // transposes and per-unit columns.
 func emCScratchSize(n, m, d, dv int) int {
 	return 6*n*m + 3*n*dv + 4*n + max(m, n) + 2*m*d + 2*m*dv + 2*m*max(d, dv) + 16*m

@@ -62,7 +62,6 @@ type emTrace[T float] struct {
 	wk []([]T) // key-adaptation weights [N×M], t < T_k
 	nk []([]T) // n_j [M]
 	ak []([]T) // Σ_i w_ij q_i [M×d]
-	kf []T     // the adapted key term K_ij [N×M]
 
 	ep  []([]T) // dist(V, μ^(t)) [N×M], t < T_p
 	ep2 []([]T) // dist(V, μ^(t+1)) [N×M], for the β update of iteration t
@@ -77,18 +76,17 @@ type emTrace[T float] struct {
 	r  []([]T) // readouts [N×dv], t = 0…T_v
 	f  []([]T) // dist(v^(t), μ) [N×M], t < T_v
 	pz []([]T) // Σ_j w_ij β_j [N], t < T_v
-	s0 []T     // K_ij + log π_j of the readout [N×M]
 	pr bool    // propagation ran
 }
 
 // emTraceSize returns the values one problem's trace holds.
 func emTraceSize(s EMSpec, n, m, d, dv int) int {
 	nm := n * m
-	size := 4*m + (s.KeyIters+1)*nm + s.KeyIters*(m*d) + (s.KeyIters+1)*m + s.KeyIters*(nm+m+m*d) + nm
+	size := 4*m + (s.KeyIters+1)*nm + s.KeyIters*(m*d) + (s.KeyIters+1)*m + s.KeyIters*(nm+m+m*d)
 	tp := s.PropagateIters
 	size += tp*nm*2 + tp*m*dv + (tp+1)*2*m + tp*(nm+m+m*dv)
 	tv := s.ValueIters
-	size += (tv+1)*(nm+n*dv) + tv*(nm+n) + nm
+	size += (tv+1)*(nm+n*dv) + tv*(nm+n)
 	return size
 }
 
@@ -133,14 +131,12 @@ func cutTraceInto[T float](s EMSpec, n, m, d, dv int, buf []T, tr *emTrace[T], h
 	tr.xi = afterNil(tk, m*d)
 	tr.al = many(tk+1, m)
 	tr.wk, tr.nk, tr.ak = many(tk, nm), many(tk, m), many(tk, m*d)
-	tr.kf = take(nm)
 	tr.ep, tr.ep2 = many(tp, nm), many(tp, nm)
 	tr.mu = afterNil(tp, m*dv)
 	tr.be, tr.lp = many(tp+1, m), many(tp+1, m)
 	tr.wp, tr.np, tr.bp = many(tp, nm), many(tp, m), many(tp, m*dv)
 	tr.wi, tr.r = many(tv+1, nm), many(tv+1, n*dv)
 	tr.f, tr.pz = many(tv, nm), many(tv, n)
-	tr.s0 = take(nm)
 	return tr
 }
 
@@ -378,6 +374,9 @@ func emForward[T float](s EMSpec, p *emProblem[T], tr *emTrace[T], sc []T) {
 	n, m, d, dv := p.n, p.m, p.d, p.dv
 	nm := n * m
 	qq, cc, sbuf := sc[:n], sc[n:n+max(m, n)], sc[n+max(m, n):n+max(m, n)+nm]
+	// the adapted key term K_ij, then K_ij + log π_j of the readout
+	// [N×M]: the forward pass reads them, the backward pass does not
+	kf := sc[n+max(m, n)+nm+n : n+max(m, n)+2*nm+n]
 
 	// §2: the initial mixing prior, once, from ξ⁰ and μ⁰.
 	sqNorms(p.xi0, m, d, p.ldk, tr.keyNorm0)
@@ -412,7 +411,7 @@ func emForward[T float](s EMSpec, p *emProblem[T], tr *emTrace[T], sc []T) {
 		}
 	}
 	tk := s.KeyIters
-	emGaussian(n, m, d, tr.al[tk], tr.dk[tk], nil, tr.kf)
+	emGaussian(n, m, d, tr.al[tk], tr.dk[tk], nil, kf)
 
 	// §5: value propagation from the annotated units, skipped when S is
 	// empty.
@@ -433,7 +432,7 @@ func emForward[T float](s EMSpec, p *emProblem[T], tr *emTrace[T], sc []T) {
 			}
 			sqNorms(muOld, m, dv, ldOld, cc)
 			emDist(n, m, dv, p.vals, p.ldx, muOld, ldOld, vv, cc, tr.ep[t])
-			emGaussian(n, m, dv, tr.be[t], tr.ep[t], tr.kf, sbuf)
+			emGaussian(n, m, dv, tr.be[t], tr.ep[t], kf, sbuf)
 			addRows(n, m, sbuf, tr.lp[t])
 			emSoftmax(p, sbuf, tr.wp[t], p.inS)
 			emCentres(p, tr.wp[t], p.vals, p.ldx, dv, p.mu0, p.ldv, tr.be[t], p.h[hThetaMu], tr.np[t], tr.bp[t], tr.mu[t+1])
@@ -461,9 +460,9 @@ func emForward[T float](s EMSpec, p *emProblem[T], tr *emTrace[T], sc []T) {
 	}
 
 	// §3: value inference of every query unit.
-	copy(tr.s0, tr.kf)
-	addRows(n, m, tr.s0, logPi)
-	copy(sbuf, tr.s0)
+	s0 := kf
+	addRows(n, m, s0, logPi)
+	copy(sbuf, s0)
 	emSoftmax(p, sbuf, tr.wi[0], nil)
 	gemmKernel(false, false, n, dv, m, 1, tr.wi[0], m, mu, ldmu, 0, tr.r[0], dv, nil)
 	if s.ValueIters > 0 {
@@ -472,7 +471,7 @@ func emForward[T float](s EMSpec, p *emProblem[T], tr *emTrace[T], sc []T) {
 	for t := range s.ValueIters {
 		sqNorms(tr.r[t], n, dv, dv, qq)
 		emDist(n, m, dv, tr.r[t], dv, mu, ldmu, qq, cc, tr.f[t])
-		emGaussian(n, m, dv, beta, tr.f[t], tr.s0, sbuf)
+		emGaussian(n, m, dv, beta, tr.f[t], s0, sbuf)
 		emSoftmax(p, sbuf, tr.wi[t+1], nil)
 		w, pz, r := tr.wi[t+1], tr.pz[t], tr.r[t+1]
 		for i := range n {
@@ -505,7 +504,7 @@ func emPropagates[T float](s EMSpec, p *emProblem[T]) bool {
 }
 
 // emScratchSize is the scratch one problem needs beyond its trace.
-func emScratchSize(n, m int) int { return n + max(m, n) + n*m + n }
+func emScratchSize(n, m int) int { return n + max(m, n) + 2*n*m + n }
 
 // addRows adds the row vector v [m] to every row of x [n×m].
 func addRows[T float](n, m int, x, v []T) {
