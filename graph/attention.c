@@ -238,17 +238,6 @@ void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const fl
 	attn_head_bwd(q, ldq, k, ldk, v, ldv, g, ldg, p, drop, n, m, d, dv, scale, dq, dk, dvv, NULL, 0);
 }
 
-// pf_bayes_attn_head_bwd is pf_attn_head_bwd (without dropout) for a
-// Bayesian attention head (fusedbayesattention.go): the KL's score
-// gradient gx·X [n×m], which pf_bayes_attn_head saved for a unit gx, is
-// added to dS before the products, which the sample and the KL share.
-__attribute__((target("avx2,fma")))
-void pf_bayes_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
-                            const float *g, int ldg, const float *p, int n, int m, int d, int dv, float scale,
-                            const float *x, float gx, float *dq, float *dk, float *dvv) {
-	attn_head_bwd(q, ldq, k, ldk, v, ldv, g, ldg, p, NULL, n, m, d, dv, scale, dq, dk, dvv, x, gx);
-}
-
 // hmax is the largest of the 8 lanes of v (NaN if one is NaN: maxps
 // returns its second operand when either is NaN, and the lanes are
 // folded with v second).
@@ -387,56 +376,189 @@ double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n,
 	return 0;
 }
 
+// hmax_nan is the largest of the 8 lanes of v, NaN if a lane is NaN.
+__attribute__((target("avx2,fma")))
+static inline float hmax_nan(__m256 v) {
+	if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) return NAN;
+	__m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_max_ss(h, _mm_movehdup_ps(h));
+	return _mm_cvtss_f32(h);
+}
+
+// store_row stores the 8 lanes y at row + j of a row of m values, where
+// the lanes past m may spill into the next row (which is written after),
+// except in the last row (last set), whose tail is stored masked.
+__attribute__((target("avx2,fma")))
+static inline void store_row(float *row, int j, int m, int last, __m256 y) {
+	if (j + 8 <= m || !last) {
+		_mm256_storeu_ps(row + j, y);
+	} else {
+		_mm256_maskstore_ps(row + j, tail_lanes(j, m), y);
+	}
+}
+
 // pf_bayes_attn_head computes one head of a Bayesian attention sample and
-// its KL (fusedbayesattention.go, BayesAttentionSample) without a causal
+// its KL (fusedbayessample.go, BayesAttentionSample) without a causal
 // mask, from one product of scores s = q kᵀ·scale:
 //   the sample:  p [n×m] ← softmax(s + b) over the visible keys, with the
-//                noise term b = nscale·log(−log u) (kind 0, Weibull) or
-//                nscale·ε (kind 1, log-normal) from noise [n×m];
-//                out [n×dv] (rows strided by ldo) ← p v;
-//   the KL:      as pf_bayes_kl_head with a, b and g, its sum returned,
-//                its dS (for the KL's gradient g) written to x [n×m],
-//                colsum [m] and agg [2] set (the backward's aggregates).
-// The backward pass is pf_bayes_attn_head_bwd's. Sizes as for
+//                noise term b = nscale·log(−log u) (kind 0, Weibull;
+//                weibull_bias_fast) or nscale·ε (kind 1, log-normal) from
+//                noise [n×m]; out [n×dv] (rows strided by ldo) ← p v;
+//   the KL:      over each real query's visible keys, with
+//                lse_i = log Σ_j e^{s_ij} and φ_ij = e^{s_ij − lse_i}, and
+//                the per-key coefficients a, b [m] (0 at masked keys),
+//                sa = Σ_j a_j, as pf_bayes_kl_head computes it:
+//     kind 0: returns Σ_i (lse_i·sa − Σ_j a_j s_ij);
+//             x_ij = g (φ_ij·sa − a_j), agg[1] = Σ_i Σ_j b_j s_ij;
+//     kind 1: δ_ij = s_ij − lse_i + a_j, returns Σ_i Σ_j δ_ij²;
+//             x_ij = g (δ_ij − φ_ij D_i), D_i = Σ_j δ_ij, agg[1] = Σ_i D_i;
+//   and agg[0] = Σ_i lse_i, colsum[j] = Σ_i s_ij over the real queries;
+//   x [n×m] is 0 in the rows of padded queries.
+// A row's maximum, exponentials and sums take one pass over its keys
+// for the sample and one for the KL (Σ δ² and D_i from the sums of
+// y = s − max + a and y²), and the KL's row logarithms are taken 8 rows
+// at a time. The backward pass is pf_bayes_head_bwd's. Sizes as for
 // pf_attn_head_fwd.
 __attribute__((target("avx2,fma")))
-double pf_bayes_attn_head(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m,
-                          int d, int dv, float scale, const float *mask, const float *qmask, const float *noise,
-                          int kind, float nscale, const float *a, const float *b, float g, float *p, float *x,
-                          float *out, int ldo, float *colsum, double *agg) {
+static double pf_bayes_attn_head(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n,
+                                 int m, int d, int dv, float scale, const float *mask, const float *qmask,
+                                 const float *noise, int kind, float nscale, const float *a, const float *b, float g,
+                                 float *p, float *x, float *out, int ldo, float *colsum, double *agg) {
 	const int m8 = (m + 7) & ~7;
-	float kt[MAXW * MAXW], s[MAXW * MAXW];
+	float kt[MAXW * MAXW], s[MAXW * MAXW], e[MAXW * MAXW];
 	transpose_rows(k, ldk, m, d, kt, m8); // kt [d×m8]
 	rows_axpy(n, d, m8, scale, q, ldq, 1, kt, m8, s, m8); // s [n×m8], columns from m on 0
-	// p = s + b, row by row; only the tail of the last row is loaded and
-	// stored masked (a row's tail lanes spill into the next row, which
-	// overwrites them), and its padding lanes read u = 1
-	const __m256 vn = _mm256_set1_ps(nscale), one = _mm256_set1_ps(1.0f);
+	float vis[MAXW], av[MAXW], bv[MAXW];
+	float sa = 0;
+	int nv = 0;
+	for (int j = 0; j < m8; j++) {
+		int on = j < m && (!mask || mask[j] != 0);
+		union { int i; float f; } bits = {on ? -1 : 0};
+		vis[j] = bits.f;
+		av[j] = on ? a[j] : 0;
+		bv[j] = on && b ? b[j] : 0;
+		sa += av[j];
+		nv += on;
+	}
+	const __m256 zero = _mm256_setzero_ps(), ninf = _mm256_set1_ps(-INFINITY), one = _mm256_set1_ps(1.0f);
+	const __m256 vn = _mm256_set1_ps(nscale);
+	// the sample: e ← s + b at the visible keys (−∞ elsewhere), then its
+	// softmax into p
 	for (int i = 0; i < n; i++) {
 		const float *sr = s + (size_t)i * m8, *ur = noise + (size_t)i * m;
+		float *er = e + (size_t)i * m8;
+		int last = i + 1 == n;
+		__m256 vmx = ninf, nan = zero;
+		for (int j = 0; j < m8; j += 8) {
+			__m256 vm = _mm256_loadu_ps(vis + j);
+			__m256 u = j + 8 <= m || !last ? _mm256_loadu_ps(ur + j)
+			                               : _mm256_blendv_ps(one, _mm256_maskload_ps(ur + j, tail_lanes(j, m)),
+			                                                  _mm256_castsi256_ps(tail_lanes(j, m)));
+			__m256 bias = kind == 0 ? weibull_bias_fast(u, vn) : _mm256_mul_ps(vn, u);
+			__m256 y = _mm256_blendv_ps(ninf, _mm256_add_ps(_mm256_loadu_ps(sr + j), bias), vm);
+			_mm256_storeu_ps(er + j, y);
+			nan = _mm256_or_ps(nan, _mm256_cmp_ps(y, y, _CMP_UNORD_Q));
+			vmx = _mm256_max_ps(vmx, y);
+		}
+		float mx = _mm256_movemask_ps(nan) ? NAN : hmax_nan(vmx);
 		float *pr = p + (size_t)i * m;
-		for (int j = 0; j < m; j += 8) {
-			__m256 u, bias;
-			int whole = j + 8 <= m || i + 1 < n;
-			__m256i in = tail_lanes(j, m);
-			if (whole) {
-				u = _mm256_loadu_ps(ur + j);
+		if (mx == -INFINITY) { // no visible key, or all weighted 0 by the noise
+			memset(pr, 0, sizeof(float) * (size_t)m);
+			continue;
+		}
+		__m256 vm = _mm256_set1_ps(mx), zs = zero;
+		for (int j = 0; j < m8; j += 8) {
+			__m256 ex = _mm256_and_ps(_mm256_loadu_ps(vis + j),
+			                          exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(_mm256_loadu_ps(er + j), vm))));
+			_mm256_storeu_ps(er + j, ex);
+			zs = _mm256_add_ps(zs, ex);
+		}
+		__m256 vz = _mm256_set1_ps(hsum(zs));
+		for (int j = 0; j < m8; j += 8) store_row(pr, j, m, last, _mm256_div_ps(_mm256_loadu_ps(er + j), vz));
+	}
+	rows_axpy(n, m, dv, 1, p, m, 1, v, ldv, out, ldo);
+	// the KL, phase 1: each real row's maximum, exponentials (into e) and
+	// sums
+	float rmx[MAXW * MAXW / 8], rz[MAXW * MAXW / 8], r1[MAXW * MAXW / 8], r2[MAXW * MAXW / 8], rl[MAXW * MAXW / 8];
+	for (int i = 0; i < n; i++) {
+		rz[i] = 1;
+		if (qmask && qmask[i] == 0) continue;
+		const float *sr = s + (size_t)i * m8;
+		float *er = e + (size_t)i * m8;
+		__m256 vmx = ninf;
+		for (int j = 0; j < m8; j += 8)
+			vmx = _mm256_max_ps(vmx, _mm256_blendv_ps(ninf, _mm256_loadu_ps(sr + j), _mm256_loadu_ps(vis + j)));
+		float mx = hmax_nan(vmx);
+		__m256 vm = _mm256_set1_ps(mx), zs = zero, s1 = zero, s2 = zero;
+		for (int j = 0; j < m8; j += 8) {
+			__m256 keep = _mm256_loadu_ps(vis + j), sv = _mm256_loadu_ps(sr + j);
+			__m256 ex = _mm256_and_ps(keep, exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(sv, vm))));
+			_mm256_storeu_ps(er + j, ex);
+			zs = _mm256_add_ps(zs, ex);
+			if (kind == 0) {
+				s1 = _mm256_fmadd_ps(_mm256_loadu_ps(av + j), sv, s1);
+				s2 = _mm256_fmadd_ps(_mm256_loadu_ps(bv + j), sv, s2);
 			} else {
-				u = _mm256_blendv_ps(one, _mm256_maskload_ps(ur + j, in), _mm256_castsi256_ps(in));
-			}
-			bias = kind == 0 ? weibull_bias(u, vn) : _mm256_mul_ps(vn, u);
-			__m256 y = _mm256_add_ps(_mm256_loadu_ps(sr + j), bias);
-			if (whole) {
-				_mm256_storeu_ps(pr + j, y);
-			} else {
-				_mm256_maskstore_ps(pr + j, in, y);
+				__m256 y = _mm256_and_ps(keep, _mm256_add_ps(_mm256_sub_ps(sv, vm), _mm256_loadu_ps(av + j)));
+				s1 = _mm256_add_ps(s1, y);
+				s2 = _mm256_fmadd_ps(y, y, s2);
 			}
 		}
+		rmx[i] = mx, rz[i] = hsum(zs), r1[i] = hsum(s1), r2[i] = hsum(s2);
 	}
-	pf_softmax_rows(p, n, m, mask, 0);
-	rows_axpy(n, m, dv, 1, p, m, 1, v, ldv, out, ldo);
-	double total = kl_rows(s, n, m, mask, qmask, kind, a, b, g, 1, colsum, agg);
-	for (int i = 0; i < n; i++) memcpy(x + (size_t)i * m, s + (size_t)i * m8, sizeof(float) * (size_t)m);
+	// phase 2: log z of 8 rows at a time (z ≥ 1: the largest key's term
+	// is 1)
+	for (int i = 0; i < n; i += 8) {
+		float l[8];
+		for (int t = 0; t < 8; t++) l[t] = i + t < n ? rz[i + t] : 1;
+		_mm256_storeu_ps(l, log_fast(_mm256_loadu_ps(l)));
+		for (int t = 0; t < 8 && i + t < n; t++) rl[i + t] = l[t];
+	}
+	// phase 3: each row's terms and x
+	const __m256 vg = _mm256_set1_ps(g), vsa = _mm256_set1_ps(sa);
+	__m256 cs[MAXW / 8];
+	for (int c = 0; c < m8 / 8; c++) cs[c] = zero;
+	double total = 0, lsum = 0, agg1 = 0;
+	for (int i = 0; i < n; i++) {
+		float *xr = x + (size_t)i * m;
+		int last = i + 1 == n;
+		if (qmask && qmask[i] == 0) {
+			for (int j = 0; j < m8; j += 8) store_row(xr, j, m, last, zero);
+			continue;
+		}
+		const float *sr = s + (size_t)i * m8, *er = e + (size_t)i * m8;
+		float lz = rl[i], lse = rmx[i] + lz;
+		__m256 vf = _mm256_set1_ps(1 / rz[i]);
+		if (kind == 0) {
+			total += (double)lse * sa - r1[i];
+			agg1 += r2[i];
+			__m256 vfs = _mm256_mul_ps(vf, vsa);
+			for (int j = 0; j < m8; j += 8) {
+				cs[j / 8] = _mm256_add_ps(cs[j / 8], _mm256_loadu_ps(sr + j));
+				__m256 y = _mm256_fmsub_ps(_mm256_loadu_ps(er + j), vfs, _mm256_loadu_ps(av + j));
+				store_row(xr, j, m, last, _mm256_mul_ps(vg, y));
+			}
+		} else {
+			float di = r1[i] - nv * lz;
+			total += (double)r2[i] - 2.0 * lz * r1[i] + (double)nv * lz * lz;
+			agg1 += di;
+			__m256 vl = _mm256_set1_ps(lse), vdf = _mm256_mul_ps(vf, _mm256_set1_ps(di));
+			for (int j = 0; j < m8; j += 8) {
+				__m256 sv = _mm256_loadu_ps(sr + j);
+				cs[j / 8] = _mm256_add_ps(cs[j / 8], sv);
+				__m256 dl = _mm256_and_ps(_mm256_loadu_ps(vis + j),
+				                          _mm256_add_ps(_mm256_sub_ps(sv, vl), _mm256_loadu_ps(av + j)));
+				store_row(xr, j, m, last, _mm256_mul_ps(vg, _mm256_fnmadd_ps(_mm256_loadu_ps(er + j), vdf, dl)));
+			}
+		}
+		lsum += lse;
+	}
+	agg[0] = lsum;
+	agg[1] = agg1;
+	float csum[MAXW];
+	for (int c = 0; c < m8 / 8; c++) _mm256_storeu_ps(csum + 8 * c, cs[c]);
+	for (int j = 0; j < m; j++) colsum[j] = csum[j];
 	return total;
 }
 
@@ -541,12 +663,31 @@ static inline __m256 digamma_pos(__m256 x) {
 	return _mm256_sub_ps(_mm256_sub_ps(r, s), shift);
 }
 
+// prior_logits sets c [m] to the contextual prior network's logits of the
+// m keys k (rows strided by ldk, d wide; fusedbayesprior.go), its hidden
+// width padded to 16 in w1 [d×16], b1 and w2 [16]: c_j = b2 + w2 · ReLU(k_j
+// w1 + b1), with the hidden units k_j w1 in u [m×16].
+__attribute__((target("avx2,fma")))
+static void prior_logits(const float *k, int ldk, int m, int d, const float *w1, const float *b1, const float *w2,
+                         float b2, float *u, float *c) {
+	rows_axpy(m, d, 16, 1, k, ldk, 1, w1, 16, u, 16);
+	const __m256 zero = _mm256_setzero_ps();
+	const __m256 b10 = _mm256_loadu_ps(b1), b11 = _mm256_loadu_ps(b1 + 8);
+	const __m256 w20 = _mm256_loadu_ps(w2), w21 = _mm256_loadu_ps(w2 + 8);
+	for (int j = 0; j < m; j++) {
+		__m256 h0 = _mm256_max_ps(zero, _mm256_add_ps(_mm256_loadu_ps(u + 16 * j), b10));
+		__m256 h1 = _mm256_max_ps(zero, _mm256_add_ps(_mm256_loadu_ps(u + 16 * j + 8), b11));
+		c[j] = b2 + hsum(_mm256_fmadd_ps(h1, w21, _mm256_mul_ps(h0, w20)));
+	}
+}
+
 // pf_bayes_head runs one float32 head of BayesAttentionSample without a
 // causal mask (fusedbayessample.go) whole: the prior of the visible keys
-// (p = softmax of the logits c [m], or 1/|V| when c is NULL), the KL's
-// per-key coefficients, pf_bayes_attn_head, and from its sums the head's
-// Σ KL_ij (into *sum) and ∂Σ KL/∂c for a unit gradient (into dc [m], when
-// c is given), as klHeadCoefs, klCoefs.value and klPriorGrad compute them.
+// (p = softmax of the contextual prior network's logits, prior_logits
+// with w1, b1, w2, b2, or 1/|V| when w1 is NULL), the KL's per-key
+// coefficients, pf_bayes_attn_head, and from its sums the head's Σ KL_ij
+// (into *sum) and ∂Σ KL/∂c for a unit gradient (into dc [m], when w1 is
+// given), as klHeadCoefs, klCoefs.value and klPriorGrad compute them.
 // kc holds the settings: kind (0 Weibull, 1 log-normal), the noise scale
 // (1/k or σ), β₀, A = γ/k + lgamma(1+1/k) − log β₀, the per-weight
 // constant c0, the log-normal shift (σ₀² − σ²)/2 and 1/(2σ₀²). α, lgamma α
@@ -555,8 +696,8 @@ static inline __m256 digamma_pos(__m256 x) {
 // real (the Go loop handles those heads), 1 otherwise.
 __attribute__((target("avx2,fma")))
 int pf_bayes_head(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m, int d,
-                  int dv, float scale, const float *mask, const float *qmask, const float *noise, const float *c,
-                  const double *kc, float *p, float *x, float *out, int ldo, float *dc, double *sum) {
+                  int dv, float scale, const float *mask, const float *qmask, const float *noise, const float *w1,
+                  const float *b1, const float *w2, float b2, const double *kc, float *p, float *x, float *out, int ldo, float *dc, double *sum) {
 	const int kind = (int)kc[0];
 	const double rate = kc[2], A = kc[3], c0 = kc[4], shift = kc[5], inv2s02 = kc[6];
 	const float floor_ = 1e-8f; // BayesAlphaFloor
@@ -567,21 +708,27 @@ int pf_bayes_head(const float *q, int ldq, const float *k, int ldk, const float 
 	}
 	float keep[MAXW], pp[MAXW], lp[MAXW], al[MAXW], lg[MAXW], ps[MAXW], av[MAXW], bv[MAXW], cs[MAXW];
 	const int m8 = (m + 7) & ~7;
-	float cmx = -INFINITY;
 	for (int j = 0; j < m8; j++) {
 		int vis = j < m && (!mask || mask[j] != 0);
 		keep[j] = vis ? 1.0f : 0.0f;
 		nv += vis;
-		if (vis && c && c[j] > cmx) cmx = c[j];
 	}
 	if (nr == 0 || nv == 0) return 0;
+	float cbuf[MAXW], ubuf[MAXW * 16], cmx = -INFINITY;
+	const float *c = NULL;
+	if (w1) {
+		prior_logits(k, ldk, m, d, w1, b1, w2, b2, ubuf, cbuf);
+		c = cbuf;
+		for (int j = 0; j < m; j++)
+			if (keep[j] != 0 && c[j] > cmx) cmx = c[j];
+	}
 	const __m256 zero = _mm256_setzero_ps();
 	// the prior: p and log p at the visible keys, 0 elsewhere
 	if (c) {
 		__m256 vm = _mm256_set1_ps(cmx), zs = zero;
 		for (int j = 0; j < m8; j += 8) {
 			__m256 vis = _mm256_cmp_ps(_mm256_loadu_ps(keep + j), zero, _CMP_NEQ_OQ);
-			__m256 cv = _mm256_and_ps(vis, j + 8 <= m ? _mm256_loadu_ps(c + j) : _mm256_maskload_ps(c + j, tail_lanes(j, m)));
+			__m256 cv = _mm256_and_ps(vis, _mm256_loadu_ps(c + j)); // cbuf is MAXW wide
 			__m256 e = _mm256_and_ps(vis, exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(cv, vm))));
 			_mm256_storeu_ps(lp + j, cv);
 			_mm256_storeu_ps(pp + j, e);
@@ -654,4 +801,54 @@ int pf_bayes_head(const float *q, int ldq, const float *k, int ldk, const float 
 	for (int j = 0; j < m; j++)
 		dc[j] = keep[j] != 0 ? (float)(-g * ((double)cs[j] - lsum + nr * (double)av[j] - pp[j] * agg[1])) : 0;
 	return 1;
+}
+
+// pf_bayes_head_bwd is one float32 head of BayesAttentionSample's backward
+// pass: attention's (pf_attn_head_bwd without dropout), with gx·x [n×m]
+// (the KL's score gradient, which pf_bayes_attn_head saved for a unit gx)
+// added to dS before the products that the sample and the KL share, and
+// with w1 the contextual prior
+// network's, from dc [m] = ∂L/∂c (the KL's saved unit gradient times its
+// upstream gradient): with the hidden units u = k w1 + b1 recomputed,
+//   du = dc w2 [u > 0],  dk += du w1ᵀ (w1t [16×d]),  dw1 [d×16] = kᵀ du,
+//   db1 [16] = Σ du,  dw2 [16] = Σ dc ReLU(u),  *db2 = Σ dc,
+// over the head's m keys.
+__attribute__((target("avx2,fma")))
+void pf_bayes_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g, int ldg,
+                       const float *p, int n, int m, int d, int dv, float scale, const float *x, float gx, float *dq,
+                       float *dk, float *dvv, const float *w1, const float *w1t, const float *b1, const float *w2,
+                       const float *dc, float *dw1, float *db1, float *dw2, float *db2) {
+	attn_head_bwd(q, ldq, k, ldk, v, ldv, g, ldg, p, NULL, n, m, d, dv, scale, dq, dk, dvv, x, gx);
+	if (!w1) return;
+	float u[MAXW * 16], dkp[MAXW * MAXW];
+	rows_axpy(m, d, 16, 1, k, ldk, 1, w1, 16, u, 16);
+	const __m256 zero = _mm256_setzero_ps();
+	const __m256 b10 = _mm256_loadu_ps(b1), b11 = _mm256_loadu_ps(b1 + 8);
+	const __m256 w20 = _mm256_loadu_ps(w2), w21 = _mm256_loadu_ps(w2 + 8);
+	__m256 sb0 = zero, sb1 = zero, sw0 = zero, sw1 = zero;
+	float sg = 0;
+	for (int j = 0; j < m; j++) {
+		float *uj = u + 16 * j;
+		__m256 vg = _mm256_set1_ps(dc[j]);
+		__m256 u0 = _mm256_add_ps(_mm256_loadu_ps(uj), b10), u1 = _mm256_add_ps(_mm256_loadu_ps(uj + 8), b11);
+		__m256 on0 = _mm256_cmp_ps(u0, zero, _CMP_GT_OQ), on1 = _mm256_cmp_ps(u1, zero, _CMP_GT_OQ);
+		sw0 = _mm256_fmadd_ps(vg, _mm256_and_ps(on0, u0), sw0);
+		sw1 = _mm256_fmadd_ps(vg, _mm256_and_ps(on1, u1), sw1);
+		__m256 d0 = _mm256_and_ps(on0, _mm256_mul_ps(vg, w20)), d1 = _mm256_and_ps(on1, _mm256_mul_ps(vg, w21));
+		sb0 = _mm256_add_ps(sb0, d0);
+		sb1 = _mm256_add_ps(sb1, d1);
+		_mm256_storeu_ps(uj, d0);
+		_mm256_storeu_ps(uj + 8, d1);
+		sg += dc[j];
+	}
+	_mm256_storeu_ps(db1, sb0);
+	_mm256_storeu_ps(db1 + 8, sb1);
+	_mm256_storeu_ps(dw2, sw0);
+	_mm256_storeu_ps(dw2 + 8, sw1);
+	*db2 = sg;
+	// dk rows += du w1ᵀ
+	rows_axpy(m, 16, d, 1, u, 16, 1, w1t, d, dkp, d);
+	for (int j = 0; j < m; j++) add_rows(dkp + (size_t)j * d, dk + (size_t)j * ldk, d);
+	// dw1 [d×16]: row e = Σ_j k[j][e] du[j]
+	rows_axpy(d, m, 16, 1, k, 1, ldk, u, 16, dw1, 16);
 }

@@ -27,3 +27,19 @@ void pf_weibull_log_noise(const float *u, float *b, int n, float scale) {
 		for (int l = 0; i + l < n; l++) b[i + l] = out[l];
 	}
 }
+
+// pf_weibull_bias_fast is pf_weibull_log_noise with weibull_bias_fast, the
+// form attention.c's Bayesian attention heads take (u in (0, 1]); the
+// tests hold it to the float64 values.
+__attribute__((target("avx2,fma")))
+void pf_weibull_bias_fast(const float *u, float *b, int n, float scale) {
+	const __m256 vs = _mm256_set1_ps(scale);
+	int i = 0;
+	for (; i + 8 <= n; i += 8) _mm256_storeu_ps(b + i, weibull_bias_fast(_mm256_loadu_ps(u + i), vs));
+	if (i < n) {
+		float in[8] = {1, 1, 1, 1, 1, 1, 1, 1}, out[8];
+		for (int l = 0; i + l < n; l++) in[l] = u[i + l];
+		_mm256_storeu_ps(out, weibull_bias_fast(_mm256_loadu_ps(in), vs));
+		for (int l = 0; i + l < n; l++) b[i + l] = out[l];
+	}
+}

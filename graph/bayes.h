@@ -56,4 +56,38 @@ static inline __m256 weibull_bias(__m256 u, __m256 scale) {
 	return _mm256_mul_ps(scale, log_pos(e));
 }
 
+// log_fast is log x for normal x > 0 to a few ulp: x = 2^k·m with m in
+// [√½, √2) by integer arithmetic (the reduction of musl's logf), t = m − 1
+// exactly, and log m = 2 atanh(z) = 2z + 2z³/3 + 2z⁵/5 + 2z⁷/7 with
+// z = t/(t + 2), |z| ≤ 0.172, so x near 1 keeps its relative accuracy.
+// Zero, subnormals, infinities and NaN give garbage: the callers handle
+// zero and pass nothing else.
+__attribute__((target("avx2,fma")))
+static inline __m256 log_fast(__m256 x) {
+	const __m256i off = _mm256_set1_epi32(0x3f3504f3); // √½
+	__m256i ix = _mm256_castps_si256(x);
+	__m256i tmp = _mm256_sub_epi32(ix, off);
+	__m256 k = _mm256_cvtepi32_ps(_mm256_srai_epi32(tmp, 23));
+	__m256 m = _mm256_castsi256_ps(_mm256_sub_epi32(ix, _mm256_and_si256(tmp, _mm256_set1_epi32((int)0xff800000))));
+	__m256 t = _mm256_sub_ps(m, _mm256_set1_ps(1.0f));
+	__m256 z = _mm256_div_ps(t, _mm256_add_ps(t, _mm256_set1_ps(2.0f)));
+	__m256 w = _mm256_mul_ps(z, z);
+	__m256 p = _mm256_fmadd_ps(w, _mm256_set1_ps(2.0f / 7), _mm256_set1_ps(2.0f / 5));
+	p = _mm256_fmadd_ps(w, p, _mm256_set1_ps(2.0f / 3));
+	p = _mm256_mul_ps(_mm256_mul_ps(w, z), p);
+	// 2z + p + k ln2, with ln2 split so that k·ln2_hi is exact
+	__m256 r = _mm256_fmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), p);
+	r = _mm256_add_ps(r, _mm256_add_ps(z, z));
+	return _mm256_fmadd_ps(k, _mm256_set1_ps(0.693359375f), r);
+}
+
+// weibull_bias_fast is weibull_bias for u in (0, 1] (a noise draw):
+// scale · log(−log u), with u = 1 giving −∞.
+__attribute__((target("avx2,fma")))
+static inline __m256 weibull_bias_fast(__m256 u, __m256 scale) {
+	__m256 e = _mm256_xor_ps(_mm256_set1_ps(-0.0f), log_fast(u)); // −log u ≥ 0
+	__m256 zero = _mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_EQ_OQ);
+	return _mm256_blendv_ps(_mm256_mul_ps(scale, log_fast(e)), _mm256_set1_ps(-INFINITY), zero);
+}
+
 #endif

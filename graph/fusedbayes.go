@@ -336,6 +336,14 @@ type klScratch[T float] struct {
 	// and a row's ∂KL/∂log p
 	logp, p, alpha, lga, psi, e []float64
 	dc                          []float64 // the head's dc [M]
+	// BayesAttentionSample's: a head's prior logits, or their gradient
+	// [M], the prior network's hidden units [M, R], and attention.c's
+	// settings, prior network and parameter gradients of a head (kept
+	// here, as cgo would move them to the heap on every call)
+	c, u []T
+	kc   [7]float64
+	net  priorNet32
+	pg   []float32
 }
 
 // klConsts are the per-weight constants of the two KLs.

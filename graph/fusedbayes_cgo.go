@@ -7,15 +7,18 @@ package graph
 //                            int n, int m, int d, int dv, float scale, const float *mask, int causal,
 //                            const float *bias, const float *drop, float *p, float *out, int ldo);
 // void pf_weibull_log_noise(const float *u, float *b, int n, float scale);
+// void pf_weibull_bias_fast(const float *u, float *b, int n, float scale);
 // double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n, int m, int d, float scale,
 //                         const float *mask, const float *qmask, int kind, const float *a, const float *b, float g,
 //                         float *dq, float *dk, float *colsum, double *agg);
 // int pf_bayes_head(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m, int d,
-//                   int dv, float scale, const float *mask, const float *qmask, const float *noise, const float *c,
-//                   const double *kc, float *p, float *x, float *out, int ldo, float *dc, double *sum);
-// void pf_bayes_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
-//                             const float *g, int ldg, const float *p, int n, int m, int d, int dv, float scale,
-//                             const float *x, float gx, float *dq, float *dk, float *dvv);
+//                   int dv, float scale, const float *mask, const float *qmask, const float *noise, const float *w1,
+//                   const float *b1, const float *w2, float b2, const double *kc, float *p, float *x, float *out,
+//                   int ldo, float *dc, double *sum);
+// void pf_bayes_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g,
+//                        int ldg, const float *p, int n, int m, int d, int dv, float scale, const float *x, float gx,
+//                        float *dq, float *dk, float *dvv, const float *w1, const float *w1t, const float *b1,
+//                        const float *w2, const float *dc, float *dw1, float *db1, float *dw2, float *db2);
 // void pf_prior_head(const float *k, int ldk, int rows, int m, int d, const float *w1, const float *w1t,
 //                    const float *b1, const float *w2, float b2, float *c, const float *gc, int ldc,
 //                    float *scratch, float *dk, float *dw1, float *db1, float *dw2, float *db2);
@@ -49,6 +52,17 @@ func weibullLogNoise32(u, b []float32, scale float32) bool {
 		return false
 	}
 	C.pf_weibull_log_noise((*C.float)(&u[0]), (*C.float)(&b[0]), C.int(len(u)), C.float(scale))
+	return true
+}
+
+// weibullBiasFast32 runs bayes.c's pf_weibull_bias_fast (the Weibull
+// noise term as attention.c's Bayesian heads compute it) and reports
+// whether it did.
+func weibullBiasFast32(u, b []float32, scale float32) bool {
+	if hasAVX2() == 0 || len(u) == 0 || len(b) < len(u) {
+		return false
+	}
+	C.pf_weibull_bias_fast((*C.float)(&u[0]), (*C.float)(&b[0]), C.int(len(u)), C.float(scale))
 	return true
 }
 
@@ -110,42 +124,53 @@ func sampleHeadFits(n, m, d, dv int) bool { return attnHeadOK(n, m, d, dv) }
 
 // bayesHead32 runs attention.c's pf_bayes_head on one float32 head
 // without a causal mask (q, k, v, out: the head's first rows, q and k
-// strided by ld, v and out by ldv; mask [m], qmask [n], c [m] or nil;
-// noise, p, x [n×m]; dc [m]; kc the settings, see there). It reports
-// whether it ran, and returns the head's Σ KL_ij.
-func bayesHead32(q []float32, ld int, k, v []float32, ldv, n, m, d, dv int, scale float32, mask, qmask, noise, c []float32,
-	kc *[7]float64, p, x, out, dc []float32) (float64, bool) {
-	if !attnHeadOK(n, m, d, dv) || len(noise) < n*m || len(p) < n*m || len(x) < n*m || (c != nil && (len(c) < m || len(dc) < m)) {
+// strided by ld, v and out by ldv; mask [m], qmask [n] or nil; net the
+// head's prior network or nil; noise, p, x [n×m]; dc [m]; kc the
+// settings, see there). It reports whether it ran, and returns the head's
+// Σ KL_ij.
+func bayesHead32(q []float32, ld int, k, v []float32, ldv, n, m, d, dv int, scale float32, mask, qmask, noise []float32,
+	net *priorNet32, kc *[7]float64, p, x, out, dc []float32) (float64, bool) {
+	if !attnHeadOK(n, m, d, dv) || len(noise) < n*m || len(p) < n*m || len(x) < n*m || (net != nil && len(dc) < m) {
 		return 0, false
 	}
-	var mp, qp, cp, dcp *C.float
+	var mp, qp, w1, b1, w2, dcp *C.float
+	var b2 C.float
 	if mask != nil {
 		mp = (*C.float)(&mask[0])
 	}
 	if qmask != nil {
 		qp = (*C.float)(&qmask[0])
 	}
-	if c != nil {
-		cp, dcp = (*C.float)(&c[0]), (*C.float)(&dc[0])
+	if net != nil {
+		w1, b1, w2, b2, dcp = (*C.float)(&net.w1[0]), (*C.float)(&net.b1[0]), (*C.float)(&net.w2[0]), C.float(net.b2), (*C.float)(&dc[0])
 	}
 	var sum C.double
 	ran := C.pf_bayes_head((*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld), (*C.float)(&v[0]), C.int(ldv),
-		C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, qp, (*C.float)(&noise[0]), cp,
+		C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, qp, (*C.float)(&noise[0]), w1, b1, w2, b2,
 		(*C.double)(&kc[0]), (*C.float)(&p[0]), (*C.float)(&x[0]), (*C.float)(&out[0]), C.int(ldv), dcp, &sum)
 	return float64(sum), ran != 0
 }
 
-// bayesHeadBwd32 runs attention.c's pf_bayes_attn_head_bwd on one float32
+// bayesHeadBwd32 runs attention.c's pf_bayes_head_bwd on one float32
 // head: attention's backward pass from the weights p [n×m] and the
-// readout's gradient g (strided as v), with gx·x [n×m] added to dS. It
-// reports whether it did.
+// readout's gradient g (strided as v), with gx·x [n×m] added to dS, and
+// with net the prior network's from dc [m], its parameters' gradients
+// into pg [16·d + 33] (dW1 [d×16], db1, dw2 [16], db2). It reports whether
+// it did.
 func bayesHeadBwd32(q []float32, ld int, k, v []float32, ldv int, g, p, x []float32, n, m, d, dv int, scale, gx float32,
-	dq, dk, dvv []float32) bool {
-	if !attnHeadOK(n, m, d, dv) || len(p) < n*m || len(x) < n*m {
+	dq, dk, dvv []float32, net *priorNet32, dc, pg []float32) bool {
+	if !attnHeadOK(n, m, d, dv) || len(p) < n*m || len(x) < n*m || (net != nil && (len(dc) < m || len(pg) < 16*d+33)) {
 		return false
 	}
-	C.pf_bayes_attn_head_bwd((*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld), (*C.float)(&v[0]), C.int(ldv),
+	var w1, w1t, b1, w2, dcp, dw1, db1, dw2, db2 *C.float
+	if net != nil {
+		w1, w1t, b1, w2 = (*C.float)(&net.w1[0]), (*C.float)(&net.w1t[0]), (*C.float)(&net.b1[0]), (*C.float)(&net.w2[0])
+		dcp, dw1, db1, dw2, db2 = (*C.float)(&dc[0]), (*C.float)(&pg[0]), (*C.float)(&pg[16*d]), (*C.float)(&pg[16*d+16]),
+			(*C.float)(&pg[16*d+32])
+	}
+	C.pf_bayes_head_bwd((*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld), (*C.float)(&v[0]), C.int(ldv),
 		(*C.float)(&g[0]), C.int(ldv), (*C.float)(&p[0]), C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale),
-		(*C.float)(&x[0]), C.float(gx), (*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dvv[0]))
+		(*C.float)(&x[0]), C.float(gx), (*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dvv[0]),
+		w1, w1t, b1, w2, dcp, dw1, db1, dw2, db2)
 	return true
 }

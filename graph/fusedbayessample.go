@@ -9,55 +9,68 @@ import (
 )
 
 // BayesAttentionSample is a Bayesian attention layer's training sample
-// and its KL̄ (layers/BAYES.md §3–§5) as one op that computes the scores
+// and its KL̄ (layers/BAYES.md §2–§5) as one op that computes the scores
 // once for both. Per head, with s_ij = q_i·k_j/√d:
 //
 //	out_i = Σ_j W_ij v_j,   W_ij = softmax_j (s_ij + b_ij)     over the visible keys
 //	b_ij  = (1/k)·log(−log u_ij)   (cfg.Posterior BayesWeibull, noise u ∈ (0, 1])
 //	b_ij  = σ·ε_ij                 (BayesLogNormal, noise ε)
-//	kl    = BayesAttentionKL(q, k, keyMask, queryMask, priorLogits, cfg)
+//	c     = BayesPriorLogits(k, prior.W1, prior.B1, prior.W2, prior.B2, cfg.Heads)
+//	kl    = BayesAttentionKL(q, k, keyMask, queryMask, c, cfg)
 //
 // so out is BiasedAttention(q, k, v, keyMask, b, cfg.Heads, cfg.Causal)
-// with b the noise term above, and kl is BayesAttentionKL's value.
-// q: [B, N, H·d], k: [B, M, H·d], v: [B, M, H·dv], keyMask: [B, M] or nil,
-// queryMask: [B, N] or nil (it leaves padded queries out of the KL only),
-// noise: [B, H, N, M], priorLogits: [B, H, M] or nil (the constant prior)
-// → out [B, N, H·dv] and the scalar kl.
+// with b the noise term above, and kl is BayesAttentionKL's value with the
+// contextual prior network's logits, or with the constant prior when
+// prior is nil. q: [B, N, H·d], k: [B, M, H·d], v: [B, M, H·dv], keyMask:
+// [B, M] or nil, queryMask: [B, N] or nil (it leaves padded queries out of
+// the KL only), noise: [B, H, N, M], prior's W1 [H, d, R], B1 [H, R],
+// W2 [H, R, 1], B2 [H] → out [B, N, H·dv] and the scalar kl.
 //
 // The forward pass computes, beside the sample and the KL, the KL's
 // gradient with respect to the scores and the prior logits for a unit
 // upstream gradient (both are linear in it), and saves them with the
 // sampled weights. The backward pass is then softmax attention's, with
 // the KL's score gradient added to dS before the two products that give
-// dq and dk, which the sample and the KL so share. The noise and the
-// masks take no gradient; q, k, v and the prior logits do. In float32,
-// with AVX2, a head without a causal mask that attention.c takes runs
-// there. Results do not depend on the core count.
+// dq and dk, which the sample and the KL so share, and the prior
+// network's, whose gradient of k is added to the same dk. The noise and
+// the masks take no gradient; q, k, v and the prior network's parameters
+// do; the parameters' gradients are summed over the examples in a fixed
+// order. In float32, with AVX2, a head without a causal mask that
+// attention.c takes runs there (with a hidden width R ≤ 16). Results do
+// not depend on the core count.
 //
 // The op's own output is the KL (before its sum to a scalar); out is a
 // node that reads the readout the op saved. Its gradient reaches the op
 // as a zero, and the op's backward pass takes the readout's gradient
 // directly, so that no readout-sized gradient is added to another.
-func BayesAttentionSample(q, k, v, keyMask, queryMask, noise, priorLogits *Node, cfg BayesKL) (out, kl *Node) {
+func BayesAttentionSample(q, k, v, keyMask, queryMask, noise *Node, prior *BayesPriorNet, cfg BayesKL) (out, kl *Node) {
 	if err := cfg.check(); err != nil {
 		fail("Bayesian attention: %v", err)
 	}
 	if noise == nil {
 		fail("Bayesian attention: no noise")
 	}
-	a := bayesSampleKernel{kl: bayesKLKernel{cfg: cfg, masked: keyMask != nil, queryMasked: queryMask != nil,
-		contextual: priorLogits != nil}, st: &bayesSampleState{}}
+	a := bayesSampleKernel{cfg: cfg, masked: keyMask != nil, queryMasked: queryMask != nil, contextual: prior != nil,
+		st: &bayesSampleState{}}
 	in := []*Node{q, k, v}
-	for _, x := range []*Node{keyMask, queryMask, noise, priorLogits} {
+	for _, x := range []*Node{keyMask, queryMask, noise} {
 		if x != nil {
 			in = append(in, x)
 		}
+	}
+	if prior != nil {
+		in = append(in, prior.W1, prior.B1, prior.W2, prior.B2)
 	}
 	node := apply(a, in...)
 	qs, vs := q.Shape(), v.Shape()
 	out = apply(bayesReadoutKernel{st: a.st, shape: fix(tensor.Shape{qs[0], qs[1], vs[2]})}, node)
 	return out, Sum(node)
 }
+
+// BayesPriorNet is the contextual prior network of Bayesian attention
+// (layers/BAYES.md §2; BayesPriorLogits): W1 [H, d, R], B1 [H, R],
+// W2 [H, R, 1], B2 [H].
+type BayesPriorNet struct{ W1, B1, W2, B2 *Node }
 
 // bayesSampleState is what one BayesAttentionSample node's forward pass
 // leaves for its readout and its backward pass (which the tape machine
@@ -71,8 +84,13 @@ type bayesSampleState struct {
 	sums  []float64
 	count int  // KL̄'s denominator
 	fresh bool // set by the forward pass, cleared by the backward
-	// one worker's buffers each ([]*klScratch[T])
+	// scratch holds one worker's buffers each ([]*klScratch[T])
 	scratch any
+	// pad holds the prior network's parameters for attention.c, per head
+	// (priorPad); partial the per-head, per-example sums of their
+	// gradients [B·H, d·R + 2R + 1]
+	pad     []float32
+	partial []float64
 	// gOut is the readout's gradient node, which the readout's SymDiff
 	// records before the op's own (the readout comes after the op).
 	gOut *Node
@@ -90,14 +108,21 @@ func stateBuffer[T float](p *any, n int) []T {
 }
 
 // sampleScratch returns the state's per-worker buffers, for heads of n
-// queries and m keys.
-func sampleScratch[T float](st *bayesSampleState, n, m int) []*klScratch[T] {
+// queries, m keys and a prior network R wide.
+func sampleScratch[T float](st *bayesSampleState, n, m, r int) []*klScratch[T] {
 	s, ok := st.scratch.([]*klScratch[T])
-	if !ok || len(s) != runtime.GOMAXPROCS(0) || (s[0] != nil && (len(s[0].s) != n*m || len(s[0].row) != m)) {
+	if !ok || len(s) != runtime.GOMAXPROCS(0) || (s[0] != nil && (len(s[0].s) != n*m || len(s[0].row) != m ||
+		len(s[0].u) != m*r)) {
 		s = make([]*klScratch[T], runtime.GOMAXPROCS(0))
 		st.scratch = s
 	}
 	return s
+}
+
+func newSampleScratch[T float](n, m, r int) *klScratch[T] {
+	sc := newKLScratch[T](n, m)
+	sc.c, sc.u, sc.pg = make([]T, m), make([]T, m*r), make([]float32, 16*64+33)
+	return sc
 }
 
 func newKLScratch[T float](n, m int) *klScratch[T] {
@@ -108,76 +133,94 @@ func newKLScratch[T float](n, m int) *klScratch[T] {
 
 // bayesSampleKernel is BayesAttentionSample's op: inputs q, k, v, then
 // the key mask and the query mask where it has them, the noise, and the
-// prior logits where it has them; output [1], KL̄.
+// prior network's W1, B1, W2, B2 where it has them; output [1], KL̄.
 type bayesSampleKernel struct {
-	kl bayesKLKernel // the KL's settings and masks
-	st *bayesSampleState
+	cfg                             BayesKL
+	masked, queryMasked, contextual bool
+	st                              *bayesSampleState
 }
 
-func (a bayesSampleKernel) name() string { return "bayes-sample-" + a.kl.name() }
+func (a bayesSampleKernel) name() string {
+	c := a.cfg
+	return fmt.Sprintf("bayes-sample(%d,k=%g,rate=%g,σ=%g,σ0=%g,h=%d,causal=%v,masked=%v,qmasked=%v,ctx=%v)",
+		c.Posterior, c.K, c.PriorRate, c.Sigma, c.PriorSigma, c.Heads, c.Causal, a.masked, a.queryMasked, a.contextual)
+}
 
 // sampleOperands are the values of a node's inputs; absent ones are nil.
 type sampleOperands[T float] struct {
-	q, k, v, keyMask, queryMask, noise, c []T
+	q, k, v, keyMask, queryMask, noise []T
+	w1, b1, w2, b2                     []T // the prior network
 }
 
 func sampleOperandsOf[T float](a bayesSampleKernel, in []*tensor.Dense) sampleOperands[T] {
 	o := sampleOperands[T]{q: in[0].Data().([]T), k: in[1].Data().([]T), v: in[2].Data().([]T)}
 	i := 3
-	if a.kl.masked {
+	if a.masked {
 		o.keyMask, i = in[i].Data().([]T), i+1
 	}
-	if a.kl.queryMasked {
+	if a.queryMasked {
 		o.queryMask, i = in[i].Data().([]T), i+1
 	}
 	o.noise, i = in[i].Data().([]T), i+1
-	if a.kl.contextual {
-		o.c = in[i].Data().([]T)
+	if a.contextual {
+		o.w1, o.b1, o.w2, o.b2 = in[i].Data().([]T), in[i+1].Data().([]T), in[i+2].Data().([]T), in[i+3].Data().([]T)
 	}
 	return o
 }
 
-// noiseIndex is the input index of the noise; the prior logits follow it.
+// noiseIndex is the input index of the noise; the prior network's
+// parameters follow it.
 func (a bayesSampleKernel) noiseIndex() int {
 	i := 3
-	if a.kl.masked {
+	if a.masked {
 		i++
 	}
-	if a.kl.queryMasked {
+	if a.queryMasked {
 		i++
 	}
 	return i
 }
 
-// dims checks the input shapes and returns B, N, M, d and dv per head.
-func (a bayesSampleKernel) dims(in []tensor.Shape) (b, n, m, d, dv int, err error) {
+// sampleDims are a node's sizes: B, N, M, d and dv per head, the prior
+// network's hidden width R (0 without it), and 1/√d.
+type sampleDims struct {
+	b, n, m, d, dv, r int
+	scale             float64
+}
+
+// dims checks the input shapes and returns the sizes.
+func (a bayesSampleKernel) dims(in []tensor.Shape) (z sampleDims, err error) {
 	ni := a.noiseIndex()
 	want := ni + 1
-	if a.kl.contextual {
-		want++
+	if a.contextual {
+		want += 4
 	}
 	if len(in) != want {
-		return 0, 0, 0, 0, 0, fmt.Errorf("%d inputs, want %d", len(in), want)
+		return z, fmt.Errorf("%d inputs, want %d", len(in), want)
 	}
-	klIn := append([]tensor.Shape{in[0], in[1]}, in[3:ni]...)
-	if a.kl.contextual {
-		klIn = append(klIn, in[ni+1])
+	kk := bayesKLKernel{cfg: a.cfg, masked: a.masked, queryMasked: a.queryMasked}
+	if z.b, z.n, z.m, z.d, err = kk.dims(append([]tensor.Shape{in[0], in[1]}, in[3:ni]...)); err != nil {
+		return z, err
 	}
-	if b, n, m, d, err = a.kl.dims(klIn); err != nil {
-		return 0, 0, 0, 0, 0, err
+	h := a.cfg.Heads
+	if v := in[2]; len(v) != 3 || v[0] != z.b || v[1] != z.m || v[2]%h != 0 {
+		return z, fmt.Errorf("v %v does not fit k %v and %d heads", v, in[1], h)
 	}
-	h := a.kl.cfg.Heads
-	if v := in[2]; len(v) != 3 || v[0] != b || v[1] != m || v[2]%h != 0 {
-		return 0, 0, 0, 0, 0, fmt.Errorf("v %v does not fit k %v and %d heads", v, in[1], h)
+	z.dv = in[2][2] / h
+	if !in[ni].Eq(tensor.Shape{z.b, h, z.n, z.m}) {
+		return z, fmt.Errorf("noise %v, want [%d %d %d %d]", in[ni], z.b, h, z.n, z.m)
 	}
-	if !in[ni].Eq(tensor.Shape{b, h, n, m}) {
-		return 0, 0, 0, 0, 0, fmt.Errorf("noise %v, want [%d %d %d %d]", in[ni], b, h, n, m)
+	if a.contextual {
+		if _, _, _, z.r, err = (priorKernel{heads: h}).dims(append([]tensor.Shape{in[1]}, in[ni+1:]...)); err != nil {
+			return z, err
+		}
 	}
-	return b, n, m, d, in[2][2] / h, nil
+	z.scale = 1 / math.Sqrt(float64(z.d))
+	return z, nil
 }
 
 func (a bayesSampleKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
-	if _, _, _, _, _, err := a.dims(in); err != nil {
+	if _, err := a.dims(in); err != nil {
 		return nil, err
 	}
 	return tensor.Shape{1}, nil
@@ -197,11 +240,12 @@ func (a bayesSampleKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 
 // constInput: the masks and the noise take no gradient.
 func (a bayesSampleKernel) constInput(i int) bool {
-	return i >= 3 && !(a.kl.contextual && i == a.noiseIndex()+1)
+	return i >= 3 && i <= a.noiseIndex()
 }
 
-// grads computes dq, dk, dv (and dc) in one backward pass, from the KL's
-// gradient g and the readout's, and unpacks them.
+// grads computes the gradients of q, k, v (and of the prior network) in
+// one backward pass, from the KL's gradient g and the readout's, and
+// unpacks them.
 func (a bayesSampleKernel) grads(in []*Node, _, g *Node) []*Node {
 	gin := append(append([]*Node{}, in...), g)
 	if a.st.gOut != nil {
@@ -209,14 +253,17 @@ func (a bayesSampleKernel) grads(in []*Node, _, g *Node) []*Node {
 	}
 	packed := apply(bayesSampleGradKernel{a: a, readoutGrad: a.st.gOut != nil}, gin...)
 	s := []tensor.Shape{in[0].Shape(), in[1].Shape(), in[2].Shape()}
-	if a.kl.contextual {
-		s = append(s, in[a.noiseIndex()+1].Shape())
+	ni := a.noiseIndex()
+	if a.contextual {
+		for _, x := range in[ni+1:] {
+			s = append(s, x.Shape())
+		}
 	}
 	gs := unpack(packed, s...)
 	out := make([]*Node, len(in))
 	copy(out, gs[:3])
-	if a.kl.contextual {
-		out[a.noiseIndex()+1] = gs[3]
+	if a.contextual {
+		copy(out[ni+1:], gs[3:])
 	}
 	return out
 }
@@ -228,27 +275,27 @@ func (a bayesSampleKernel) grads(in []*Node, _, g *Node) []*Node {
 // cores.
 func bayesSampleForward[T float](a bayesSampleKernel, in []*tensor.Dense) float64 {
 	o := sampleOperandsOf[T](a, in)
-	b, n, m, d, dv, _ := a.dims(shapes(in))
-	cfg, st := a.kl.cfg, a.st
+	z, _ := a.dims(shapes(in))
+	cfg, st := a.cfg, a.st
 	h := cfg.Heads
-	p, x := stateBuffer[T](&st.p, b*h*n*m), stateBuffer[T](&st.x, b*h*n*m)
-	out := stateBuffer[T](&st.out, b*n*h*dv)
+	p, x := stateBuffer[T](&st.p, z.b*h*z.n*z.m), stateBuffer[T](&st.x, z.b*h*z.n*z.m)
+	out := stateBuffer[T](&st.out, z.b*z.n*h*z.dv)
 	var dc []T
-	if o.c != nil {
-		dc = stateBuffer[T](&st.dc, b*h*m)
+	if a.contextual {
+		dc = stateBuffer[T](&st.dc, z.b*h*z.m)
 	}
-	if len(st.sums) != b*h {
-		st.sums = make([]float64, b*h)
+	if len(st.sums) != z.b*h {
+		st.sums = make([]float64, z.b*h)
 	}
-	st.count = klCount(cfg, o.keyMask, o.queryMask, b, n, m)
-	scratch := sampleScratch[T](st, n, m)
-	hd := sampleHeadDims{b: b, n: n, m: m, d: d, dv: dv, scale: 1 / math.Sqrt(float64(d))}
+	st.count = klCount(cfg, o.keyMask, o.queryMask, z.b, z.n, z.m)
+	scratch := sampleScratch[T](st, z.n, z.m, z.r)
+	pad := priorPad(st, o, z, h)
 	cs := cfg.consts()
-	parallelFor(b*h, func(w, x0 int) {
+	parallelFor(z.b*h, func(w, xh int) {
 		if scratch[w] == nil {
-			scratch[w] = newKLScratch[T](n, m)
+			scratch[w] = newSampleScratch[T](z.n, z.m, z.r)
 		}
-		st.sums[x0] = sampleHead(cfg, cs, scratch[w], o, hd, x0, p, x, out, dc)
+		st.sums[xh] = sampleHead(cfg, cs, scratch[w], o, z, pad, xh, p, x, out, dc)
 	})
 	st.fresh = true
 	if st.count == 0 {
@@ -261,21 +308,53 @@ func bayesSampleForward[T float](a bayesSampleKernel, in []*tensor.Dense) float6
 	return total / float64(st.count)
 }
 
+// priorPad lays out the prior network's parameters for attention.c, per
+// head: w1 [d×16], its transpose [16×d], b1 and w2 [16], zero past the
+// hidden width R. It returns nil where attention.c does not take them
+// (float64, no network, R > 16).
+func priorPad[T float](st *bayesSampleState, o sampleOperands[T], z sampleDims, h int) []float32 {
+	if _, ok := any(o.q).([]float32); !ok || o.w1 == nil || z.r > 16 {
+		return nil
+	}
+	d, r := z.d, z.r
+	size := priorPadSize(d)
+	if len(st.pad) != h*size {
+		st.pad = make([]float32, h*size)
+	}
+	for hh := range h {
+		w1p, w1t, b1p, w2p := priorPadHead(st.pad, hh, d)
+		for e := range d {
+			for t := range r {
+				x := float32(o.w1[(hh*d+e)*r+t])
+				w1p[e*16+t], w1t[t*d+e] = x, x
+			}
+		}
+		for t := range r {
+			b1p[t], w2p[t] = float32(o.b1[hh*r+t]), float32(o.w2[hh*r+t])
+		}
+	}
+	return st.pad
+}
+
+func priorPadSize(d int) int { return 32*d + 32 }
+
+// priorPadHead returns head hh's w1 [d×16], w1ᵀ [16×d], b1 and w2 [16] in
+// pad.
+func priorPadHead(pad []float32, hh, d int) (w1p, w1t, b1p, w2p []float32) {
+	s := pad[hh*priorPadSize(d) : (hh+1)*priorPadSize(d)]
+	return s[:16*d], s[16*d : 32*d], s[32*d : 32*d+16], s[32*d+16:]
+}
+
 // bayesSampleGoOnly makes every head take the Go loop, for the tests
 // that hold attention.c's heads equal to it.
 var bayesSampleGoOnly bool
 
-// sampleHeadDims are a node's sizes: B, N, M, d, dv and 1/√d.
-type sampleHeadDims struct {
-	b, n, m, d, dv int
-	scale          float64
-}
-
 // sampleHead computes head xh (example xh/H, head xh%H) of the forward
 // pass: its sampled weights into p, its readout into out, ∂Σ KL/∂s into x
-// and ∂Σ KL/∂c into dc (when contextual), and returns its Σ KL_ij.
-func sampleHead[T float](cfg BayesKL, cs klConsts, sc *klScratch[T], o sampleOperands[T], z sampleHeadDims, xh int,
-	p, x, out, dc []T) float64 {
+// and ∂Σ KL/∂c into dc (when contextual), and returns its Σ KL_ij. pad
+// is priorPad's layout of the prior network, or nil.
+func sampleHead[T float](cfg BayesKL, cs klConsts, sc *klScratch[T], o sampleOperands[T], z sampleDims, pad []float32,
+	xh int, p, x, out, dc []T) float64 {
 	h := cfg.Heads
 	n, m, d, dv := z.n, z.m, z.d, z.dv
 	hd, hv := h*d, h*dv
@@ -289,13 +368,17 @@ func sampleHead[T float](cfg BayesKL, cs klConsts, sc *klScratch[T], o sampleOpe
 	if o.queryMask != nil {
 		qrow = o.queryMask[bi*n : (bi+1)*n]
 	}
-	if o.c != nil {
-		crow, dch = o.c[xh*m:(xh+1)*m], dc[xh*m:(xh+1)*m]
+	if dc != nil {
+		dch = dc[xh*m : (xh+1)*m]
 	}
-	if !cfg.Causal && !bayesSampleGoOnly {
-		if v, ok := sampleHeadC(cfg, cs, qh, kh, vh, mrow, qrow, crow, uh, n, m, d, dv, hd, hv, z.scale, ph, xhd, oh, dch); ok {
+	if !cfg.Causal && !bayesSampleGoOnly && (o.w1 == nil || pad != nil) {
+		if v, ok := sampleHeadC(cfg, cs, sc, o, pad, hh, qh, kh, vh, mrow, qrow, uh, z, ph, xhd, oh, dch); ok {
 			return v
 		}
+	}
+	if o.w1 != nil {
+		crow = sc.c
+		priorHeadLogits(o, z, h, hh, kh, sc.u, crow)
 	}
 	// the sample: W = softmax(s + b), out = W v
 	gemm(false, true, n, m, d, T(z.scale), qh, hd, kh, hd, 0, sc.s, m)
@@ -334,6 +417,24 @@ func sampleHead[T float](cfg BayesKL, cs klConsts, sc *klScratch[T], o sampleOpe
 	return sum
 }
 
+// priorHeadLogits sets c [m] to the prior network's logits of head hh's
+// keys kh (its first row, rows H·d apart), with the hidden units
+// W₁ᵀ k_j + b₁ in u [m×R]: c_j = w₂ · ReLU(u_j) + b₂.
+func priorHeadLogits[T float](o sampleOperands[T], z sampleDims, h, hh int, kh, u, c []T) {
+	r := z.r
+	priorHeadHidden(o, z, h, hh, kh, u)
+	w2 := o.w2[hh*r : (hh+1)*r]
+	for j := range z.m {
+		s := o.b2[hh]
+		for t, x := range u[j*r : (j+1)*r] {
+			if x > 0 {
+				s += x * w2[t]
+			}
+		}
+		c[j] = s
+	}
+}
+
 // noiseTerm sets b to the score bias of the noise u: (1/k)·log(−log u)
 // (Weibull) or σ·u (log-normal, u = ε).
 func noiseTerm[T float](cfg BayesKL, u, b []T) {
@@ -354,38 +455,57 @@ func noiseTerm[T float](cfg BayesKL, u, b []T) {
 // its gradients) where it applies, and reports whether it did; see
 // sampleHead. Its lgamma and ψ are float32 vector functions, where the
 // Go loop takes lgammaFast and digammaFast in float64.
-func sampleHeadC[T float](cfg BayesKL, cs klConsts, qh, kh, vh, mrow, qrow, crow, uh []T,
-	n, m, d, dv, hd, hv int, scale float64, ph, xh, oh, dch []T) (float64, bool) {
+func sampleHeadC[T float](cfg BayesKL, cs klConsts, sc *klScratch[T], o sampleOperands[T], pad []float32, hh int,
+	qh, kh, vh, mrow, qrow, uh []T, z sampleDims, ph, xh, oh, dch []T) (float64, bool) {
 	q32, ok := any(qh).([]float32)
-	if !ok || !sampleHeadFits(n, m, d, dv) {
+	if !ok || !sampleHeadFits(z.n, z.m, z.d, z.dv) {
 		return 0, false
 	}
-	kc := [7]float64{1, cfg.Sigma, cfg.PriorRate, cs.a, cs.c0, cs.shift, cs.inv2s02}
+	kc := &sc.kc
+	*kc = [7]float64{1, cfg.Sigma, cfg.PriorRate, cs.a, cs.c0, cs.shift, cs.inv2s02}
 	if cfg.Posterior == BayesWeibull {
 		kc[0], kc[1] = 0, 1/cfg.K
 	}
-	var mr, qr, cr, dc []float32
+	var mr, qr, dc []float32
 	if mrow != nil {
 		mr = any(mrow).([]float32)
 	}
 	if qrow != nil {
 		qr = any(qrow).([]float32)
 	}
-	if crow != nil {
-		cr, dc = any(crow).([]float32), any(dch).([]float32)
+	var net *priorNet32
+	if pad != nil {
+		w1p, _, b1p, w2p := priorPadHead(pad, hh, z.d)
+		net = &sc.net
+		*net = priorNet32{w1: w1p, b1: b1p, w2: w2p, b2: float32(o.b2[hh])}
+		dc = any(dch).([]float32)
 	}
-	return bayesHead32(q32, hd, any(kh).([]float32), any(vh).([]float32), hv, n, m, d, dv, float32(scale), mr, qr,
-		any(uh).([]float32), cr, &kc, any(ph).([]float32), any(xh).([]float32), any(oh).([]float32), dc)
+	h := cfg.Heads
+	return bayesHead32(q32, h*z.d, any(kh).([]float32), any(vh).([]float32), h*z.dv, z.n, z.m, z.d, z.dv,
+		float32(z.scale), mr, qr, any(uh).([]float32), net, kc, any(ph).([]float32), any(xh).([]float32),
+		any(oh).([]float32), dc)
+}
+
+// priorNet32 is one head's prior network as attention.c takes it: w1
+// [d×16], its transpose w1t [16×d] (for the backward pass), b1, w2 [16]
+// and b2, zero past the hidden width.
+type priorNet32 struct {
+	w1, w1t, b1, w2 []float32
+	b2              float32
 }
 
 // bayesSampleGradKernel computes the gradients of a BayesAttentionSample
-// node, packed as [dq | dk | dv | dc], from its inputs, the KL's upstream
-// gradient G [1] and (with readoutGrad) the readout's gradient
-// [B, N, H·dv]. With P the saved weights, X and Xc the KL's saved unit
-// gradients and g = G / KL̄'s denominator, per head:
+// node, packed as [dq | dk | dv | dW1 | dB1 | dW2 | dB2], from its inputs,
+// the KL's upstream gradient G [1] and (with readoutGrad) the readout's
+// gradient Gout [B, N, H·dv]. With P the saved weights, X and Xc the KL's
+// saved unit gradients and g = G / KL̄'s denominator, per head:
 //
 //	dv = Pᵀ Gout,  dP = Gout vᵀ,  dS = P ⊙ (dP − rowsum(P ⊙ dP)) + g X,
-//	dq = dS k / √d,  dk = dSᵀ q / √d,  dc = g Xc.
+//	dq = dS k / √d,  dk = dSᵀ q / √d + dk_prior,  dc = g Xc,
+//
+// and the prior network's gradients from dc (BayesPriorLogits's, with
+// its dk added to the attention's): per head and example in one task,
+// summed over the examples in order after all tasks.
 type bayesSampleGradKernel struct {
 	a           bayesSampleKernel
 	readoutGrad bool // the readout's gradient is the last input
@@ -396,8 +516,10 @@ func (g bayesSampleGradKernel) name() string {
 }
 func (g bayesSampleGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	n := in[0].TotalSize() + in[1].TotalSize() + in[2].TotalSize()
-	if g.a.kl.contextual {
-		n += in[g.a.noiseIndex()+1].TotalSize()
+	if g.a.contextual {
+		for _, s := range in[g.a.noiseIndex()+1 : g.a.noiseIndex()+5] {
+			n += s.TotalSize()
+		}
 	}
 	return tensor.Shape{n}, nil
 }
@@ -426,8 +548,9 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 		gOut = in[nin+1].Data().([]T)
 	}
 	st := a.st
-	b, n, m, d, dv, _ := a.dims(shapes(ops))
-	h := a.kl.cfg.Heads
+	z, _ := a.dims(shapes(ops))
+	b, n, m, d, dv, r := z.b, z.n, z.m, z.d, z.dv, z.r
+	h := a.cfg.Heads
 	p, pok := st.p.([]T)
 	if !st.fresh || !pok || len(p) != b*h*n*m {
 		bayesSampleForward[T](a, ops) // no saved forward pass: recompute it
@@ -436,39 +559,58 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 	st.fresh = false
 	x := st.x.([]T)
 	o := sampleOperandsOf[T](a, ops)
-	dq, dk := packed[:len(o.q)], packed[len(o.q):len(o.q)+len(o.k)]
-	dvv := packed[len(o.q)+len(o.k) : len(o.q)+len(o.k)+len(o.v)]
-	var dc, xc []T
-	if o.c != nil {
-		dc, xc = packed[len(o.q)+len(o.k)+len(o.v):], st.dc.([]T)
+	off := 0
+	next := func(k int) []T {
+		s := packed[off : off+k]
+		off += k
+		return s
+	}
+	dq, dk, dvv := next(len(o.q)), next(len(o.k)), next(len(o.v))
+	var xc []T
+	np := d*r + 2*r + 1 // a head's prior-network gradient, per example
+	if a.contextual {
+		xc = st.dc.([]T)
+		if len(st.partial) != b*h*np {
+			st.partial = make([]float64, b*h*np)
+		}
 	}
 	var g float64
 	if st.count > 0 {
 		g = gKL / float64(st.count)
 	}
 	hd, hv := h*d, h*dv
-	scale := 1 / math.Sqrt(float64(d))
-	scratch := sampleScratch[T](st, n, m)
+	scratch := sampleScratch[T](st, n, m, r)
+	pad := priorPad(st, o, z, h)
 	parallelFor(b*h, func(w, xh int) {
 		if scratch[w] == nil {
-			scratch[w] = newKLScratch[T](n, m)
+			scratch[w] = newSampleScratch[T](n, m, r)
 		}
+		sc := scratch[w]
 		bi, hh := xh/h, xh%h
 		ph, xhd := p[xh*n*m:(xh+1)*n*m], x[xh*n*m:(xh+1)*n*m]
 		qh, kh, vh := o.q[bi*n*hd+hh*d:], o.k[bi*m*hd+hh*d:], o.v[bi*m*hv+hh*dv:]
 		dqh, dkh, dvh := dq[bi*n*hd+hh*d:], dk[bi*m*hd+hh*d:], dvv[bi*m*hv+hh*dv:]
-		if dc != nil {
+		var dch []T // ∂L/∂c of the head's keys
+		var part []float64
+		if a.contextual {
+			dch, part = sc.c, st.partial[xh*np:(xh+1)*np]
 			for j := range m {
-				dc[xh*m+j] = T(g * float64(xc[xh*m+j]))
+				dch[j] = T(g * float64(xc[xh*m+j]))
 			}
 		}
-		if gOut != nil && !bayesSampleGoOnly {
-			gh := gOut[bi*n*hv+hh*dv:]
-			if sampleHeadBwd32(qh, kh, vh, gh, ph, xhd, hd, hv, n, m, d, dv, scale, g, dqh, dkh, dvh) {
+		if gOut != nil && !bayesSampleGoOnly && (!a.contextual || pad != nil) {
+			var net *priorNet32
+			if pad != nil {
+				w1p, w1t, b1p, w2p := priorPadHead(pad, hh, d)
+				net = &sc.net
+				*net = priorNet32{w1: w1p, w1t: w1t, b1: b1p, w2: w2p}
+			}
+			if sampleHeadBwd32(qh, kh, vh, gOut[bi*n*hv+hh*dv:], ph, xhd, hd, hv, n, m, d, dv, z.scale, g, dqh, dkh, dvh,
+				net, dch, part, r, sc.pg) {
 				return
 			}
 		}
-		ds := scratch[w].ds[:n*m]
+		ds := sc.ds[:n*m]
 		if gOut != nil {
 			gh := gOut[bi*n*hv+hh*dv:]
 			gemm(true, false, m, dv, n, 1, ph, m, gh, hv, 0, dvh, hv)
@@ -492,21 +634,115 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 		for i, v := range xhd {
 			ds[i] += T(g) * v
 		}
-		gemm(false, false, n, d, m, T(scale), ds, m, kh, hd, 0, dqh, hd)
-		gemm(true, false, m, d, n, T(scale), ds, m, qh, hd, 0, dkh, hd)
+		gemm(false, false, n, d, m, T(z.scale), ds, m, kh, hd, 0, dqh, hd)
+		gemm(true, false, m, d, n, T(z.scale), ds, m, qh, hd, 0, dkh, hd)
+		if a.contextual {
+			priorHeadBackward(o, z, h, hh, kh, sc.u, dch, dkh, part)
+		}
 	})
+	if !a.contextual {
+		return
+	}
+	// the prior network's gradients: each head's sums over the examples,
+	// in order
+	dw1, db1, dw2, db2 := next(len(o.w1)), next(len(o.b1)), next(len(o.w2)), next(len(o.b2))
+	sum := make([]float64, np)
+	for hh := range h {
+		clear(sum)
+		for bi := range b {
+			for i, v := range st.partial[(bi*h+hh)*np : (bi*h+hh+1)*np] {
+				sum[i] += v
+			}
+		}
+		for i, v := range sum[:d*r] {
+			dw1[hh*d*r+i] = T(v)
+		}
+		for t := range r {
+			db1[hh*r+t], dw2[hh*r+t] = T(sum[d*r+t]), T(sum[d*r+r+t])
+		}
+		db2[hh] = T(sum[d*r+2*r])
+	}
+}
+
+// priorHeadBackward adds the prior network's gradient of head hh's keys
+// to dkh (rows H·d apart) and sets part [d·R + 2R + 1] to its parameters'
+// gradients [dW₁ | db₁ | dw₂ | db₂] from dc = ∂L/∂c [m], with the hidden
+// units recomputed in u [m×R]:
+//
+//	du = dc w₂ [u > 0],  dk += du W₁ᵀ,  dW₁ = kᵀ du,  db₁ = Σ du,
+//	dw₂ = Σ dc ReLU(u),  db₂ = Σ dc.
+func priorHeadBackward[T float](o sampleOperands[T], z sampleDims, h, hh int, kh, u, dc, dkh []T, part []float64) {
+	d, r := z.d, z.r
+	w1, w2 := o.w1[hh*d*r:(hh+1)*d*r], o.w2[hh*r:(hh+1)*r]
+	priorHeadHidden(o, z, h, hh, kh, u)
+	clear(part)
+	dW1, db1, dw2 := part[:d*r], part[d*r:d*r+r], part[d*r+r:d*r+2*r]
+	for j := range z.m {
+		g := dc[j]
+		part[d*r+2*r] += float64(g)
+		kj, dkj := kh[j*h*d:j*h*d+d], dkh[j*h*d:j*h*d+d]
+		for t, x := range u[j*r : (j+1)*r] {
+			if x <= 0 {
+				continue
+			}
+			du := g * w2[t]
+			dw2[t] += float64(g * x)
+			db1[t] += float64(du)
+			for e := range d {
+				dkj[e] += du * w1[e*r+t]
+				dW1[e*r+t] += float64(kj[e] * du)
+			}
+		}
+	}
+}
+
+// priorHeadHidden sets u [m×R] to the prior network's hidden units
+// W₁ᵀ k_j + b₁ of head hh's keys kh.
+func priorHeadHidden[T float](o sampleOperands[T], z sampleDims, h, hh int, kh, u []T) {
+	d, r := z.d, z.r
+	w1, b1 := o.w1[hh*d*r:(hh+1)*d*r], o.b1[hh*r:(hh+1)*r]
+	for j := range z.m {
+		kj, uj := kh[j*h*d:j*h*d+d], u[j*r:(j+1)*r]
+		copy(uj, b1)
+		for e, x := range kj {
+			for t, w := range w1[e*r : (e+1)*r] {
+				uj[t] += x * w
+			}
+		}
+	}
 }
 
 // sampleHeadBwd32 runs one float32 head's backward pass in attention.c
-// (pf_bayes_attn_head_bwd) where it applies, and reports whether it did.
-func sampleHeadBwd32[T float](q, k, v, g, p, x []T, hd, hv, n, m, d, dv int, scale, gx float64, dq, dk, dvOut []T) bool {
+// (pf_bayes_head_bwd) where it applies, and reports whether it did; with
+// net, also the prior network's, from dc = ∂L/∂c [m], its parameters'
+// gradients into part as priorHeadBackward sets them.
+func sampleHeadBwd32[T float](q, k, v, g, p, x []T, hd, hv, n, m, d, dv int, scale, gx float64, dq, dk, dvOut []T,
+	net *priorNet32, dc []T, part []float64, r int, pg []float32) bool {
 	q32, ok := any(q).([]float32)
 	if !ok {
 		return false
 	}
-	return bayesHeadBwd32(q32, hd, any(k).([]float32), any(v).([]float32), hv, any(g).([]float32),
+	var dc32 []float32
+	if net != nil {
+		dc32 = any(dc).([]float32)
+	}
+	if !bayesHeadBwd32(q32, hd, any(k).([]float32), any(v).([]float32), hv, any(g).([]float32),
 		any(p).([]float32), any(x).([]float32), n, m, d, dv, float32(scale), float32(gx),
-		any(dq).([]float32), any(dk).([]float32), any(dvOut).([]float32))
+		any(dq).([]float32), any(dk).([]float32), any(dvOut).([]float32), net, dc32, pg) {
+		return false
+	}
+	if net != nil {
+		for e := range d {
+			for t := range r {
+				part[e*r+t] = float64(pg[e*16+t])
+			}
+		}
+		for t := range r {
+			part[d*r+t], part[d*r+r+t] = float64(pg[16*d+t]), float64(pg[16*d+16+t])
+		}
+		part[d*r+2*r] = float64(pg[16*d+32])
+	}
+	return true
 }
 
 // bayesReadoutKernel is a BayesAttentionSample node's readout: its input

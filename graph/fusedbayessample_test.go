@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 )
 
 // sampleLoss is what the loss of a BayesAttentionSample test graph takes.
@@ -21,16 +22,24 @@ const (
 func (l sampleLoss) String() string { return [...]string{"both", "readout", "kl"}[l] }
 
 // sampleData is a case's KL data with the values v [B, M, H·dv], the
-// noise [B, H, N, M] (u for the Weibull kernel, ε for the log-normal) and
-// the readout's loss weights R [B, N, H·dv].
+// noise [B, H, N, M] (u for the Weibull kernel, ε for the log-normal),
+// the readout's loss weights R [B, N, H·dv], and a prior network of
+// hidden width R = 5: w1 [H, d, R], b1 [H, R], w2 [H, R, 1], b2 [H].
 type sampleData struct {
 	klData
-	v, noise, r []float64
-	dv          int
+	v, noise, r    []float64
+	w1, b1, w2, b2 []float64
+	dv             int
 }
+
+// samplePriorWidth is the hidden width of the tests' prior networks.
+const samplePriorWidth = 5
 
 func newSampleData(rng *rand.Rand, c klCase, dv int) sampleData {
 	x := sampleData{klData: newKLData(rng, c), dv: dv}
+	const r = samplePriorWidth
+	x.w1, x.b1 = Normal(0.5)(rng, []int{c.h * c.d * r}), Normal(0.5)(rng, []int{c.h * r})
+	x.w2, x.b2 = Normal(1)(rng, []int{c.h * r}), Normal(1)(rng, []int{c.h})
 	x.v = Normal(1)(rng, []int{c.b * c.m * c.h * dv})
 	x.r = Normal(1)(rng, []int{c.b * c.n * c.h * dv})
 	x.noise = Normal(1)(rng, []int{c.b * c.h * c.n * c.m})
@@ -58,22 +67,31 @@ func sampleGraph(b *Builder, c klCase, x sampleData, fused bool, l sampleLoss) (
 	} else {
 		v = param("v", []int{c.b, c.m, c.h * x.dv}, x.v)
 	}
-	var km, qm, cl *Node
+	var km, qm *Node
 	if c.keyMasked {
 		km = b.Constant("keymask", []int{c.b, c.m}, x.keyMask)
 	}
 	if c.queryMasked {
 		qm = b.Constant("querymask", []int{c.b, c.n}, x.queryMask)
 	}
-	if c.contextual && l == lossReadout { // the prior reaches only KL̄
-		cl = Tanh(b.Constant("c", []int{c.b, c.h, c.m}, x.c))
-	} else if c.contextual {
-		cl = Tanh(param("c", []int{c.b, c.h, c.m}, x.c))
+	var net *BayesPriorNet
+	if c.contextual {
+		const r = samplePriorWidth
+		pr := param
+		if l == lossReadout { // the prior reaches only KL̄
+			pr = func(name string, shape []int, v []float64) *Node { return b.Constant(name, shape, v) }
+		}
+		net = &BayesPriorNet{W1: pr("w1", []int{c.h, c.d, r}, x.w1), B1: pr("b1", []int{c.h, r}, x.b1),
+			W2: pr("w2", []int{c.h, r, 1}, x.w2), B2: pr("b2", []int{c.h}, x.b2)}
 	}
 	noise := b.Constant("noise", []int{c.b, c.h, c.n, c.m}, x.noise)
 	if fused {
-		out, kl = BayesAttentionSample(q, k, v, km, qm, noise, cl, c.cfg())
+		out, kl = BayesAttentionSample(q, k, v, km, qm, noise, net, c.cfg())
 	} else {
+		var cl *Node
+		if net != nil {
+			cl = BayesPriorLogits(k, net.W1, net.B1, net.W2, net.B2, c.h)
+		}
 		bias := WeibullLogNoise(noise, c.k)
 		if c.post == BayesLogNormal {
 			bias = Scale(noise, c.sigma)
@@ -271,5 +289,106 @@ func TestBayesAttentionSampleCMatchesGo(t *testing.T) {
 		bayesSampleGoOnly = true
 		goRun := runSampleGraph(t, Float32, c.klCase, x, true, lossBoth)
 		expectSampleRuns(t, fmt.Sprintf("%v", c.klCase), cRun, goRun, 2e-5)
+	}
+}
+
+// TestWeibullBiasFast: the Weibull noise term as attention.c's Bayesian
+// heads compute it (weibull_bias_fast: its own logarithms, without the
+// special cases a noise draw does not need) agrees with float64 to
+// float32 rounding over the whole range the generator draws from, its
+// ends included, near 1 above all, and u = 1 gives −∞.
+func TestWeibullBiasFast(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	u := make([]float32, 0, 1<<16)
+	for range 1 << 15 {
+		u = append(u, float32((float64(rng.Uint32()>>9)+0.5)/(1<<23))) // as DrawNoise draws
+	}
+	for j := range 1 << 10 { // the ends of the range
+		u = append(u, float32((float64(j)+0.5)/(1<<23)), float32(1-(float64(j)+0.5)/(1<<23)))
+	}
+	u = append(u, 1, 0.5, 0.25, float32(math.Sqrt(0.5)), math.Nextafter32(float32(math.Sqrt(0.5)), 1))
+	b := make([]float32, len(u))
+	for _, k := range []float64{0.5, 10} {
+		if !weibullBiasFast32(u, b, float32(1/k)) {
+			t.Skip("no AVX2")
+		}
+		for i, x := range u {
+			want := math.Log(-math.Log(float64(x))) / k
+			if x == 1 {
+				if !math.IsInf(float64(b[i]), -1) {
+					t.Fatalf("b(1) = %v, want −∞", b[i])
+				}
+				continue
+			}
+			if d := math.Abs(float64(b[i]) - want); d > 1e-6*math.Max(1, math.Abs(want)) {
+				t.Fatalf("k=%g: b(%v) = %v, want %v", k, x, b[i], want)
+			}
+		}
+	}
+}
+
+// BenchmarkBayesHead times one float32 head of the fused forward pass
+// (pf_bayes_head, Weibull and log-normal, contextual prior) and of its
+// backward pass beside softmax attention's (pf_attn_head_fwd,
+// pf_attn_head_bwd), at the maxnorm model's head sizes. The variants
+// alternate call by call, so that the load of a shared machine hits all
+// alike; each reports its mean time per call (ns-…).
+func BenchmarkBayesHead(b *testing.B) {
+	for _, sz := range [][2]int{{16, 50}, {50, 16}} {
+		n, m := sz[0], sz[1]
+		const d, h = 16, 4
+		if !sampleHeadFits(n, m, d, d) {
+			b.Skip("no attention.c")
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		f := func(k int) []float32 { return to32(Normal(1)(rng, []int{k})) }
+		q, k, v, g := f(n*h*d), f(m*h*d), f(m*h*d), f(n*h*d)
+		u := make([]float32, n*m)
+		for i := range u {
+			u[i] = float32(0.02 + 0.96*rng.Float64())
+		}
+		net := &priorNet32{w1: make([]float32, 16*d), w1t: make([]float32, 16*d), b1: f(16), w2: f(16), b2: 0.3}
+		for e := range d {
+			for t := range 10 {
+				w := float32(rng.NormFloat64())
+				net.w1[e*16+t], net.w1t[t*d+e] = w, w
+			}
+		}
+		for t := 10; t < 16; t++ {
+			net.b1[t], net.w2[t] = 0, 0
+		}
+		pg := make([]float32, 16*d+33)
+		p, x, out, dc := make([]float32, n*m), make([]float32, n*m), make([]float32, n*h*d), make([]float32, m)
+		dq, dk, dv := make([]float32, n*h*d), make([]float32, m*h*d), make([]float32, m*h*d)
+		cs := BayesKL{Posterior: BayesWeibull, K: 10, PriorRate: 1, Heads: h}.consts()
+		kw := [7]float64{0, 0.1, 1, cs.a, cs.c0, cs.shift, cs.inv2s02}
+		cl := BayesKL{Posterior: BayesLogNormal, Sigma: 1, PriorSigma: 1, Heads: h}.consts()
+		kl := [7]float64{1, 1, 1, cl.a, cl.c0, cl.shift, cl.inv2s02}
+		const scale = 0.25
+		variants := []struct {
+			name string
+			f    func()
+		}{
+			{"softmax-fwd", func() { attnHeadFwd32(q, h*d, k, h*d, v, h*d, n, m, d, d, scale, nil, false, nil, p, out, h*d) }},
+			{"weibull-fwd", func() { bayesHead32(q, h*d, k, v, h*d, n, m, d, d, scale, nil, nil, u, net, &kw, p, x, out, dc) }},
+			{"lognormal-fwd", func() { bayesHead32(q, h*d, k, v, h*d, n, m, d, d, scale, nil, nil, u, net, &kl, p, x, out, dc) }},
+			{"softmax-bwd", func() { attnHeadBwd32(q, h*d, k, h*d, v, h*d, g, h*d, p, nil, n, m, d, d, scale, dq, dk, dv) }},
+			{"bayes-bwd", func() { bayesHeadBwd32(q, h*d, k, v, h*d, g, p, x, n, m, d, d, scale, 0.01, dq, dk, dv, net, dc, pg) }},
+		}
+		b.Run(fmt.Sprintf("n%d-m%d", n, m), func(b *testing.B) {
+			ts := make([]time.Duration, len(variants))
+			for range b.N {
+				for i, vr := range variants {
+					t0 := time.Now()
+					for range 10 {
+						vr.f()
+					}
+					ts[i] += time.Since(t0)
+				}
+			}
+			for i, vr := range variants {
+				b.ReportMetric(float64(ts[i].Nanoseconds())/float64(10*b.N), "ns-"+vr.name)
+			}
+		})
 	}
 }

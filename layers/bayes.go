@@ -199,11 +199,12 @@ func (a BayesAttention) attend(b *graph.Builder, name string, q, k, v *graph.Nod
 	if !withKL {
 		return graph.BiasedAttention(q, k, v, mask.Keys, a.noiseBias(noise), heads, mask.Causal), nil
 	}
-	var logits *graph.Node // nil: the constant prior
+	var prior *graph.BayesPriorNet // nil: the constant prior
 	if a.Prior == PriorContextual {
-		logits = contextualPriorLogits(b, name, k, heads)
+		w1, b1, w2, b2 := priorParams(b, name, k, heads)
+		prior = &graph.BayesPriorNet{W1: w1, B1: b1, W2: w2, B2: b2}
 	}
-	return graph.BayesAttentionSample(q, k, v, mask.Keys, mask.Queries, noise, logits, a.klConfig(heads, mask.Causal))
+	return graph.BayesAttentionSample(q, k, v, mask.Keys, mask.Queries, noise, prior, a.klConfig(heads, mask.Causal))
 }
 
 // noiseBias is the score bias b [B, H, N, M] of a sample from the noise
@@ -229,14 +230,6 @@ func (a BayesAttention) klConfig(heads int, causal bool) graph.BayesKL {
 	}
 	return graph.BayesKL{Posterior: post, K: a.K, PriorRate: a.PriorRate, Sigma: a.Sigma, PriorSigma: a.PriorSigma,
 		Heads: heads, Causal: causal}
-}
-
-// contextualPriorLogits: k [B, M, H·d] → c [B, H, M] with
-// c_j = w₂·ReLU(W₁ k_j + b₁) + b₂ per head (§2), as one fused op
-// (graph.BayesPriorLogits).
-func contextualPriorLogits(b *graph.Builder, name string, k *graph.Node, heads int) *graph.Node {
-	w1, b1, w2, b2 := priorParams(b, name, k, heads)
-	return graph.BayesPriorLogits(k, w1, b1, w2, b2, heads)
 }
 
 // priorParams creates the contextual prior's parameters <name>.prior.w1
