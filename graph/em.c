@@ -241,6 +241,38 @@ static float dot(const float *a, const float *b, int n) {
 	return r;
 }
 
+// hsum8x8 is the vector of the lane sums of v[0…7]: lane i is the sum of
+// v[i]'s lanes (one reduction tree for eight rows instead of eight).
+__attribute__((always_inline, target("avx2,fma")))
+static inline __m256 hsum8x8(const __m256 *v) {
+	__m256 t0 = _mm256_hadd_ps(v[0], v[1]), t1 = _mm256_hadd_ps(v[2], v[3]);
+	__m256 t2 = _mm256_hadd_ps(v[4], v[5]), t3 = _mm256_hadd_ps(v[6], v[7]);
+	__m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+	return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// row_dots sets out[i] = a_i · b_i for rows a_i, b_i [w] (strided by lda,
+// ldb; b's stride may be 0: one vector), eight rows at a time.
+__attribute__((target("avx2,fma")))
+static void row_dots(int rows, int w, const float *a, int lda, const float *b, int ldb, float *out) {
+	const int w8 = w & ~7;
+	const __m256i tail = lanes(w - w8);
+	int i = 0;
+	for (; i + 8 <= rows; i += 8) {
+		__m256 acc[8];
+		for (int r = 0; r < 8; r++) {
+			const float *ar = a + (size_t)(i + r) * lda, *br = b + (size_t)(i + r) * ldb;
+			__m256 s = _mm256_setzero_ps();
+			int k = 0;
+			for (; k < w8; k += 8) s = _mm256_fmadd_ps(_mm256_loadu_ps(ar + k), _mm256_loadu_ps(br + k), s);
+			if (k < w) s = _mm256_fmadd_ps(_mm256_maskload_ps(ar + k, tail), _mm256_maskload_ps(br + k, tail), s);
+			acc[r] = s;
+		}
+		_mm256_storeu_ps(out + i, hsum8x8(acc));
+	}
+	for (; i < rows; i++) out[i] = dot(a + (size_t)i * lda, b + (size_t)i * ldb, w);
+}
+
 // sq_norms is sqNorms: out[i] = ‖x_i‖² for rows x_i [w] strided by ld.
 __attribute__((target("avx2,fma")))
 static void sq_norms(const float *x, int rows, int w, int ld, float *out) {
@@ -260,6 +292,34 @@ static void col_sums(int n, int m, const float *x, float *out) {
 		float acc = 0;
 		for (int i = 0; i < n; i++) acc += x[(size_t)i * m + j];
 		out[j] = acc;
+	}
+}
+
+// add_col_sums adds Σ_i x_ij to out[j] for x [n×m], i in order, a block
+// of columns at a time in a register.
+__attribute__((target("avx2,fma")))
+static void add_col_sums(int n, int m, const float *x, float *out) {
+	int j = 0;
+	for (; j + 8 <= m; j += 8) {
+		__m256 acc = _mm256_loadu_ps(out + j);
+		for (int i = 0; i < n; i++) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + (size_t)i * m + j));
+		_mm256_storeu_ps(out + j, acc);
+	}
+	for (; j < m; j++) {
+		float acc = out[j];
+		for (int i = 0; i < n; i++) acc += x[(size_t)i * m + j];
+		out[j] = acc;
+	}
+}
+
+// add_row adds v [m] to every row of x [n×m].
+__attribute__((target("avx2,fma")))
+static void add_row(int n, int m, float *x, const float *v) {
+	for (int i = 0; i < n; i++) {
+		float *xr = x + (size_t)i * m;
+		int j = 0;
+		for (; j + 8 <= m; j += 8) _mm256_storeu_ps(xr + j, _mm256_add_ps(_mm256_loadu_ps(xr + j), _mm256_loadu_ps(v + j)));
+		for (; j < m; j++) xr[j] += v[j];
 	}
 }
 
@@ -492,13 +552,19 @@ static void softmax(const em_p *p, float *s, float *w, const float *rows) {
 	}
 }
 
-// softmax_back is emSoftmaxBack: dw_ij ← w_ij (dw_ij − Σ_k w_ik dw_ik).
+// softmax_back is emSoftmaxBack: dw_ij ← w_ij (dw_ij − Σ_k w_ik dw_ik);
+// rs [n] is scratch.
 __attribute__((target("avx2,fma")))
-static void softmax_back(int n, int m, const float *w, float *dw) {
+static void softmax_back(int n, int m, const float *w, float *dw, float *rs) {
+	row_dots(n, m, w, m, dw, m, rs);
 	for (int i = 0; i < n; i++) {
 		const float *wr = w + (size_t)i * m;
-		float *dr = dw + (size_t)i * m, s = dot(wr, dr, m);
-		for (int j = 0; j < m; j++) dr[j] = wr[j] * (dr[j] - s);
+		float *dr = dw + (size_t)i * m, s = rs[i];
+		const __m256 vs = _mm256_set1_ps(s);
+		int j = 0;
+		for (; j + 8 <= m; j += 8)
+			_mm256_storeu_ps(dr + j, _mm256_mul_ps(_mm256_loadu_ps(wr + j), _mm256_sub_ps(_mm256_loadu_ps(dr + j), vs)));
+		for (; j < m; j++) dr[j] = wr[j] * (dr[j] - s);
 	}
 }
 
@@ -912,14 +978,10 @@ static void propagate_back(const em_p *p, em_tr tr, float *gvals, int gldx, floa
 		}
 		centres_back(p, w, p->vals, p->ldx, gvals, gldx, dv, p->mu0, p->ldv, gmu0, gldv, be_old, h[H_THETA_MU], nn, bv,
 		             mu_new, dmu, &gh[H_THETA_MU], dbe_old, dn, dw, b->da, b->ct);
-		for (int i = 0; i < n; i++)
-			for (int j = 0; j < m; j++) dw[(size_t)i * m + j] += dn[j];
-		softmax_back(n, m, w, dw);
-		for (int i = 0; i < n; i++)
-			for (int j = 0; j < m; j++) {
-				b->kf[(size_t)i * m + j] += dw[(size_t)i * m + j];
-				dlp_old[j] += dw[(size_t)i * m + j];
-			}
+		add_row(n, m, dw, dn);
+		softmax_back(n, m, w, dw, b->rs);
+		for (size_t k = 0; k < nm; k++) b->kf[k] += dw[k];
+		add_col_sums(n, m, dw, dlp_old);
 		gaussian_back(n, m, dv, be_old, EP(t), dw, dbe_old, b->g, b->cols);
 		dist_back(n, m, dv, p->vals, p->ldx, mu_old, ld_old, EP(t), b->g, gvals, gldx, dmu_old, dv, b->rs, b->cs);
 		b->mu[0] = dmu_old, b->mu[1] = dmu;
@@ -979,8 +1041,7 @@ int pf_em_backward(const int *iv, const float *fv, const float *q, const float *
 	b->da = take(&sc, m * wmax), b->ct = take(&sc, m * wmax), b->cols = take(&sc, 2 * m), b->sp = take(&sc, m);
 	if (sc.over) return -1;
 
-	memset(b->kf, 0, sizeof(float) * nm);
-	memset(b->s0, 0, sizeof(float) * nm);
+	if (tv > 0) memset(b->s0, 0, sizeof(float) * nm);
 	memset(b->lp0, 0, sizeof(float) * (size_t)m);
 	memset(b->xi[0], 0, sizeof(float) * (size_t)m * d);
 	memset(b->al[0], 0, sizeof(float) * (size_t)m);
@@ -1030,7 +1091,7 @@ int pf_em_backward(const int *iv, const float *fv, const float *q, const float *
 			}
 		}
 		if (t == tv) add_weight_seed(p, sw, dp);
-		softmax_back(n, m, w, dp);
+		softmax_back(n, m, w, dp, b->rs);
 		for (size_t k = 0; k < nm; k++) b->s0[k] += dp[k];
 		gaussian_back(n, m, dv, beta, f, dp, dbe, b->g, b->cols);
 		memset(dr_prev, 0, sizeof(float) * (size_t)n * dv);
@@ -1042,13 +1103,14 @@ int pf_em_backward(const int *iv, const float *fv, const float *q, const float *
 	mm(n, dv, m, 1, dr, dv, 1, b->ct, m, 0, dw0, m);
 	mm(m, n, dv, 1, WI(0), 1, m, dr, dv, 1, dmu, dv);
 	if (tv == 0) add_weight_seed(p, sw, dw0);
-	softmax_back(n, m, WI(0), dw0);
-	for (int i = 0; i < n; i++)
-		for (int j = 0; j < m; j++) {
-			float x = b->s0[(size_t)i * m + j] + dw0[(size_t)i * m + j];
-			b->kf[(size_t)i * m + j] += x;
-			dlp[j] += x;
-		}
+	softmax_back(n, m, WI(0), dw0, b->rs);
+	// the readout's scores K_ij + log π_j: their adjoint starts the key
+	// term's (b->kf, which propagation adds to) and adds to log π's
+	if (tv > 0)
+		for (size_t k = 0; k < nm; k++) b->kf[k] = b->s0[k] + dw0[k];
+	else
+		memcpy(b->kf, dw0, sizeof(float) * nm);
+	add_col_sums(n, m, b->kf, dlp);
 
 	// §5 backward.
 	if (p->pr) {
@@ -1080,11 +1142,9 @@ int pf_em_backward(const int *iv, const float *fv, const float *q, const float *
 		dist_back(n, m, d, q, p->ldq, xi_new, d, d_new, dd, gq, gldq, dxi, d, b->rs, b->cs);
 		centres_back(p, w, q, p->ldq, gq, gldq, d, xi0, p->ldk, gxi0, gldk, al_old, h[H_THETA_XI], nn, a, xi_new, dxi,
 		             &gh[H_THETA_XI], dal_old, dn, dw, b->da, b->ct);
-		for (int i = 0; i < n; i++)
-			for (int j = 0; j < m; j++) dw[(size_t)i * m + j] += dn[j];
-		softmax_back(n, m, w, dw);
-		for (int i = 0; i < n; i++)
-			for (int j = 0; j < m; j++) b->lp0[j] += dw[(size_t)i * m + j];
+		add_row(n, m, dw, dn);
+		softmax_back(n, m, w, dw, b->rs);
+		add_col_sums(n, m, dw, b->lp0);
 		gaussian_back(n, m, d, al_old, DK(t), dw, dal_old, dd, b->cols);
 		b->xi[0] = dxi_old, b->xi[1] = dxi;
 		b->al[0] = dal_old, b->al[1] = dal;
