@@ -17,22 +17,35 @@ import (
 	"runtime/pprof"
 
 	"github.com/spf13/cobra"
+
+	"github.com/probformer/probformer/cmd/trainer/train"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	if err := joinWorld(os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "trainer: %v\n", err)
+		os.Exit(2)
+	}
+	code, err := runCommand(os.Args[1:], os.Stdout, os.Stderr)
+	os.Exit(leaveWorld(code, err, os.Stderr))
 }
 
 // run executes the command line and returns the exit status. No panic
 // escapes it: a user sees one line, never a stack trace.
-func run(args []string, stdout, stderr io.Writer) (code int) {
+func run(args []string, stdout, stderr io.Writer) int {
+	code, _ := runCommand(args, stdout, stderr)
+	return code
+}
+
+// runCommand is run, and also returns the error it printed.
+func runCommand(args []string, stdout, stderr io.Writer) (code int, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintf(stderr, "trainer: internal error: %v\n", r)
 			if os.Getenv("PROBFORMER_TRACE") != "" {
 				stderr.Write(debug.Stack())
 			}
-			code = 1
+			code, err = 1, fmt.Errorf("internal error: %v", r)
 		}
 	}()
 	root, stopProfile := newRootCommand(stdout, stderr)
@@ -42,16 +55,31 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	// unknown command, a missing required flag, extra arguments.
 	started := false
 	markStart(root, &started)
-	err := root.Execute()
+	err = root.Execute()
 	if err == nil {
-		return 0
+		return 0, nil
 	}
-	fmt.Fprintf(stderr, "trainer: %v\n", err)
+	reportError(stderr, err)
 	var bad *inputError
 	if errors.As(err, &bad) || !started {
-		return 2
+		return 2, err
 	}
-	return 1
+	return 1, err
+}
+
+// reportError prints a command's error. In an MPI job, rank 0 prints as
+// a single process does, and another rank names itself, but stays quiet
+// about an error that every process meets at once (rank 0 reports it).
+func reportError(stderr io.Writer, err error) {
+	if world == nil || world.Rank() == 0 {
+		fmt.Fprintf(stderr, "trainer: %v\n", err)
+		return
+	}
+	var div *train.Divergence
+	if errors.As(err, &div) || errors.Is(err, train.ErrRanksDiffer) {
+		return
+	}
+	fmt.Fprintf(stderr, "trainer: rank %d: %v\n", world.Rank(), err)
 }
 
 func markStart(c *cobra.Command, started *bool) {

@@ -92,7 +92,7 @@ func runTrain(ctx context.Context, f trainFlags, stdout, stderr io.Writer) error
 	if err := t.loop.Run(ctx); err != nil {
 		return err
 	}
-	if t.loop.Interrupted() {
+	if t.loop.Interrupted() && leader() {
 		fmt.Fprintf(stdout, "resume with: trainer train --resume %s\n", t.dir)
 	}
 	return nil
@@ -111,27 +111,24 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (*trainer, error) {
 		if err != nil {
 			return nil, err
 		}
-	} else {
-		if cfg = f.loaded; cfg == nil {
-			if cfg, err = configs.Load(f.config, f.sets); err != nil {
-				return nil, badInput(err)
-			}
+	} else if cfg = f.loaded; cfg == nil {
+		if cfg, err = configs.Load(f.config, f.sets); err != nil {
+			return nil, badInput(err)
 		}
+	}
+	if _, err := train.LocalBatch(cfg.Training.Batch, comm()); err != nil {
+		return nil, badInput(err)
+	}
+	if ck == nil {
 		dir = f.out
 		if dir == "" {
 			dir = filepath.Join("checkpoints", cfg.Name+"-"+time.Now().Format("20060102-150405"))
 		}
-		if steps, _ := train.StepCheckpoints(dir); len(steps) > 0 {
-			return nil, badInput(fmt.Errorf("%s already holds a run: continue it with --resume %s, or choose another --out", dir, dir))
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, badInput(fmt.Errorf("run directory: %w", err))
-		}
-		if err := graph.WriteFileAtomic(filepath.Join(dir, train.ConfigFile), func(w io.Writer) error {
-			_, err := w.Write(portableConfig(cfg).YAML())
-			return err
-		}); err != nil {
-			return nil, err
+		// In an MPI job rank 0 alone touches the run directory.
+		if leader() {
+			if err := newRunDir(dir, cfg); err != nil {
+				return nil, err
+			}
 		}
 	}
 	var state map[string][]byte
@@ -147,11 +144,14 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (*trainer, error) {
 		splits = []string{"train", "valid", "test"}
 	}
 	t, err := newTrainer(cfg, dir, state, splits, func(s *train.Settings, tk train.Task) {
-		if ck == nil { // a resumed run has its own encoder (init.go)
+		// A resumed run has its own encoder (init.go); in an MPI job the
+		// other processes get rank 0's weights.
+		if ck == nil && leader() {
 			s.Init = func(params *graph.Params) error { return initEncoder(cfg, tk, params, stderr) }
 		}
 		s.Progress = train.NewProgress(mode, stderr, stdout)
 		s.Out = stdout
+		s.Comm = comm()
 	})
 	if err != nil {
 		return nil, err
@@ -163,13 +163,13 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (*trainer, error) {
 		t.step = ck.Step
 		// Say so when this resume re-anchored the decay: the learning rate
 		// then differs from what a fresh run of this length would use.
-		if s := t.loop.Schedule(); s != nil && s.Anchor != nil && s.Anchor.Step == ck.Step {
+		if s := t.loop.Schedule(); s != nil && s.Anchor != nil && s.Anchor.Step == ck.Step && leader() {
 			fmt.Fprintf(stderr, "resume: training.steps is now %d; the %s decay goes on from lr %.3g at step %d to optimizer.min_lr %.3g at step %d\n",
 				cfg.Training.Steps, s.Kind, s.Anchor.LR, ck.Step, s.MinLR, cfg.Training.Steps)
 		}
 	}
 	// Warned once the run is ready to start, not before a set-up error.
-	if s := t.loop.Schedule(); s != nil {
+	if s := t.loop.Schedule(); s != nil && leader() {
 		if w := s.WarmupWarning(cfg.Training.Steps); w != "" {
 			fmt.Fprintln(stderr, w)
 		}
@@ -177,26 +177,56 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (*trainer, error) {
 	return t, nil
 }
 
-// loadResume reads the checkpoint to resume from and its config, with the
-// allowed --set overrides applied.
-func loadResume(f trainFlags, stderr io.Writer) (*graph.Checkpoint, string, *configs.Config, error) {
+// newRunDir creates a new run's directory and writes its config.yaml; a
+// directory that holds a run already is refused.
+func newRunDir(dir string, cfg *configs.Config) error {
+	if steps, _ := train.StepCheckpoints(dir); len(steps) > 0 {
+		return badInput(fmt.Errorf("%s already holds a run: continue it with --resume %s, or choose another --out", dir, dir))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return badInput(fmt.Errorf("run directory: %w", err))
+	}
+	return graph.WriteFileAtomic(filepath.Join(dir, train.ConfigFile), func(w io.Writer) error {
+		_, err := w.Write(portableConfig(cfg).YAML())
+		return err
+	})
+}
+
+// readResume reads the checkpoint to resume from, and returns it with its
+// run directory and path; in an MPI job, on rank 0 only (the others get
+// a nil checkpoint).
+func readResume(f trainFlags, stderr io.Writer) (ck *graph.Checkpoint, dir, path string, err error) {
+	dir, path = f.resume, f.resume
+	if !leader() {
+		return nil, dir, path, nil
+	}
 	info, err := os.Stat(f.resume)
 	if err != nil {
-		return nil, "", nil, badInput(fmt.Errorf("resume: %w", err))
+		return nil, "", "", badInput(fmt.Errorf("resume: %w", err))
 	}
-	var (
-		ck   *graph.Checkpoint
-		dir  = f.resume
-		path string
-	)
 	if info.IsDir() {
 		ck, path, err = train.LatestCheckpoint(f.resume, stderr)
 	} else {
-		path, dir = f.resume, filepath.Dir(f.resume)
+		dir = filepath.Dir(f.resume)
 		ck, err = graph.ReadCheckpoint(f.resume)
 	}
 	if err != nil {
-		return nil, "", nil, badInput(err)
+		return nil, "", "", badInput(err)
+	}
+	return ck, dir, path, nil
+}
+
+// loadResume reads the checkpoint to resume from and its config, with the
+// allowed --set overrides applied.
+func loadResume(f trainFlags, stderr io.Writer) (*graph.Checkpoint, string, *configs.Config, error) {
+	ck, dir, path, err := readResume(f, stderr)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	// In an MPI job rank 0 alone reads the run directory; the others get
+	// its checkpoint.
+	if ck, err = train.ShareCheckpoint(comm(), ck); err != nil {
+		return nil, "", nil, err
 	}
 	cfg, err := configs.Parse(ck.Config)
 	if err != nil {
