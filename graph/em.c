@@ -789,21 +789,32 @@ static void log_softmax(const em_p *p, float *z, float *pi) {
 			top = x != x || top != top ? NAN : (x > top ? x : top); // math.Max
 		}
 	// the exponentials 8 at a time (exp_le0; a padded unit's lane is
-	// −∞, whose exponential is 0)
-	float e[8], x[8];
+	// −∞, whose exponential is 0), summed in double
+	const __m256 zero = _mm256_setzero_ps(), ninf = _mm256_set1_ps(-INFINITY), vt = _mm256_set1_ps((float)top);
+	__m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
 	for (int j = 0; j < m; j += 8) {
-		const int k = m - j < 8 ? m - j : 8;
-		for (int l = 0; l < 8; l++) x[l] = l < k && real_key(p, j + l) ? (float)((double)z[j + l] - top) : -INFINITY;
-		_mm256_storeu_ps(e, exp_le0(_mm256_min_ps(_mm256_setzero_ps(), _mm256_loadu_ps(x))));
-		for (int l = 0; l < k; l++) total += e[l];
+		const __m256i in = lanes(m - j < 8 ? m - j : 8);
+		__m256 keep = _mm256_castsi256_ps(in);
+		if (p->km) keep = _mm256_and_ps(keep, _mm256_cmp_ps(_mm256_maskload_ps(p->km + j, in), zero, _CMP_NEQ_UQ));
+		__m256 x = _mm256_blendv_ps(ninf, _mm256_sub_ps(_mm256_maskload_ps(z + j, in), vt), keep);
+		__m256 e = exp_le0(_mm256_min_ps(zero, x));
+		s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+		s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
 	}
+	double lanes4[4];
+	_mm256_storeu_pd(lanes4, _mm256_add_pd(s0, s1));
+	total = (lanes4[0] + lanes4[1]) + (lanes4[2] + lanes4[3]);
 	float lse = (float)(top + log(total));
 	for (int j = 0; j < m; j++) z[j] = real_key(p, j) ? z[j] - lse : EM_NEG_INF;
 	for (int j = 0; j < m; j += 8) {
 		const int k = m - j < 8 ? m - j : 8;
-		for (int l = 0; l < 8; l++) x[l] = l < k && real_key(p, j + l) ? z[j + l] : -INFINITY;
-		_mm256_storeu_ps(e, exp_le0(_mm256_min_ps(_mm256_setzero_ps(), _mm256_loadu_ps(x))));
-		for (int l = 0; l < k; l++) pi[j + l] = e[l];
+		const __m256i in = lanes(k);
+		__m256 keep = _mm256_castsi256_ps(in);
+		if (p->km) keep = _mm256_and_ps(keep, _mm256_cmp_ps(_mm256_maskload_ps(p->km + j, in), zero, _CMP_NEQ_UQ));
+		__m256 e = exp_le0(_mm256_min_ps(zero, _mm256_blendv_ps(ninf, _mm256_maskload_ps(z + j, in), keep)));
+		float t[8];
+		_mm256_storeu_ps(t, e);
+		for (int l = 0; l < k; l++) pi[j + l] = t[l];
 	}
 }
 
