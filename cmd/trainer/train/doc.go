@@ -20,6 +20,11 @@
 // tasks (github.com/probformer/probformer/cmd/trainer/tasks) register
 // themselves through it exactly as a user's task does (ExampleRegister).
 //
+// Data-parallel training (parallel.go): with Settings.Comm a Loop is one
+// process of several, each training on its share of every global batch,
+// with the gradients summed by one allreduce per step; package mpi
+// provides the Comm of an Open MPI job (build tag mpi).
+//
 // A Loop is reproducible: the same Task, Settings and seed give
 // bit-identical metrics and checkpoints, and a run stopped and resumed
 // ends exactly where an uninterrupted one does.
