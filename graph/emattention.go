@@ -585,8 +585,10 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 	k.saved.fresh = false
 	size := emTraceSize(s, d.n, d.m, d.d, d.dv)
 	traces := emTraces[T](k, d.g*size)
-	clear(packed)
-	// Where each differentiable input's gradient starts in packed.
+	// Where each differentiable input's gradient starts in packed. Each
+	// problem zeroes its own rows of the gradients of q, k, v, the
+	// annotated values and per-example logits (in parallel, and in cache
+	// when it adds to them), the per-head sums are zeroed below.
 	start := make([]int, len(in))
 	off := 0
 	for i, x := range in {
@@ -629,6 +631,36 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 		wk := workers[w]
 		b, h := g/d.h, g%d.h
 		p := emProblemOf(k, x, g, &wk.p, wk.inS)
+		gr := &wk.gr
+		*gr = emGrads[T]{h: &hyper[g]}
+		if s.SplitHeads {
+			gr.q, gr.ldq = dq[g*d.n*d.d:], d.d
+			gr.xi0, gr.ldk = dk[g*d.m*d.d:], d.d
+			gr.mu0, gr.ldv = dv[g*d.m*d.dv:], d.dv
+			if dvals != nil {
+				gr.vals, gr.ldx = dvals[g*d.n*d.dv:], d.dv
+			}
+		} else {
+			gr.q, gr.ldq = dq[b*d.n*d.h*d.d+h*d.d:], d.h*d.d
+			gr.xi0, gr.ldk = dk[b*d.m*d.h*d.d+h*d.d:], d.h*d.d
+			gr.mu0, gr.ldv = dv[b*d.m*d.h*d.dv+h*d.dv:], d.h*d.dv
+			if dvals != nil {
+				gr.vals, gr.ldx = dvals[b*d.n*d.h*d.dv+h*d.dv:], d.h*d.dv
+			}
+		}
+		switch {
+		case k.perHeadPi:
+			gr.logits = logits[g*d.m : (g+1)*d.m]
+		case dlogits != nil:
+			gr.logits = dlogits[g*d.m : (g+1)*d.m]
+			clear(gr.logits)
+		}
+		clearRows(gr.q, d.n, d.d, gr.ldq)
+		clearRows(gr.xi0, d.m, d.d, gr.ldk)
+		clearRows(gr.mu0, d.m, d.dv, gr.ldv)
+		if gr.vals != nil {
+			clearRows(gr.vals, d.n, d.dv, gr.ldx)
+		}
 		if p.realMemory == 0 {
 			return // a problem without memory reads out 0 and takes no gradient
 		}
@@ -654,29 +686,6 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 			seed.beta = gOut[o.beta+g*d.m : o.beta+(g+1)*d.m]
 			seed.logPi = gOut[o.logPi+g*d.m : o.logPi+(g+1)*d.m]
 		}
-		gr := &wk.gr
-		*gr = emGrads[T]{h: &hyper[g]}
-		if s.SplitHeads {
-			gr.q, gr.ldq = dq[g*d.n*d.d:], d.d
-			gr.xi0, gr.ldk = dk[g*d.m*d.d:], d.d
-			gr.mu0, gr.ldv = dv[g*d.m*d.dv:], d.dv
-			if dvals != nil {
-				gr.vals, gr.ldx = dvals[g*d.n*d.dv:], d.dv
-			}
-		} else {
-			gr.q, gr.ldq = dq[b*d.n*d.h*d.d+h*d.d:], d.h*d.d
-			gr.xi0, gr.ldk = dk[b*d.m*d.h*d.d+h*d.d:], d.h*d.d
-			gr.mu0, gr.ldv = dv[b*d.m*d.h*d.dv+h*d.dv:], d.h*d.dv
-			if dvals != nil {
-				gr.vals, gr.ldx = dvals[b*d.n*d.h*d.dv+h*d.dv:], d.h*d.dv
-			}
-		}
-		switch {
-		case k.perHeadPi:
-			gr.logits = logits[g*d.m : (g+1)*d.m]
-		case dlogits != nil:
-			gr.logits = dlogits[g*d.m : (g+1)*d.m]
-		}
 		emBackward(s, p, tr, seed, gr, wk.sc)
 	})
 	// Per-head gradients: sums over the examples, in a fixed order.
@@ -685,11 +694,13 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 		if dst == nil {
 			continue
 		}
+		clear(dst)
 		for g := range d.g {
 			dst[g%d.h] += hyper[g][i]
 		}
 	}
 	if k.perHeadPi {
+		clear(dlogits)
 		for g := range d.g {
 			h := g % d.h
 			for j := range d.m {
@@ -765,3 +776,10 @@ func (p emPlaceKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 // iteration's update reaches nothing when there is no value iteration, and
 // is left out (em/MATH.md §5; em.Attend explains why).
 func (s EMSpec) UpdatesBeta(t int) bool { return s.updateBeta(t) }
+
+// clearRows zeroes rows×w values of x whose rows are strided by ld.
+func clearRows[T float](x []T, rows, w, ld int) {
+	for i := range rows {
+		clear(x[i*ld : i*ld+w])
+	}
+}
