@@ -12,11 +12,14 @@
 // destinations are strided views (row i at i·ld). Products are computed
 // as rows of scaled rows (rows_axpy's scheme in attention.c, with any
 // width: the last vector of a row is loaded and stored under a lane mask).
-// Exponentials are softmax.c's (pf_exp_row), as the Go float32 path has
-// them, so a softmax here equals Go's given the same scores; products and
-// dot products sum in another order than gemm.c and Go, so the results
-// agree with the Go float32 path to rounding, not bit for bit. Nothing
-// depends on the thread that runs a problem.
+// Exponentials are exp_le0 (simd.h), the function softmax.c's pf_exp_row
+// and the Go float32 path use; a softmax row is kept in registers and
+// reduced in another order than Go's, and products and dot products sum
+// in another order than gemm.c and Go, so the results agree with the Go
+// float32 path to rounding, not bit for bit. Column sums run down the
+// rows a block of columns at a time, in registers, and row dots eight
+// rows per reduction tree. Nothing depends on the thread that runs a
+// problem.
 #include <math.h>
 #include <string.h>
 #include <immintrin.h>
