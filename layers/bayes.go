@@ -34,7 +34,7 @@ const bayesPriorHidden = 10
 
 // bayesAlphaFloor keeps the Gamma prior's shape α = β₀·max(p, floor)
 // positive where a key is masked (p = 0), since lgamma has a pole at 0; the
-// KL of such entries is left out of the mean. It is the fused KL's floor.
+// KL of such entries is left out of the mean. It is the fused ops' floor.
 const bayesAlphaFloor = graph.BayesAlphaFloor
 
 // eulerGamma is the Euler–Mascheroni constant γ = −ψ(1).
@@ -57,11 +57,13 @@ const eulerGamma = 0.5772156649015329
 // nothing for its real elements.
 //
 // The layer runs on fused ops with analytic backward passes (see attend):
-// a sample is softmax attention with the noise term as a score bias
-// (graph.BiasedAttention), the KL one op (graph.BayesAttentionKL), the
-// prior network another (graph.BayesPriorLogits). attendComposed
-// (bayes_reference.go) builds the same from generic graph ops; the tests
-// hold the two equal to 1e-9.
+// in a training graph the sample, the contextual prior network and the KL
+// are one op (graph.BayesAttentionSample), which computes the scores once
+// for all three and shares the sample's dq/dk products with the KL; a
+// sample without its KL is softmax attention with the noise term as a
+// score bias (graph.BiasedAttention). attendComposed (bayes_reference.go)
+// builds the same from generic graph ops; the tests hold the two equal to
+// 1e-9.
 //
 // The prior has mean p_j: Gamma(β₀ p_j, β₀) for the Weibull kernel,
 // LogNormal(log p_j − σ₀²/2, σ₀²) for the log-normal. The contextual
@@ -177,15 +179,18 @@ func (a BayesAttention) Weights(b *graph.Builder, name string, q, k, v *graph.No
 // attend returns the readout [B, N, H·dv] for the noise [B, H, N, M] (u or
 // ε), and with withKL the layer's KL̄ (a scalar); without noise the weights
 // are φ and there is no KL. It is attendComposed's computation, fused
-// (graph/fusedbayes.go): with the noise term alone as a score bias,
+// (graph/fusedbayessample.go, graph/fusedbayes.go): with the noise term
+// alone as a score bias,
 //
 //	b_ij = (1/k)·log(−log u_ij)  (Weibull, §3),   b_ij = σ ε_ij  (log-normal, §4)
 //
 // W_ij = softmax_j log S_ij = softmax_j (s_ij + b_ij), since log φ_ij − s_ij
 // and the constants −lgamma(1+1/k), −σ²/2 are the same for every key of a
-// row and a softmax ignores them. So a sample is graph.BiasedAttention,
-// the mean readout graph.Attention, and KL̄ (§5) graph.BayesAttentionKL,
-// each one op with an analytic backward pass. The KL leaves padded queries
+// row and a softmax ignores them. So a sample with its KL̄ (§5) and the
+// contextual prior network (§2) is graph.BayesAttentionSample, fed the
+// noise itself (it computes b); a sample without the KL is
+// graph.BiasedAttention, and the mean readout graph.Attention, each one op
+// with an analytic backward pass. The KL leaves padded queries
 // (mask.Queries) out of its mean. The prior network is only built for the
 // KL: a graph whose loss leaves it out cannot have its parameters.
 func (a BayesAttention) attend(b *graph.Builder, name string, q, k, v *graph.Node, heads int, mask Mask, noise *graph.Node, withKL bool) (out, kl *graph.Node) {
@@ -222,7 +227,7 @@ func (a BayesAttention) noiseBias(noise *graph.Node) *graph.Node {
 	return graph.WeibullLogNoise(noise, a.K)
 }
 
-// klConfig is the fused KL's view of a.
+// klConfig is the fused ops' view of a.
 func (a BayesAttention) klConfig(heads int, causal bool) graph.BayesKL {
 	post := graph.BayesWeibull
 	if a.Kind == KindBayesLogNormal {

@@ -161,9 +161,9 @@ func klLogNormal(mu, mu0 *graph.Node, sigma, sigma0 float64) *graph.Node {
 	return graph.AddScalar(sq, math.Log(sigma0/sigma)+sigma*sigma/(2*sigma0*sigma0)-0.5)
 }
 
-// contextualPriorLogitsComposed is contextualPriorLogits from graph ops:
-// k [B, M, H·d] → c [B, H, M] with c_j = w₂·ReLU(W₁ k_j + b₁) + b₂ per
-// head (§2).
+// contextualPriorLogitsComposed is the contextual prior network (§2) from
+// graph ops, which graph.BayesAttentionSample runs fused: k [B, M, H·d] →
+// c [B, H, M] with c_j = w₂·ReLU(W₁ k_j + b₁) + b₂ per head.
 func contextualPriorLogitsComposed(b *graph.Builder, name string, k *graph.Node, heads int) *graph.Node {
 	ks := graph.Shape(k)
 	bs, m := ks[0], ks[1]
