@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -182,32 +179,22 @@ func firstReach(s series, bar float64) string {
 // readSeries reads metric from a run directory's metrics.jsonl.
 func readSeries(run, metric string) (series, error) {
 	path := filepath.Join(run, train.MetricsFile)
-	file, err := os.Open(path)
+	lines, err := train.ReadMetrics(run)
 	if err != nil {
 		return series{}, fmt.Errorf("curves: %w", err)
 	}
-	defer file.Close()
 	s := series{values: map[int]float64{}, wall: map[int]float64{}}
-	sc := bufio.NewScanner(file)
-	sc.Buffer(make([]byte, 0, 1<<16), 1<<24)
-	for line := 1; sc.Scan(); line++ {
-		var fields map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &fields); err != nil {
-			return s, fmt.Errorf("%s: line %d: %w", path, line, err)
-		}
+	for _, fields := range lines {
 		// Lines without a numeric step, or whose metric is not a number,
 		// are not points of the curve.
-		v, isNum := fields[metric].(float64)
-		step, hasStep := fields["step"].(float64)
+		v, isNum := fields[metric]
+		step, hasStep := fields["step"]
 		if isNum && hasStep {
 			s.values[int(step)] = v
-			if w, ok := fields["wall_sec"].(float64); ok {
+			if w, ok := fields["wall_sec"]; ok {
 				s.wall[int(step)] = w
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return s, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(s.values) == 0 {
 		return s, fmt.Errorf("%s: no line has %q", path, metric)

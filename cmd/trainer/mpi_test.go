@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -86,16 +85,12 @@ func runOut(t *testing.T, cmd *exec.Cmd) string {
 // metrics.jsonl.
 func lossCurve(t *testing.T, dir string) map[int]float64 {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, train.MetricsFile))
+	lines, err := train.ReadMetrics(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[int]float64{}
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var m map[string]float64
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("%s: %v", dir, err)
-		}
+	for _, m := range lines {
 		if v, ok := m["train_loss"]; ok {
 			out[int(m["step"])] = v
 		}

@@ -2,12 +2,9 @@ package train_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -148,16 +145,12 @@ func (maskedEcho) Selection() (string, bool) { return "valid_mse", false }
 // trainLosses reads the train_loss of every line of a run's metrics.jsonl.
 func trainLosses(t *testing.T, dir string) map[int]float64 {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, train.MetricsFile))
+	lines, err := train.ReadMetrics(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[int]float64{}
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var m map[string]float64
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatal(err)
-		}
+	for _, m := range lines {
 		if v, ok := m["train_loss"]; ok {
 			out[int(m["step"])] = v
 		}

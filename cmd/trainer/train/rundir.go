@@ -149,6 +149,38 @@ func TruncateMetrics(dir string, step int) error {
 	})
 }
 
+// ReadMetrics reads a run directory's metrics.jsonl: one map per line, of
+// its numeric fields ("step", "train_loss", …). A line that is not JSON
+// is an error naming the file and line.
+func ReadMetrics(dir string) ([]map[string]float64, error) {
+	path := filepath.Join(dir, MetricsFile)
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	var out []map[string]float64
+	sc := bufio.NewScanner(file)
+	sc.Buffer(make([]byte, 0, 1<<16), 1<<24)
+	for line := 1; sc.Scan(); line++ {
+		var fields map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &fields); err != nil {
+			return nil, fmt.Errorf("%s: line %d: %w", path, line, err)
+		}
+		m := make(map[string]float64, len(fields))
+		for k, v := range fields {
+			if x, ok := v.(float64); ok {
+				m[k] = x
+			}
+		}
+		out = append(out, m)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
+
 // RemoveStaleTemps deletes the temporary files of atomic writes that a
 // killed run left behind; they are never the only copy of anything.
 func RemoveStaleTemps(dir string) {
