@@ -179,23 +179,15 @@ func firstReach(s series, bar float64) string {
 // readSeries reads metric from a run directory's metrics.jsonl.
 func readSeries(run, metric string) (series, error) {
 	path := filepath.Join(run, train.MetricsFile)
-	lines, err := train.ReadMetrics(run)
+	values, err := train.ReadMetric(run, metric)
 	if err != nil {
 		return series{}, fmt.Errorf("curves: %w", err)
 	}
-	s := series{values: map[int]float64{}, wall: map[int]float64{}}
-	for _, fields := range lines {
-		// Lines without a numeric step, or whose metric is not a number,
-		// are not points of the curve.
-		v, isNum := fields[metric]
-		step, hasStep := fields["step"]
-		if isNum && hasStep {
-			s.values[int(step)] = v
-			if w, ok := fields["wall_sec"]; ok {
-				s.wall[int(step)] = w
-			}
-		}
+	wall, err := train.ReadMetric(run, "wall_sec")
+	if err != nil {
+		return series{}, fmt.Errorf("curves: %w", err)
 	}
+	s := series{values: values, wall: wall}
 	if len(s.values) == 0 {
 		return s, fmt.Errorf("%s: no line has %q", path, metric)
 	}

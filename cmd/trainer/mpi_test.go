@@ -85,15 +85,9 @@ func runOut(t *testing.T, cmd *exec.Cmd) string {
 // metrics.jsonl.
 func lossCurve(t *testing.T, dir string) map[int]float64 {
 	t.Helper()
-	lines, err := train.ReadMetrics(dir)
+	out, err := train.ReadMetric(dir, "train_loss")
 	if err != nil {
 		t.Fatal(err)
-	}
-	out := map[int]float64{}
-	for _, m := range lines {
-		if v, ok := m["train_loss"]; ok {
-			out[int(m["step"])] = v
-		}
 	}
 	return out
 }

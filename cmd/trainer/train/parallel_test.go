@@ -145,15 +145,9 @@ func (maskedEcho) Selection() (string, bool) { return "valid_mse", false }
 // trainLosses reads the train_loss of every line of a run's metrics.jsonl.
 func trainLosses(t *testing.T, dir string) map[int]float64 {
 	t.Helper()
-	lines, err := train.ReadMetrics(dir)
+	out, err := train.ReadMetric(dir, "train_loss")
 	if err != nil {
 		t.Fatal(err)
-	}
-	out := map[int]float64{}
-	for _, m := range lines {
-		if v, ok := m["train_loss"]; ok {
-			out[int(m["step"])] = v
-		}
 	}
 	return out
 }

@@ -181,6 +181,23 @@ func ReadMetrics(dir string) ([]map[string]float64, error) {
 	return out, nil
 }
 
+// ReadMetric reads one field of a run directory's metrics.jsonl, by step,
+// from the lines that have both (ReadMetrics).
+func ReadMetric(dir, name string) (map[int]float64, error) {
+	lines, err := ReadMetrics(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]float64{}
+	for _, m := range lines {
+		v, ok := m[name]
+		if step, hasStep := m["step"]; ok && hasStep {
+			out[int(step)] = v
+		}
+	}
+	return out, nil
+}
+
 // RemoveStaleTemps deletes the temporary files of atomic writes that a
 // killed run left behind; they are never the only copy of anything.
 func RemoveStaleTemps(dir string) {
