@@ -1,6 +1,10 @@
 package em
 
-import "github.com/probformer/probformer/graph"
+import (
+	"strconv"
+
+	"github.com/probformer/probformer/graph"
+)
 
 // The graph form of the phases. Nodes are 3-D, batched over the G = B·H
 // example-and-head problems (see layer): queries [G, N, d], scores and
@@ -145,6 +149,27 @@ func updatePrecision(w, x, c, n, aExtra, b *graph.Node, k int) *graph.Node {
 	return graph.Div(numerator, denominator)
 }
 
+// fresh returns x times a constant 1 of its own (named by the iteration
+// t), a node that no other iteration shares. Gorgonia v0.9.18 merges
+// equal expressions of a graph: with β unchanged between iterations
+// (AdaptBeta off, T_p ≥ 2), every iteration's Scale(β) and Log(β) would be
+// the same nodes, and the gradient of β⁰ through them comes out wrong
+// (finite differences and the fused op agree with each other, not with
+// it; TestFusedEqualsComposed). A distinct λ per iteration keeps the
+// iterations' nodes apart.
+func (l *layer) fresh(x *graph.Node, t int) *graph.Node {
+	shape := graph.Shape(x)
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	one := make([]float64, n)
+	for i := range one {
+		one[i] = 1
+	}
+	return graph.Mul(x, l.b.Constant(ParamName(l.name, "propagate.one."+strconv.Itoa(t)), shape, one))
+}
+
 // propagate unrolls cfg.PropagateIters iterations of value propagation
 // from the annotated units, MATH.md §5, as Propagate:
 //
@@ -172,7 +197,7 @@ func (l *layer) propagate(mix MixtureNodes, keyTerm *graph.Node) MixtureNodes {
 		logDenominator = graph.Log(graph.Add(priorCounts, sizeS))
 	}
 	for t := range l.cfg.PropagateIters {
-		scores := graph.Add(withLogPi(keyTerm, mix.LogPi), gaussianTerm(mix.Beta, pairDist(l.values, mix.Mu), l.valueDim))
+		scores := graph.Add(withLogPi(keyTerm, mix.LogPi), gaussianTerm(l.fresh(mix.Beta, t), pairDist(l.values, mix.Mu), l.valueDim))
 		w := l.weightsOf(scores, l.annotated)
 		var n *graph.Node
 		mix.Mu, n = updateCentres(w, l.values, l.mu0, mix.Beta, p.thetaMu)
