@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,28 +24,65 @@ var world *mpi.World
 // with other processes. It fails when the binary has no MPI (the N
 // processes would otherwise each train the whole run into one
 // directory), and for any command but train. Unless GOMAXPROCS is set,
-// each process then takes its share of the machine's cores, so that N
-// processes use N cores, not N².
+// an unpinned process takes its share of the machine's cores, so that N
+// processes use N cores, not N²; a process the launcher pinned to some
+// cores (Open MPI binds each process to a core or socket by default) uses
+// those.
 func joinWorld(args []string) error {
 	size, launched := mpi.Launched()
-	if !launched || size <= 1 {
+	if !launched || size == 1 {
 		return nil
 	}
+	processes := "several processes"
+	if size > 1 {
+		processes = fmt.Sprintf("%d processes", size)
+	}
 	if cmd := commandOf(args); cmd != "train" {
-		return fmt.Errorf("started by an MPI launcher as one of %d processes: only `trainer train` runs data-parallel, not %q", size, cmd)
+		if size == 0 {
+			return nil // a launcher that does not say how many: run as one
+		}
+		return fmt.Errorf("started by an MPI launcher as one of %s: only `trainer train` runs data-parallel, not %q", processes, cmd)
 	}
 	w, err := mpi.Init()
 	if errors.Is(err, mpi.ErrNotBuilt) {
-		return fmt.Errorf("started by an MPI launcher as one of %d processes, but %w", size, err)
+		return fmt.Errorf("started by an MPI launcher as one of %s, but %w", processes, err)
 	}
 	if err != nil {
 		return err
 	}
+	if w.Size() <= 1 { // a launcher of one process: an ordinary run
+		return w.Finalize()
+	}
 	world = w
-	if os.Getenv("GOMAXPROCS") == "" {
+	if os.Getenv("GOMAXPROCS") == "" && runtime.NumCPU() >= onlineCPUs() {
 		runtime.GOMAXPROCS(max(1, runtime.NumCPU()/mpi.LocalSize()))
 	}
 	return nil
+}
+
+// onlineCPUs counts the machine's online CPUs (Linux's
+// /sys/devices/system/cpu/online, "0-15" or "0,2-7"); runtime.NumCPU
+// counts those this process may run on, fewer when it is pinned. Where
+// the file is missing it returns 0, and the process counts as unpinned.
+func onlineCPUs() int {
+	data, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, part := range strings.Split(strings.TrimSpace(string(data)), ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, errA := strconv.Atoi(lo)
+		b, errB := a, error(nil)
+		if isRange {
+			b, errB = strconv.Atoi(hi)
+		}
+		if errA != nil || errB != nil || b < a {
+			return 0
+		}
+		n += b - a + 1
+	}
+	return n
 }
 
 // commandOf returns the command a command line names: its first word

@@ -15,6 +15,7 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -41,7 +42,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func runCommand(args []string, stdout, stderr io.Writer) (code int, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintf(stderr, "trainer: internal error: %v\n", r)
+			fmt.Fprintf(stderr, "trainer: %sinternal error: %v\n", rankPrefix(), r)
 			if os.Getenv("PROBFORMER_TRACE") != "" {
 				stderr.Write(debug.Stack())
 			}
@@ -79,7 +80,19 @@ func reportError(stderr io.Writer, err error) {
 	if errors.As(err, &div) || errors.Is(err, train.ErrRanksDiffer) {
 		return
 	}
+	// An error rank 0 meets too (a bad config, say) is rank 0's to print:
+	// its abort ends this process within the wait. One that only this
+	// rank meets is printed after it, while rank 0 waits in a collective.
+	time.Sleep(3 * time.Second)
 	fmt.Fprintf(stderr, "trainer: rank %d: %v\n", world.Rank(), err)
+}
+
+// rankPrefix is "rank R: " on a process of an MPI job other than rank 0.
+func rankPrefix() string {
+	if world == nil || world.Rank() == 0 {
+		return ""
+	}
+	return fmt.Sprintf("rank %d: ", world.Rank())
 }
 
 func markStart(c *cobra.Command, started *bool) {
@@ -109,6 +122,9 @@ func newRootCommand(stdout, stderr io.Writer) (*cobra.Command, func()) {
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if profile == "" {
 			return nil
+		}
+		if world != nil && world.Rank() != 0 {
+			profile += fmt.Sprintf(".rank%d", world.Rank()) // each process profiles itself
 		}
 		f, err := os.Create(profile)
 		if err != nil {

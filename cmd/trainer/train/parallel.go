@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"slices"
 
@@ -187,6 +188,10 @@ func (l *Loop) checkRanksAgree() error {
 	}
 	st := l.opt.State()
 	binary.Write(h, binary.LittleEndian, int64(st.Step))
+	for _, name := range slices.Sorted(maps.Keys(st.M)) {
+		binary.Write(h, binary.LittleEndian, st.M[name])
+		binary.Write(h, binary.LittleEndian, st.V[name])
+	}
 	mine := h.Sum(nil)
 	root := slices.Clone(mine)
 	if err := l.set.Comm.Broadcast(root, 0); err != nil {

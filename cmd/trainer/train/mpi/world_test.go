@@ -106,8 +106,17 @@ func TestWithoutMPI(t *testing.T) {
 	t.Setenv("OMPI_COMM_WORLD_SIZE", "")
 	t.Setenv("PMIX_SIZE", "")
 	t.Setenv("PMI_SIZE", "")
+	t.Setenv("OMPI_COMM_WORLD_RANK", "")
+	t.Setenv("PMIX_RANK", "")
+	t.Setenv("PMI_RANK", "")
+	t.Setenv("SLURM_NTASKS", "8") // an sbatch script, not one of its tasks
 	if _, ok := mpi.Launched(); ok {
 		t.Error("Launched() without a launcher")
+	}
+	t.Setenv("SLURM_NTASKS", "")
+	t.Setenv("PMIX_RANK", "3") // Slurm's PMIx plugin: a rank, no size
+	if n, ok := mpi.Launched(); !ok || n != 0 {
+		t.Errorf("Launched() = %d, %v with a PMIx rank alone, want 0 (unknown), true", n, ok)
 	}
 }
 
