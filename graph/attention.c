@@ -76,25 +76,12 @@ __attribute__((target("avx2,fma")))
 static void transpose_rows(const float *x, int ldx, int rows, int w, float *t, int ld) {
 	for (int rb = 0; rb < ld; rb += 8) {
 		for (int cb = 0; cb < w; cb += 8) {
-			__m256 r[8], u[8], s[8];
+			__m256 r[8], c[8];
 			for (int i = 0; i < 8; i++)
 				r[i] = rb + i < rows ? _mm256_loadu_ps(x + (size_t)(rb + i) * ldx + cb) : _mm256_setzero_ps();
-			for (int i = 0; i < 8; i += 2) {
-				u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-				u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-			}
-			for (int i = 0; i < 8; i += 4) {
-				s[i] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-				s[i + 1] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-				s[i + 2] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-				s[i + 3] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-			}
-			// s[i] holds column i of rows 0–3 in its low half and column
-			// i+4 in its high half; s[i+4] the same for rows 4–7.
-			for (int i = 0; i < 4; i++) {
-				_mm256_storeu_ps(t + (size_t)(cb + i) * ld + rb, _mm256_permute2f128_ps(s[i], s[i + 4], 0x20));
-				_mm256_storeu_ps(t + (size_t)(cb + i + 4) * ld + rb, _mm256_permute2f128_ps(s[i], s[i + 4], 0x31));
-			}
+			transpose8_regs(r, c);
+			for (int i = 0; i < 8; i++)
+				_mm256_storeu_ps(t + (size_t)(cb + i) * ld + rb, c[i]);
 		}
 	}
 }

@@ -200,22 +200,10 @@ static void mm(int nr, int nt, int w, float alpha, const float *c, int ldc, int 
 // at t (rows strided by ldt), in registers: unpack, shuffle, swap halves.
 __attribute__((always_inline, target("avx2,fma")))
 static inline void transpose8(const float *x, size_t ldx, float *t, size_t ldt) {
-	__m256 r[8], u[8], s[8];
+	__m256 r[8], c[8];
 	for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(x + (size_t)i * ldx);
-	for (int i = 0; i < 8; i += 2) {
-		u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-		u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-	}
-	for (int i = 0; i < 8; i += 4) {
-		s[i] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-		s[i + 1] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-		s[i + 2] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-		s[i + 3] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-	}
-	for (int i = 0; i < 4; i++) {
-		_mm256_storeu_ps(t + (size_t)i * ldt, _mm256_permute2f128_ps(s[i], s[i + 4], 0x20));
-		_mm256_storeu_ps(t + (size_t)(i + 4) * ldt, _mm256_permute2f128_ps(s[i], s[i + 4], 0x31));
-	}
+	transpose8_regs(r, c);
+	for (int i = 0; i < 8; i++) _mm256_storeu_ps(t + (size_t)i * ldt, c[i]);
 }
 
 // transpose sets t [w×rows] to x [rows×w]ᵀ (x's rows strided by ldx):

@@ -35,4 +35,28 @@ static inline __m256 exp_le0(__m256 x) {
 	return _mm256_andnot_ps(under, y);
 }
 
+// transpose8_regs sets c[i] to column i of the 8×8 block whose rows are
+// r[0…7], in registers: unpack pairs, shuffle quads, swap 128-bit halves.
+// em.c and attention.c transpose through it, 8×8 blocks at a time.
+__attribute__((always_inline, target("avx2,fma")))
+static inline void transpose8_regs(const __m256 r[8], __m256 c[8]) {
+	__m256 u[8], s[8];
+	for (int i = 0; i < 8; i += 2) {
+		u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+		u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+	}
+	for (int i = 0; i < 8; i += 4) {
+		s[i] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+		s[i + 1] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+		s[i + 2] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+		s[i + 3] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+	}
+	// s[i] holds column i of rows 0–3 in its low half and column i+4 in
+	// its high half; s[i+4] the same for rows 4–7.
+	for (int i = 0; i < 4; i++) {
+		c[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
+		c[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
+	}
+}
+
 #endif
