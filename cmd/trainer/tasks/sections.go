@@ -148,11 +148,8 @@ type TransformerModel struct {
 	TieOutput bool `yaml:"tie_output"`
 }
 
-// SegmentData is task segment's data (datasets.Segmentation):
-// ImageSize×ImageSize pixels cut into MinRegions to MaxRegions regions,
-// each of a distinct class of Classes; colour Noise (a standard
-// deviation) and the probability Confusable that a region copies the
-// colour of another.
+// SegmentData is task segment's data (datasets.Segmentation): its
+// Images and the sizes of the evaluation sets.
 type SegmentData struct {
 	v1SetShape `yaml:",inline"`
 	// ValidSets and TestSets count the fixed evaluation images.
@@ -162,6 +159,16 @@ type SegmentData struct {
 	v1Corpus   `yaml:",inline"`
 	v1Sampling `yaml:",inline"`
 
+	Images `yaml:",inline"`
+
+	v1MaskProb `yaml:",inline"`
+}
+
+// Images are segment's images and clicks: ImageSize×ImageSize pixels cut
+// into MinRegions to MaxRegions regions, each of a distinct class of
+// Classes; colour Noise (a standard deviation) and the probability
+// Confusable that a region copies the colour of another.
+type Images struct {
 	ImageSize  int     `yaml:"image_size"`
 	MinRegions int     `yaml:"min_regions"`
 	MaxRegions int     `yaml:"max_regions"`
@@ -173,8 +180,6 @@ type SegmentData struct {
 	// scores the model.
 	MaxClicks   int `yaml:"max_clicks"`
 	ValidClicks int `yaml:"valid_clicks"`
-
-	v1MaskProb `yaml:",inline"`
 }
 
 // SegmentModel is task segment's model (layers.SegmenterConfig): a
@@ -217,16 +222,7 @@ type (
 	v1Sampling struct {
 		Sampling string `yaml:"sampling"`
 	}
-	v1Images struct {
-		ImageSize   int     `yaml:"image_size"`
-		MinRegions  int     `yaml:"min_regions"`
-		MaxRegions  int     `yaml:"max_regions"`
-		Classes     int     `yaml:"classes"`
-		Noise       float64 `yaml:"noise"`
-		Confusable  float64 `yaml:"confusable"`
-		MaxClicks   int     `yaml:"max_clicks"`
-		ValidClicks int     `yaml:"valid_clicks"`
-	}
+	v1Images   Images
 	v1MaskProb struct {
 		MaskProb float64 `yaml:"mask_prob"`
 	}
