@@ -549,6 +549,26 @@ static double pf_bayes_attn_head(const float *q, int ldq, const float *k, int ld
 	return total;
 }
 
+// prior_unit_back is one row of the prior network's backward pass: with
+// u its 16 hidden pre-activations (less b1) and g its logit's gradient,
+// it adds G·ReLU(u + b1) to sw and du = G·w2·[u + b1 > 0] to sb, and
+// leaves du in u.
+__attribute__((always_inline, target("avx2,fma")))
+static inline void prior_unit_back(float *u, float g, __m256 b10, __m256 b11, __m256 w20, __m256 w21,
+	__m256 *sb0, __m256 *sb1, __m256 *sw0, __m256 *sw1) {
+	const __m256 zero = _mm256_setzero_ps();
+	__m256 vg = _mm256_set1_ps(g);
+	__m256 u0 = _mm256_add_ps(_mm256_loadu_ps(u), b10), u1 = _mm256_add_ps(_mm256_loadu_ps(u + 8), b11);
+	__m256 on0 = _mm256_cmp_ps(u0, zero, _CMP_GT_OQ), on1 = _mm256_cmp_ps(u1, zero, _CMP_GT_OQ);
+	*sw0 = _mm256_fmadd_ps(vg, _mm256_and_ps(on0, u0), *sw0);
+	*sw1 = _mm256_fmadd_ps(vg, _mm256_and_ps(on1, u1), *sw1);
+	__m256 d0 = _mm256_and_ps(on0, _mm256_mul_ps(vg, w20)), d1 = _mm256_and_ps(on1, _mm256_mul_ps(vg, w21));
+	*sb0 = _mm256_add_ps(*sb0, d0);
+	*sb1 = _mm256_add_ps(*sb1, d1);
+	_mm256_storeu_ps(u, d0);
+	_mm256_storeu_ps(u + 8, d1);
+}
+
 // pf_prior_head computes one head of the contextual prior network of
 // Bayesian attention (fusedbayesprior.go, BayesPriorLogits) with its
 // hidden width padded to 16: w1 [d×16], w1t [16×d] (its transpose), b1
@@ -579,18 +599,8 @@ void pf_prior_head(const float *k, int ldk, int rows, int m, int d, const float 
 	__m256 sb0 = zero, sb1 = zero, sw0 = zero, sw1 = zero;
 	double sg = 0;
 	for (int r = 0; r < rows; r++) {
-		float *u = scratch + (size_t)r * 16;
 		float g = gc[(size_t)(r / m) * ldc + r % m];
-		__m256 vg = _mm256_set1_ps(g);
-		__m256 u0 = _mm256_add_ps(_mm256_loadu_ps(u), b10), u1 = _mm256_add_ps(_mm256_loadu_ps(u + 8), b11);
-		__m256 on0 = _mm256_cmp_ps(u0, zero, _CMP_GT_OQ), on1 = _mm256_cmp_ps(u1, zero, _CMP_GT_OQ);
-		sw0 = _mm256_fmadd_ps(vg, _mm256_and_ps(on0, u0), sw0);
-		sw1 = _mm256_fmadd_ps(vg, _mm256_and_ps(on1, u1), sw1);
-		__m256 d0 = _mm256_and_ps(on0, _mm256_mul_ps(vg, w20)), d1 = _mm256_and_ps(on1, _mm256_mul_ps(vg, w21));
-		sb0 = _mm256_add_ps(sb0, d0);
-		sb1 = _mm256_add_ps(sb1, d1);
-		_mm256_storeu_ps(u, d0);
-		_mm256_storeu_ps(u + 8, d1);
+		prior_unit_back(scratch + (size_t)r * 16, g, b10, b11, w20, w21, &sb0, &sb1, &sw0, &sw1);
 		sg += g;
 	}
 	_mm256_storeu_ps(db1, sb0);
@@ -815,17 +825,7 @@ void pf_bayes_head_bwd(const float *q, int ldq, const float *k, int ldk, const f
 	__m256 sb0 = zero, sb1 = zero, sw0 = zero, sw1 = zero;
 	float sg = 0;
 	for (int j = 0; j < m; j++) {
-		float *uj = u + 16 * j;
-		__m256 vg = _mm256_set1_ps(dc[j]);
-		__m256 u0 = _mm256_add_ps(_mm256_loadu_ps(uj), b10), u1 = _mm256_add_ps(_mm256_loadu_ps(uj + 8), b11);
-		__m256 on0 = _mm256_cmp_ps(u0, zero, _CMP_GT_OQ), on1 = _mm256_cmp_ps(u1, zero, _CMP_GT_OQ);
-		sw0 = _mm256_fmadd_ps(vg, _mm256_and_ps(on0, u0), sw0);
-		sw1 = _mm256_fmadd_ps(vg, _mm256_and_ps(on1, u1), sw1);
-		__m256 d0 = _mm256_and_ps(on0, _mm256_mul_ps(vg, w20)), d1 = _mm256_and_ps(on1, _mm256_mul_ps(vg, w21));
-		sb0 = _mm256_add_ps(sb0, d0);
-		sb1 = _mm256_add_ps(sb1, d1);
-		_mm256_storeu_ps(uj, d0);
-		_mm256_storeu_ps(uj + 8, d1);
+		prior_unit_back(u + 16 * j, dc[j], b10, b11, w20, w21, &sb0, &sb1, &sw0, &sw1);
 		sg += dc[j];
 	}
 	_mm256_storeu_ps(db1, sb0);
