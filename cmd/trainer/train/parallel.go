@@ -99,9 +99,7 @@ func LocalBatch(batch int, comm Comm) (int, error) {
 func (l *Loop) broadcastParams() error {
 	var buf bytes.Buffer
 	for _, p := range l.params.List() {
-		for _, v := range p.Values() {
-			binary.Write(&buf, binary.LittleEndian, v) // a bytes.Buffer never fails
-		}
+		binary.Write(&buf, binary.LittleEndian, p.Values()) // a bytes.Buffer never fails
 	}
 	data := buf.Bytes()
 	if err := l.set.Comm.Broadcast(data, 0); err != nil {
@@ -121,22 +119,21 @@ func (l *Loop) broadcastParams() error {
 }
 
 // reduceStep averages the gradients, the loss and the tracked values of
-// the last run over the processes (weighted by their loss weights), and
-// sets the averaged gradients back for the optimizer. It returns the
-// global batch's loss and tracked values.
-func (l *Loop) reduceStep() (float64, map[string]float64, error) {
+// the last run (loss and tracked) over the processes, weighted by their
+// loss weights, and sets the averaged gradients back for the optimizer.
+// It returns the global batch's loss and tracked values.
+func (l *Loop) reduceStep(loss float64, tracked map[string]float64) (float64, map[string]float64, error) {
 	w := l.train.LossWeight()
 	buf, err := l.train.AppendGradients(l.reduceBuf[:0], w)
 	if err != nil {
 		return 0, nil, err
 	}
-	tracked := l.train.PenaltyValues()
 	names := make([]string, 0, len(tracked))
 	for name := range tracked {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	buf = append(buf, w*l.train.Loss(), w)
+	buf = append(buf, w*loss, w)
 	for _, name := range names {
 		buf = append(buf, w*tracked[name])
 	}
@@ -182,9 +179,7 @@ var ErrRanksDiffer = errors.New("the processes' parameters differ")
 func (l *Loop) checkRanksAgree() error {
 	h := fnv.New64a()
 	for _, p := range l.params.List() {
-		for _, v := range p.Values() {
-			binary.Write(h, binary.LittleEndian, v)
-		}
+		binary.Write(h, binary.LittleEndian, p.Values())
 	}
 	st := l.opt.State()
 	binary.Write(h, binary.LittleEndian, int64(st.Step))

@@ -41,7 +41,7 @@ func (l *Loop) TrainStep(next int) (loss, norm float64, err error) {
 	}
 	loss, l.tracked = l.train.Loss(), l.train.PenaltyValues()
 	if l.parallel() {
-		if loss, l.tracked, err = l.reduceStep(); err != nil {
+		if loss, l.tracked, err = l.reduceStep(loss, l.tracked); err != nil {
 			return 0, 0, fmt.Errorf("step %d: %w", next, err)
 		}
 	}
