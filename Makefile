@@ -5,10 +5,18 @@ FUZZ    ?= 10s
 # Each `make train` starts a new run directory; earlier runs are kept.
 RUN     := checkpoints/maxnorm-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: build build-mpi test train bench bench-mpi reproduce variants pretrain fuzz clean
+.PHONY: build install build-mpi test train bench bench-mpi reproduce variants pretrain fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/trainer
+
+# Put trainer on the PATH: go install writes it to $(go env GOBIN), or
+# $(go env GOPATH)/bin when GOBIN is unset; that folder must be on PATH.
+install:
+	$(GO) install ./cmd/trainer
+	@bin=$$($(GO) env GOBIN); bin=$${bin:-$$($(GO) env GOPATH)/bin}; \
+	case ":$$PATH:" in *":$$bin:"*) echo "installed $$bin/trainer";; \
+	*) echo "installed $$bin/trainer; add it to PATH: export PATH=\"$$bin:\$$PATH\"";; esac
 
 # The trainer with MPI data-parallel training (mpirun -np N bin/trainer-mpi
 # train …): needs Open MPI's headers and library (apt-get install -y
@@ -17,10 +25,13 @@ build-mpi:
 	$(GO) build -tags mpi -o bin/trainer-mpi ./cmd/trainer
 
 # Unit, gradient, property and CLI tests, plus a short run of each fuzz
-# target.
+# target. The whole suite takes about 5 minutes on 2 cores with the
+# optional tools installed; TIMEOUT leaves room for a busy machine (go
+# test's default of 10 minutes per package did not).
+TIMEOUT ?= 20m
 test:
 	$(GO) vet ./...
-	$(GO) test ./...
+	$(GO) test -timeout $(TIMEOUT) ./...
 	GO=$(GO) bash configs/fuzz.sh ./configs FuzzParse $(FUZZ)
 	GO=$(GO) bash configs/fuzz.sh ./graph FuzzDecodeCheckpoint $(FUZZ)
 	GO=$(GO) bash configs/fuzz.sh ./graph FuzzReadSafetensors $(FUZZ)

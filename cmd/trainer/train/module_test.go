@@ -1,6 +1,7 @@
 package train_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -226,16 +227,23 @@ func TestExternalModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	gomod, err := scratchGoMod(filepath.Join(repo, "go.mod"), repo)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mod := t.TempDir()
-	gomod := "module setsum\n\ngo 1.26\n\nrequire github.com/probformer/probformer v0.0.0\n\nreplace github.com/probformer/probformer => " + repo + "\n"
-	for name, data := range map[string][]byte{"go.mod": []byte(gomod), "go.sum": sum, "main.go": []byte(userProgram)} {
+	for name, data := range map[string][]byte{"go.mod": gomod, "go.sum": sum, "main.go": []byte(userProgram)} {
 		if err := os.WriteFile(filepath.Join(mod, name), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cmd := exec.Command(goBin, "run", ".", t.TempDir())
 	cmd.Dir = mod
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod -buildvcs=false", "GOPROXY=off", "GOWORK=off")
+	// -mod=readonly with the project's go.sum: the scratch module resolves
+	// exactly the project's versions, and the go command downloads
+	// nothing the project's own build did not (the environment's proxy
+	// setting is kept, so a cache that lacks a file is filled, not failed).
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly -buildvcs=false", "GOWORK=off")
 	out, err := cmd.CombinedOutput()
 	text := string(out)
 	if err != nil {
@@ -258,4 +266,24 @@ func TestExternalModule(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
 	}
+}
+
+// scratchGoMod is the go.mod of a module outside probformer that uses it
+// from repo: probformer's own requirement list, direct and indirect, plus
+// probformer itself replaced by repo. With the full list, the go command
+// loads the same pruned module graph as for the project, so the program
+// builds from the module files that building the project fetched; with
+// only probformer required, it would walk the unpruned graph of old
+// dependencies (arrow's, say) and need go.mod files nothing else fetches.
+func scratchGoMod(projectGoMod, repo string) ([]byte, error) {
+	data, err := os.ReadFile(projectGoMod)
+	if err != nil {
+		return nil, err
+	}
+	_, requires, ok := strings.Cut(string(data), "\nrequire")
+	if !ok {
+		return nil, fmt.Errorf("%s: no require block", projectGoMod)
+	}
+	return []byte("module setsum\n\ngo 1.26\n\nrequire github.com/probformer/probformer v0.0.0\n\nreplace github.com/probformer/probformer => " + repo +
+		"\n\nrequire" + requires), nil
 }
