@@ -588,9 +588,16 @@ func (l *Loop) run(ctx context.Context, p Progress) error {
 	}
 	p.Finish(l.step)
 	name, _ := l.task.Selection()
-	fmt.Fprintf(s.Out, "done: %d steps in %s; best %s = %.6g at step %d\ncheckpoints: %s\n",
-		l.step, s.Clock().Sub(start).Round(time.Second), name, l.loop.Best, l.loop.BestStep, s.Dir)
+	io.WriteString(s.Out, doneLine(l.step, s.Clock().Sub(start), name, l.loop.Best, l.loop.BestStep, s.Dir))
 	return nil
+}
+
+// doneLine is the closing line of a finished run of steps steps that
+// took took in this session: the best validation score (name = best at
+// bestStep) and the run directory.
+func doneLine(steps int, took time.Duration, name string, best float64, bestStep int, dir string) string {
+	return fmt.Sprintf("done: %d %s in %s; best %s = %.6g at step %d\ncheckpoints: %s\n",
+		steps, plural(steps, "step"), took.Round(time.Second), name, best, bestStep, dir)
 }
 
 func diverged(step int, div *Divergence, lastGood string) error {

@@ -77,26 +77,44 @@ func isTerminal(w io.Writer) bool {
 
 // writeHeader writes the line that opens a run's display.
 func writeHeader(w io.Writer, info RunInfo) {
-	steps := fmt.Sprintf("%s steps", grouped(info.Steps))
-	if info.From > 0 {
+	steps := grouped(info.Steps) + " " + plural(info.Steps, "step")
+	switch {
+	case info.From > 0 && info.From+1 >= info.Steps:
+		steps = fmt.Sprintf("step %s (resumed)", grouped(info.Steps))
+	case info.From > 0:
 		steps = fmt.Sprintf("steps %s to %s (resumed)", grouped(info.From+1), grouped(info.Steps))
 	}
-	parts := []string{grouped(info.Params) + " parameters", steps}
+	parts := []string{grouped(info.Params) + " " + plural(info.Params, "parameter"), steps}
 	var examples []string
+	total := 0
 	for _, split := range []struct{ key, name string }{{"train", "training"}, {"valid", "validation"}} {
 		if n, ok := info.Examples[split.key]; ok {
 			examples = append(examples, grouped(n)+" "+split.name)
+			total += n
 		}
 	}
 	if len(examples) > 0 {
-		parts = append(parts, strings.Join(examples, ", ")+" examples")
+		parts = append(parts, strings.Join(examples, ", ")+" "+plural(total, "example"))
 	}
+	threads := fmt.Sprintf("%d %s", info.Threads, plural(info.Threads, "thread"))
 	if info.Processes > 1 {
-		parts = append(parts, fmt.Sprintf("%d processes × %d threads", info.Processes, info.Threads))
-	} else {
-		parts = append(parts, fmt.Sprintf("%d threads", info.Threads))
+		threads = fmt.Sprintf("%d %s × %s", info.Processes, plural(info.Processes, "process"), threads)
 	}
+	parts = append(parts, threads)
 	fmt.Fprintf(w, "run %s: %s\n", info.Dir, strings.Join(parts, "; "))
+}
+
+// plural is noun as a count of n calls it: "step" for 1, "steps" for
+// any other count ("processes" for a noun ending in s). The caller writes
+// the number itself, grouped or not.
+func plural(n int, noun string) string {
+	switch {
+	case n == 1:
+		return noun
+	case strings.HasSuffix(noun, "s"):
+		return noun + "es"
+	}
+	return noun + "s"
 }
 
 // grouped writes a count with thousands separators: 1234567 is

@@ -27,11 +27,17 @@ func TestProgressHeader(t *testing.T) {
 		{"resumed", RunInfo{Steps: 1200, From: 400, Params: 999, Dir: "runs/b", Threads: 4},
 			"run runs/b: 999 parameters; steps 401 to 1,200 (resumed); 4 threads\n"},
 		{"known examples", RunInfo{Steps: 10, Params: 1000, Dir: "d", Threads: 1, Examples: map[string]int{"train": 20000, "valid": 500}},
-			"run d: 1,000 parameters; 10 steps; 20,000 training, 500 validation examples; 1 threads\n"},
+			"run d: 1,000 parameters; 10 steps; 20,000 training, 500 validation examples; 1 thread\n"},
 		{"validation only", RunInfo{Steps: 10, Params: 100, Dir: "d", Threads: 1, Examples: map[string]int{"valid": 64}},
-			"run d: 100 parameters; 10 steps; 64 validation examples; 1 threads\n"},
+			"run d: 100 parameters; 10 steps; 64 validation examples; 1 thread\n"},
 		{"data-parallel", RunInfo{Steps: 10, Params: 100, Dir: "d", Threads: 1, Processes: 2},
-			"run d: 100 parameters; 10 steps; 2 processes × 1 threads\n"},
+			"run d: 100 parameters; 10 steps; 2 processes × 1 thread\n"},
+		{"data-parallel threads", RunInfo{Steps: 10, Params: 100, Dir: "d", Threads: 4, Processes: 2},
+			"run d: 100 parameters; 10 steps; 2 processes × 4 threads\n"},
+		{"one of each", RunInfo{Steps: 1, Params: 1, Dir: "d", Threads: 1, Examples: map[string]int{"valid": 1}},
+			"run d: 1 parameter; 1 step; 1 validation example; 1 thread\n"},
+		{"resumed for its last step", RunInfo{Steps: 10, From: 9, Params: 100, Dir: "d", Threads: 2},
+			"run d: 100 parameters; step 10 (resumed); 2 threads\n"},
 	} {
 		for _, mode := range []string{ProgressLines, ProgressBar} {
 			t.Run(c.name+"/"+mode, func(t *testing.T) {
@@ -175,6 +181,34 @@ func TestLineProgress(t *testing.T) {
 		"step 60  valid_mse 1\n"
 	if got := stdout.String(); got != want || stderr.Len() != 0 {
 		t.Errorf("stdout %q, stderr %q; want stdout %q", got, stderr.String(), want)
+	}
+}
+
+// TestPlural: counts of 1 take the singular, every other count the
+// plural, in the header and the closing line alike.
+func TestPlural(t *testing.T) {
+	for _, c := range []struct {
+		n          int
+		noun, want string
+	}{
+		{1, "step", "step"}, {0, "step", "steps"}, {2, "step", "steps"}, {-1, "step", "steps"},
+		{1, "thread", "thread"}, {8, "thread", "threads"},
+		{1, "process", "process"}, {2, "process", "processes"},
+	} {
+		if got := plural(c.n, c.noun); got != c.want {
+			t.Errorf("plural(%d, %q) = %q, want %q", c.n, c.noun, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		steps int
+		want  string
+	}{
+		{1, "done: 1 step in 2s; best valid_mse = 0.5 at step 1\ncheckpoints: d\n"},
+		{300, "done: 300 steps in 2s; best valid_mse = 0.5 at step 1\ncheckpoints: d\n"},
+	} {
+		if got := doneLine(c.steps, 2*time.Second, "valid_mse", 0.5, 1, "d"); got != c.want {
+			t.Errorf("doneLine(%d, …) = %q, want %q", c.steps, got, c.want)
+		}
 	}
 }
 
