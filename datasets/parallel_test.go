@@ -93,9 +93,9 @@ func TestLoadParallelTSVErrors(t *testing.T) {
 	for _, test := range []struct {
 		name, content, want string
 	}{
-		{"no tab", "a\tb\nc d\n", "simple.train.tsv:2: no tab between source and target"},
-		{"empty source", "a\tb\n\n \tb\n", "simple.train.tsv:3: empty source"},
-		{"empty target", "a\t\r\n", "simple.train.tsv:1: empty target"},
+		{"no tab", "a\tb\nc d\n", "simple.train.tsv: line 2: no tab between source and target"},
+		{"empty source", "a\tb\n\n \tb\n", "simple.train.tsv: line 3: empty source"},
+		{"empty target", "a\t\r\n", "simple.train.tsv: line 1: empty target"},
 	} {
 		path := writeTSVFile(t, dir, "simple.train.tsv", test.content)
 		_, _, err := LoadParallelTSV(path, TSVOptions{})
