@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"unicode/utf8"
 )
 
 // Special tokens and their fixed ids, the first four entries of every Vocab.
@@ -78,7 +79,9 @@ func BuildVocab(sentences [][]string, opt VocabOptions) (*Vocab, error) {
 
 // NewVocabFromWords returns the vocabulary whose id i is words[i], as saved
 // by Vocab.Words. words must start with <pad>, <unk>, <bos>, <eos> and hold
-// no duplicate or empty word.
+// no duplicate or empty word, and no word that is not valid UTF-8 (JSON
+// would turn its bad bytes into U+FFFD, so that it would not survive a
+// checkpoint).
 func NewVocabFromWords(words []string) (*Vocab, error) {
 	if len(words) < len(specialTokens) {
 		return nil, fmt.Errorf("vocabulary: %d words, need at least the %d special tokens", len(words), len(specialTokens))
@@ -92,6 +95,9 @@ func NewVocabFromWords(words []string) (*Vocab, error) {
 	for i, w := range v.words {
 		if w == "" {
 			return nil, fmt.Errorf("vocabulary: empty word at id %d", i)
+		}
+		if !utf8.ValidString(w) {
+			return nil, fmt.Errorf("vocabulary: word %q at id %d is not valid UTF-8", w, i)
 		}
 		if j, dup := v.ids[w]; dup {
 			return nil, fmt.Errorf("vocabulary: %q at ids %d and %d", w, j, i)
@@ -161,10 +167,15 @@ func (v *Vocab) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON decodes the form written by MarshalJSON, with the checks of
-// NewVocabFromWords.
+// NewVocabFromWords. It refuses JSON that is not valid UTF-8 or escapes a
+// lone UTF-16 surrogate (\ud800), which encoding/json would silently
+// decode as U+FFFD: the words it accepts are exactly the words stored.
 func (v *Vocab) UnmarshalJSON(data []byte) error {
 	var j vocabJSON
 	if err := json.Unmarshal(data, &j); err != nil {
+		return fmt.Errorf("vocabulary: %w", err)
+	}
+	if err := checkJSONText(data); err != nil {
 		return fmt.Errorf("vocabulary: %w", err)
 	}
 	if j.Words == nil {
@@ -176,6 +187,70 @@ func (v *Vocab) UnmarshalJSON(data []byte) error {
 	}
 	*v = *nv
 	return nil
+}
+
+// checkJSONText refuses JSON text (already parsed without error) that
+// encoding/json would decode lossily: invalid UTF-8, or a \u escape of a
+// UTF-16 surrogate that is not half of a high-low pair. Offsets are bytes
+// of data, from 0.
+func checkJSONText(data []byte) error {
+	if !utf8.Valid(data) {
+		i := 0
+		for i < len(data) {
+			r, size := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && size == 1 {
+				break
+			}
+			i += size
+		}
+		return fmt.Errorf("invalid UTF-8 (byte 0x%02x) at offset %d of the JSON", data[i], i)
+	}
+	// A backslash only occurs in a string of parsed JSON, so every
+	// backslash met scanning from the start opens an escape.
+	for i := 0; i < len(data); i++ {
+		if data[i] != '\\' {
+			continue
+		}
+		if i+1 < len(data) && data[i+1] == 'u' {
+			r := jsonEscape(data, i)
+			switch {
+			case r >= 0xd800 && r < 0xdc00:
+				if lo := jsonEscape(data, i+6); lo >= 0xdc00 && lo < 0xe000 {
+					i += 6 // the low half
+				} else {
+					return fmt.Errorf("lone UTF-16 surrogate %s at offset %d of the JSON", data[i:i+6], i)
+				}
+			case r >= 0xdc00 && r < 0xe000:
+				return fmt.Errorf("lone UTF-16 surrogate %s at offset %d of the JSON", data[i:i+6], i)
+			}
+			i += 5
+			continue
+		}
+		i++ // the escaped character
+	}
+	return nil
+}
+
+// jsonEscape returns the code unit of the \uXXXX escape at data[i:], or
+// -1 if there is none.
+func jsonEscape(data []byte, i int) rune {
+	if i+6 > len(data) || data[i] != '\\' || data[i+1] != 'u' {
+		return -1
+	}
+	var r rune
+	for _, c := range data[i+2 : i+6] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return -1
+		}
+	}
+	return r
 }
 
 // Batch is a padded, id-encoded batch of sentence pairs, every slice

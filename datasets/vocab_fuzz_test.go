@@ -3,12 +3,16 @@ package datasets
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzVocabJSON: a checkpoint's vocabulary (extra src_vocab, tgt_vocab)
-// never makes the decoder panic; what it accepts has the special tokens
-// first, maps every word to its own id, and survives a round trip.
+// never makes the decoder panic; what it accepts is valid UTF-8 without
+// lone surrogates (so that no word was rewritten to U+FFFD), has the
+// special tokens first, maps every word to its own id, and survives a
+// round trip.
 func FuzzVocabJSON(f *testing.F) {
 	v, err := BuildVocab([][]string{{"le", "chat", "dort"}, {"le", "chien"}}, VocabOptions{})
 	if err != nil {
@@ -21,6 +25,8 @@ func FuzzVocabJSON(f *testing.F) {
 		`{"words":["<pad>","<unk>","<bos>","<eos>","a","a"]}`,
 		`{"words":["<pad>","<unk>","<bos>","<eos>",""]}`,
 		`{"words":null}`, `{}`, `null`, `[]`, `{"words":[1,2]}`,
+		"{\"words\":[\"<pad>\",\"<unk>\",\"<bos>\",\"<eos>\",\"\xe7a\",\"\xef\"]}",
+		`{"words":["<pad>","<unk>","<bos>","<eos>","\ud800","\udc00x","\ud83d\ude00","\\ud800"]}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -29,7 +35,19 @@ func FuzzVocabJSON(f *testing.F) {
 		if err := json.Unmarshal(data, &v); err != nil {
 			return
 		}
+		if !utf8.Valid(data) || checkJSONText(data) != nil {
+			t.Fatalf("accepted JSON that decodes lossily: %q", data)
+		}
 		words := v.Words()
+		for id, w := range words {
+			if !utf8.ValidString(w) {
+				t.Fatalf("id %d: word %q is not UTF-8", id, w)
+			}
+			// U+FFFD in a word must have been in the JSON, not made up.
+			if strings.ContainsRune(w, utf8.RuneError) && !strings.Contains(strings.ToLower(string(data)), `\ufffd`) && !strings.ContainsRune(string(data), utf8.RuneError) {
+				t.Fatalf("id %d: word %q holds a U+FFFD the JSON does not", id, w)
+			}
+		}
 		if len(words) < len(specialTokens) || !slices.Equal(words[:len(specialTokens)], specialTokens[:]) {
 			t.Fatalf("accepted a vocabulary without the special tokens first: %q", words)
 		}

@@ -93,6 +93,7 @@ func TestNewVocabFromWordsErrors(t *testing.T) {
 		{"specials out of order", []string{"<unk>", "<pad>", "<bos>", "<eos>"}, `id 0 is "<unk>", want "<pad>"`},
 		{"duplicate", []string{"<pad>", "<unk>", "<bos>", "<eos>", "a", "b", "a"}, `"a" at ids 4 and 6`},
 		{"empty word", []string{"<pad>", "<unk>", "<bos>", "<eos>", ""}, "empty word at id 4"},
+		{"invalid utf-8", []string{"<pad>", "<unk>", "<bos>", "<eos>", "ok", "ca\xe7a"}, `word "ca\xe7a" at id 5 is not valid UTF-8`},
 	} {
 		_, err := NewVocabFromWords(test.words)
 		if err == nil || !strings.Contains(err.Error(), test.want) {
@@ -135,6 +136,58 @@ func TestVocabJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(bad), &u); err == nil {
 			t.Errorf("Unmarshal(%s): no error", bad)
 		}
+	}
+}
+
+// TestVocabJSONRefusesLossyText: JSON that encoding/json would decode with
+// a word rewritten to U+FFFD (two distinct bad words would even collide) is
+// refused, not silently changed; valid escapes and a literal U+FFFD are
+// kept.
+func TestVocabJSONRefusesLossyText(t *testing.T) {
+	const specials = `"<pad>","<unk>","<bos>","<eos>",`
+	for _, test := range []struct {
+		name, words, want string
+	}{
+		{"invalid utf-8", "\"ok\",\"ca\xe7a\"", "invalid UTF-8 (byte 0xe7) at offset 50 of the JSON"},
+		{"two invalid words", "\"\xe7\",\"\xef\"", "invalid UTF-8 (byte 0xe7)"},
+		{"lone high surrogate", `"a\ud800"`, `lone UTF-16 surrogate \ud800 at offset`},
+		{"high surrogate then a letter", `"\uD83Dx"`, `lone UTF-16 surrogate \uD83D`},
+		{"high surrogate then a high one", `"\ud83d\ud83d"`, `lone UTF-16 surrogate \ud83d`},
+		{"lone low surrogate", `"\udc00"`, `lone UTF-16 surrogate \udc00`},
+		{"pair reversed", `"\ude00\ud83d"`, `lone UTF-16 surrogate \ude00`},
+	} {
+		var v Vocab
+		err := json.Unmarshal([]byte(`{"words":[`+specials+test.words+`]}`), &v)
+		if err == nil || !strings.Contains(err.Error(), test.want) || !strings.HasPrefix(err.Error(), "vocabulary: ") {
+			t.Errorf("%s: error %v, want vocabulary: …%s", test.name, err, test.want)
+		}
+	}
+	for _, test := range []struct {
+		name, words string
+		want        []string
+	}{
+		{"surrogate pair", `"\ud83d\ude00","\uD83D\uDE01"`, []string{"\U0001F600", "\U0001F601"}},
+		{"escaped backslash before u", `"\\ud800","\\\u00e9"`, []string{`\ud800`, `\é`}},
+		{"replacement character", "\"\\ufffd\",\"x\uFFFD\"", []string{"\uFFFD", "x\uFFFD"}},
+		{"escapes of every kind", `"\"q\"","\n\t\/\b\f\r","\u00e9t\u00E9"`, []string{`"q"`, "\n\t/\b\f\r", "été"}},
+	} {
+		var v Vocab
+		if err := json.Unmarshal([]byte(`{"words":[`+specials+test.words+`]}`), &v); err != nil {
+			t.Errorf("%s: %v", test.name, err)
+			continue
+		}
+		if got := v.Words()[len(specialTokens):]; !slices.Equal(got, test.want) {
+			t.Errorf("%s: words %q, want %q", test.name, got, test.want)
+		}
+	}
+}
+
+// TestBuildVocabRefusesInvalidUTF8: a token that JSON cannot carry fails
+// when the vocabulary is built, not when a checkpoint is read back.
+func TestBuildVocabRefusesInvalidUTF8(t *testing.T) {
+	_, err := BuildVocab([][]string{{"ca\xe7a", "na\xefve", "ok"}}, VocabOptions{})
+	if err == nil || !strings.Contains(err.Error(), "is not valid UTF-8") {
+		t.Errorf("error %v, want one about UTF-8", err)
 	}
 }
 
