@@ -168,9 +168,10 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (*trainer, error) {
 				cfg.Training.Steps, s.Kind, s.Anchor.LR, ck.Step, s.MinLR, cfg.Training.Steps)
 		}
 	}
-	// Warned once the run is ready to start, not before a set-up error.
+	// Warned once the run is ready to start, not before a set-up error;
+	// a resume after the warm-up is quiet (t.step is the resume step).
 	if s := t.loop.Schedule(); s != nil && leader() {
-		if w := s.WarmupWarning(cfg.Training.Steps); w != "" {
+		if w := s.WarmupWarningFrom(t.step, cfg.Training.Steps); w != "" {
 			fmt.Fprintln(stderr, w)
 		}
 	}

@@ -212,6 +212,39 @@ func TestPlural(t *testing.T) {
 	}
 }
 
+// TestWarmupWarningFrom: a resume that starts after the warm-up is
+// quiet; one that starts in it (or a fresh run) is warned as WarmupWarning
+// warns. (It tests schedule.go; it lives here as schedule_test.go is
+// another engineer's file.)
+func TestWarmupWarningFrom(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		warmup, from, steps int
+		warned              bool
+	}{
+		{"fresh run, long warm-up", 5, 0, 20, true},
+		{"resumed in the warm-up", 5, 3, 40, true},
+		{"resumed at the warm-up's last step", 5, 5, 40, false},
+		{"resumed after the warm-up", 5, 10, 40, false},
+		{"fresh run, short warm-up", 5, 0, 50, false},
+		{"resumed in a short warm-up", 5, 3, 50, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := NewSchedule(Cosine, 1e-3, 1e-5, c.warmup)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := s.WarmupWarningFrom(c.from, c.steps)
+			if (got != "") != c.warned {
+				t.Errorf("warm-up %d, from step %d of %d: %q, want a warning: %v", c.warmup, c.from, c.steps, got, c.warned)
+			}
+			if c.from == 0 && got != s.WarmupWarning(c.steps) {
+				t.Errorf("from step 0: %q, want WarmupWarning's %q", got, s.WarmupWarning(c.steps))
+			}
+		})
+	}
+}
+
 func TestGrouped(t *testing.T) {
 	for _, c := range []struct {
 		n    int

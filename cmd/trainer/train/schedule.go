@@ -95,9 +95,17 @@ func (s *Schedule) Resized(step, planned, steps int) *Schedule {
 
 // WarmupWarning is a warning when the warm-up takes more than a tenth of a
 // run of steps steps (the peak rate then comes late, or never: a warm-up
-// is not shortened with the run), or "" when it does not.
+// is not shortened with the run), or "" when it does not. It is the
+// warning of a run from step 0: WarmupWarningFrom(0, steps).
 func (s *Schedule) WarmupWarning(steps int) string {
-	if s.Warmup*10 <= steps {
+	return s.WarmupWarningFrom(0, steps)
+}
+
+// WarmupWarningFrom is WarmupWarning for a session that starts at step
+// from (a resumed run): "" once the warm-up is over by then (from ≥
+// Warmup), as nothing is left of it to warn about.
+func (s *Schedule) WarmupWarningFrom(from, steps int) string {
+	if s.Warmup*10 <= steps || from >= s.Warmup {
 		return ""
 	}
 	peak := fmt.Sprintf("the learning rate peaks at step %d", s.Warmup)
