@@ -8,8 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"os"
 	"slices"
 )
 
@@ -113,14 +113,38 @@ func (ck *Checkpoint) Restore(params *Params) error {
 	return nil
 }
 
-// Finite reports the first parameter or moment holding NaN or Inf, if any.
+// Finite reports the first parameter, or optimizer moment, holding NaN or
+// ±Inf, as an error naming it and the element; nil if every value is
+// finite. Writing and decoding a checkpoint both refuse a non-finite one, so
+// a checkpoint never carries a diverged run's values into another.
 func (ck *Checkpoint) Finite() error {
 	for _, t := range ck.Params {
-		if !finite(t.Values) {
-			return fmt.Errorf("parameter %s is not finite", t.Name)
+		if i := firstNonFinite(t.Values); i >= 0 {
+			return fmt.Errorf("parameter %s is not finite: element %d of %d is %v", t.Name, i, len(t.Values), t.Values[i])
+		}
+	}
+	for _, m := range []struct {
+		which  string
+		values map[string][]float64
+	}{{"first", ck.Adam.M}, {"second", ck.Adam.V}} {
+		for _, name := range slices.Sorted(maps.Keys(m.values)) {
+			v := m.values[name]
+			if i := firstNonFinite(v); i >= 0 {
+				return fmt.Errorf("optimizer %s moment of parameter %s is not finite: element %d of %d is %v", m.which, name, i, len(v), v[i])
+			}
 		}
 	}
 	return nil
+}
+
+// firstNonFinite is the index of the first NaN or ±Inf in v, or -1.
+func firstNonFinite(v []float64) int {
+	for i, x := range v {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return i
+		}
+	}
+	return -1
 }
 
 // WriteCheckpoint writes ck to path atomically: a crash leaves either the
@@ -209,12 +233,25 @@ func writeFloats(w io.Writer, v []float64, dt DType) error {
 	return err
 }
 
+// checkpointFixed is the size of a checkpoint's fixed-size start: magic,
+// version and header length.
+const checkpointFixed = len(checkpointMagic) + 4 + 8
+
 // ReadCheckpoint loads and verifies a checkpoint. A truncated or altered
-// file, or one written by a newer format, is an error naming the file.
+// file, one with a value that is not finite, or one written by a newer
+// format, is an error naming the file.
+//
+// Only a regular file is read (a symbolic link is followed): a directory, a
+// named pipe or a device such as /dev/zero is refused at once, with an
+// error matching ErrNotRegular, before a byte is read. The read is bounded by
+// the file's own header: the fixed start and the JSON header come first,
+// the size they describe must be exactly the file's size, and only then is
+// the rest read, so a file can never make the loader allocate more than the
+// header-declared size it holds.
 func ReadCheckpoint(path string) (*Checkpoint, error) {
-	data, err := os.ReadFile(path)
+	data, err := readCheckpointFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read checkpoint: %w", err)
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	ck, err := DecodeCheckpoint(data)
 	if err != nil {
@@ -223,24 +260,135 @@ func ReadCheckpoint(path string) (*Checkpoint, error) {
 	return ck, nil
 }
 
-// DecodeCheckpoint parses a checkpoint file's bytes.
+// readCheckpointFile returns the bytes of the checkpoint file at path,
+// reading no more than its header says it holds (ReadCheckpoint). The
+// header is checked only as far as is needed to know the size;
+// DecodeCheckpoint verifies the rest, the checksum first.
+func readCheckpointFile(path string) ([]byte, error) {
+	f, size, err := openRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if size < int64(checkpointFixed+sha256.Size) {
+		// Too short to hold a header; DecodeCheckpoint says what is wrong.
+		data := make([]byte, size)
+		if _, err := io.ReadFull(f, data); err != nil {
+			return nil, fmt.Errorf("read: %w", noEOF(bareError(err)))
+		}
+		return data, nil
+	}
+	var pre [checkpointFixed]byte
+	if _, err := io.ReadFull(f, pre[:]); err != nil {
+		return nil, fmt.Errorf("read: %w", noEOF(bareError(err)))
+	}
+	n, err := checkpointPrefix(pre[:])
+	if err != nil {
+		return nil, err
+	}
+	if n > maxHeader || n > uint64(size)-uint64(checkpointFixed+sha256.Size) {
+		return nil, fmt.Errorf("header length %d exceeds the file (%d bytes)", n, size)
+	}
+	js := make([]byte, n)
+	if _, err := io.ReadFull(f, js); err != nil {
+		return nil, fmt.Errorf("read header: %w", noEOF(bareError(err)))
+	}
+	var hdr checkpointHeader
+	if err := json.Unmarshal(js, &hdr); err != nil {
+		return nil, fmt.Errorf("header (the file is corrupted): %w", err)
+	}
+	dt, err := ParseDType(hdr.DType)
+	if err != nil {
+		return nil, fmt.Errorf("header: %w", err)
+	}
+	tensors, err := hdr.dataSize(dt, size)
+	if err != nil {
+		return nil, fmt.Errorf("header: %w", err)
+	}
+	total := int64(checkpointFixed) + int64(n) + tensors + sha256.Size
+	if total != size {
+		return nil, fmt.Errorf("the header describes %d bytes, the file holds %d: it is truncated or corrupted", total, size)
+	}
+	data := make([]byte, total)
+	copy(data, pre[:])
+	copy(data[checkpointFixed:], js)
+	if _, err := io.ReadFull(f, data[checkpointFixed+len(js):]); err != nil {
+		return nil, fmt.Errorf("read: %w", noEOF(bareError(err)))
+	}
+	var extra [1]byte
+	if k, _ := f.Read(extra[:]); k != 0 {
+		return nil, fmt.Errorf("the file grew past %d bytes while it was read", size)
+	}
+	return data, nil
+}
+
+// dataSize is the number of bytes of tensor data h describes for
+// parameters of dtype dt: each parameter, then two float64 moments for
+// each name in h.Moments. It fails once the sum passes limit, for a shape
+// that is negative or too large, and for moments of an unknown parameter.
+func (h *checkpointHeader) dataSize(dt DType, limit int64) (int64, error) {
+	elem := int64(8)
+	if dt == Float32 {
+		elem = 4
+	}
+	var total int64
+	counts := make(map[string]int64, len(h.Params))
+	for _, e := range h.Params {
+		count, err := checkedSize(e.Shape)
+		if err != nil {
+			return 0, fmt.Errorf("parameter %s: %w", e.Name, err)
+		}
+		counts[e.Name] = int64(count)
+		if total += int64(count) * elem; total > limit {
+			return 0, fmt.Errorf("parameter %s: the tensors need more than the file's %d bytes", e.Name, limit)
+		}
+	}
+	for _, name := range h.Moments {
+		count, ok := counts[name]
+		if !ok {
+			return 0, fmt.Errorf("optimizer moments for unknown parameter %q", name)
+		}
+		if total += 2 * 8 * count; total > limit {
+			return 0, fmt.Errorf("optimizer moments of %s: the tensors need more than the file's %d bytes", name, limit)
+		}
+	}
+	return total, nil
+}
+
+// checkpointPrefix checks the magic and the format version at the start of
+// p, which holds at least checkpointFixed bytes, and returns the length of
+// the JSON header that follows.
+func checkpointPrefix(p []byte) (uint64, error) {
+	if string(p[:len(checkpointMagic)]) != checkpointMagic {
+		return 0, errors.New("not a probformer checkpoint (bad magic)")
+	}
+	version := binary.LittleEndian.Uint32(p[len(checkpointMagic):])
+	if version == 0 || version > CheckpointVersion {
+		return 0, fmt.Errorf("written by format version %d; this trainer reads versions 1 to %d (upgrade probformer)", version, CheckpointVersion)
+	}
+	return binary.LittleEndian.Uint64(p[len(checkpointMagic)+4:]), nil
+}
+
+// DecodeCheckpoint parses and verifies a checkpoint file's bytes: the
+// magic, the version, the checksum, the header and the tensor data, and
+// that every parameter and moment is finite (Finite). Every error says what
+// is wrong; none names a file.
 func DecodeCheckpoint(data []byte) (*Checkpoint, error) {
-	const fixed = len(checkpointMagic) + 4 + 8
+	const fixed = checkpointFixed
 	if len(data) < len(checkpointMagic) || string(data[:len(checkpointMagic)]) != checkpointMagic {
 		return nil, errors.New("not a probformer checkpoint (bad magic)")
 	}
 	if len(data) < fixed+sha256.Size {
 		return nil, fmt.Errorf("truncated: %d bytes", len(data))
 	}
-	version := binary.LittleEndian.Uint32(data[len(checkpointMagic):])
-	if version == 0 || version > CheckpointVersion {
-		return nil, fmt.Errorf("written by format version %d; this trainer reads versions 1 to %d (upgrade probformer)", version, CheckpointVersion)
+	n, err := checkpointPrefix(data)
+	if err != nil {
+		return nil, err
 	}
 	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
 	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
 		return nil, errors.New("checksum mismatch: the file is truncated or corrupted")
 	}
-	n := binary.LittleEndian.Uint64(data[len(checkpointMagic)+4:])
 	if n > maxHeader || n > uint64(len(body)-fixed) {
 		return nil, fmt.Errorf("header length %d exceeds the file", n)
 	}
@@ -304,6 +452,9 @@ func DecodeCheckpoint(data []byte) (*Checkpoint, error) {
 	}
 	if len(rest) != 0 {
 		return nil, fmt.Errorf("%d bytes after the tensor data", len(rest))
+	}
+	if err := ck.Finite(); err != nil {
+		return nil, err
 	}
 	return ck, nil
 }

@@ -273,6 +273,35 @@ type safetensorsRecord struct {
 // after it. r is read up to one byte past the end of the buffer to check
 // that the input ends there.
 func ReadSafetensors(r io.Reader) ([]SafeTensor, map[string]string, error) {
+	return readSafetensors(r, -1)
+}
+
+// ReadSafetensorsFile is ReadSafetensors of the file at path, its errors
+// naming path.
+//
+// Only a regular file is read (a symbolic link is followed): a directory, a
+// named pipe or a device such as /dev/zero is refused at once, with an
+// error matching ErrNotRegular, before a byte is read. The read is bounded by
+// the file's size: a header length beyond it is refused before the header is
+// read, and a header whose tensors do not end exactly at the end of the file
+// is refused before any tensor data is read.
+func ReadSafetensorsFile(path string) ([]SafeTensor, map[string]string, error) {
+	f, size, err := openRegular(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read safetensors %s: %w", path, err)
+	}
+	defer f.Close()
+	tensors, metadata, err := readSafetensors(f, size)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return tensors, metadata, nil
+}
+
+// readSafetensors is ReadSafetensors of an input of size bytes, or of
+// unknown size if size < 0. A known size bounds the header and the data
+// before they are read.
+func readSafetensors(r io.Reader, size int64) ([]SafeTensor, map[string]string, error) {
 	var prefix [8]byte
 	if _, err := io.ReadFull(r, prefix[:]); err != nil {
 		return nil, nil, fmt.Errorf("read safetensors: header length: %w", noEOF(err))
@@ -281,6 +310,9 @@ func ReadSafetensors(r io.Reader) ([]SafeTensor, map[string]string, error) {
 	if n > safetensorsMaxHeader {
 		return nil, nil, fmt.Errorf("read safetensors: header length %d exceeds %d bytes", n, safetensorsMaxHeader)
 	}
+	if size >= 0 && (size < 8 || n > uint64(size-8)) {
+		return nil, nil, fmt.Errorf("read safetensors: header length %d exceeds the file (%d bytes)", n, size)
+	}
 	var header bytes.Buffer
 	if err := readExactly(&header, r, n); err != nil {
 		return nil, nil, fmt.Errorf("read safetensors: header of %d bytes: %w", n, err)
@@ -288,6 +320,16 @@ func ReadSafetensors(r io.Reader) ([]SafeTensor, map[string]string, error) {
 	records, metadata, err := parseSafetensorsHeader(header.Bytes())
 	if err != nil {
 		return nil, nil, fmt.Errorf("read safetensors: header: %w", err)
+	}
+	if size >= 0 {
+		end := uint64(0)
+		if len(records) > 0 {
+			end = records[len(records)-1].end
+		}
+		// 8 + n ≤ size was checked above, so left does not wrap.
+		if left := uint64(size) - 8 - n; end != left {
+			return nil, nil, fmt.Errorf("read safetensors: the header describes %d bytes of tensor data, the file holds %d", end, left)
+		}
 	}
 
 	tensors := make([]SafeTensor, 0, len(records))
