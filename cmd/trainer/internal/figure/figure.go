@@ -1,5 +1,6 @@
 // Package figure draws the trainer's PNG figures: attention heat maps
-// (WriteHeatmap) and metric curves (WriteCurves). It is internal to
+// (WriteHeatmap) and metric curves (WriteCurves, WriteCurvesWith for a
+// log-scale y axis). It is internal to
 // cmd/trainer: the commands and the built-in tasks share it.
 package figure
 
@@ -305,6 +306,17 @@ type Curve struct {
 	Ys   []float64
 }
 
+// CurveOptions are the choices of WriteCurvesWith beyond the data; the
+// zero value draws as WriteCurves does.
+type CurveOptions struct {
+	// LogY draws the y axis on a log scale, as a falling loss reads best:
+	// every y must then be positive (or NaN, a missing point). The ticks
+	// are the powers of ten when the values span two decades or more, 1, 2
+	// and 5 times them when they span one, and evenly spaced round values
+	// within a decade.
+	LogY bool
+}
+
 // WriteCurves draws series against xs as lines with point markers and a
 // legend, 6 in × 4 in, and writes the PNG to path; for example pixel
 // accuracy against the number of clicks, with and without adaptation.
@@ -318,18 +330,25 @@ type Curve struct {
 // it. The file is replaced atomically: on
 // any error the previous file at path, if any, is left untouched.
 func WriteCurves(path, title, xLabel, yLabel string, xs []float64, series []Curve) error {
-	if err := checkCurves(xs, series); err != nil {
+	return WriteCurvesWith(path, title, xLabel, yLabel, xs, series, CurveOptions{})
+}
+
+// WriteCurvesWith is WriteCurves with options, such as a log-scale y axis
+// (CurveOptions.LogY).
+func WriteCurvesWith(path, title, xLabel, yLabel string, xs []float64, series []Curve, opt CurveOptions) error {
+	if err := checkCurves(xs, series, opt); err != nil {
 		return fmt.Errorf("curves %s: %w", path, err)
 	}
-	png, err := renderCurves(title, xLabel, yLabel, xs, series)
+	png, err := renderCurves(title, xLabel, yLabel, xs, series, opt)
 	if err != nil {
 		return fmt.Errorf("curves %s: %w", path, err)
 	}
 	return writePNG(path, png)
 }
 
-// checkCurves reports why xs and series cannot be drawn, if they cannot.
-func checkCurves(xs []float64, series []Curve) error {
+// checkCurves reports why xs and series cannot be drawn with opt, if they
+// cannot.
+func checkCurves(xs []float64, series []Curve, opt CurveOptions) error {
 	if len(xs) == 0 {
 		return errors.New("no x values")
 	}
@@ -352,6 +371,9 @@ func checkCurves(xs []float64, series []Curve) error {
 		for i, y := range s.Ys {
 			if math.IsInf(y, 0) {
 				return fmt.Errorf("series %q: y[%d] is %v", s.Name, i, y)
+			}
+			if opt.LogY && y <= 0 {
+				return fmt.Errorf("series %q: y[%d] is %v, not positive, on a log scale", s.Name, i, y)
 			}
 			if !math.IsNaN(y) {
 				points++
@@ -378,7 +400,7 @@ func (s Curve) points(xs []float64) plotter.XYs {
 
 // renderCurves returns the PNG encoding of the line plot; its arguments
 // must have passed checkCurves.
-func renderCurves(title, xLabel, yLabel string, xs []float64, series []Curve) ([]byte, error) {
+func renderCurves(title, xLabel, yLabel string, xs []float64, series []Curve, opt CurveOptions) ([]byte, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xLabel
@@ -403,19 +425,32 @@ func renderCurves(title, xLabel, yLabel string, xs []float64, series []Curve) ([
 		// Counts such as clicks or epochs: no ticks between whole numbers.
 		p.X.Tick.Marker = integerTicks{}
 	}
-	p.Legend.Top = !crowdedTopRight(xs, series, p.Y.Min, p.Y.Max)
+	// ax maps a y value to where it sits along the axis, linearly; the
+	// legend band and the crowding test are reckoned there.
+	ax, unax := func(y float64) float64 { return y }, func(a float64) float64 { return a }
+	if opt.LogY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = logTicks{}
+		ax, unax = math.Log10, func(a float64) float64 { return math.Pow(10, a) }
+		if p.Y.Min == p.Y.Max {
+			// One value: a decade around it.
+			p.Y.Min, p.Y.Max = p.Y.Min/math.Sqrt(10), p.Y.Max*math.Sqrt(10)
+		}
+	}
+	lo, hi := ax(p.Y.Min), ax(p.Y.Max)
+	p.Legend.Top = !crowdedTopRight(xs, series, p.Y.Min, p.Y.Max, ax)
 	p.Legend.XOffs = -vg.Points(6)
 	// The legend gets a band of its own above (or below) the data, so it
 	// never hides a curve: about 14 pt per entry of a data area about
 	// 220 pt high.
 	frac := math.Min(0.6, float64(14*len(series)+12)/220)
-	room := (p.Y.Max - p.Y.Min) * frac / (1 - frac)
+	room := (hi - lo) * frac / (1 - frac)
 	if p.Legend.Top {
 		p.Legend.YOffs = -vg.Points(6)
-		p.Y.Max += room
+		p.Y.Max = unax(hi + room)
 	} else {
 		p.Legend.YOffs = vg.Points(6)
-		p.Y.Min -= room
+		p.Y.Min = unax(lo - room)
 	}
 	return renderPNG(curvesWidth, curvesHeight, p.Draw)
 }
@@ -432,19 +467,20 @@ func integral(xs []float64) bool {
 
 // crowdedTopRight reports whether the right half of the plot holds more
 // points in its top half than in its bottom half, where a legend in the
-// top right corner would hide them.
-func crowdedTopRight(xs []float64, series []Curve, ymin, ymax float64) bool {
+// top right corner would hide them. ax maps a y value to its linear
+// position along the axis (math.Log10 on a log scale).
+func crowdedTopRight(xs []float64, series []Curve, ymin, ymax float64, ax func(float64) float64) bool {
 	xmin, xmax := xs[0], xs[0]
 	for _, x := range xs {
 		xmin, xmax = math.Min(xmin, x), math.Max(xmax, x)
 	}
-	xmid, ymid := (xmin+xmax)/2, (ymin+ymax)/2
+	xmid, ymid := (xmin+xmax)/2, (ax(ymin)+ax(ymax))/2
 	var upper, lower int
 	for _, s := range series {
 		for i, x := range xs {
 			switch {
 			case x < xmid || math.IsNaN(s.Ys[i]):
-			case s.Ys[i] > ymid:
+			case ax(s.Ys[i]) > ymid:
 				upper++
 			default:
 				lower++
@@ -452,6 +488,50 @@ func crowdedTopRight(xs []float64, series []Curve, ymin, ymax float64) bool {
 		}
 	}
 	return upper > lower
+}
+
+// logTicks marks a log-scale axis of positive values. Over two decades
+// or more it labels the powers of ten and marks 2…9 times them unlabelled
+// (as plot.LogTicks does); over one decade or more it labels 1, 2 and 5
+// times the powers of ten; within a decade, where no power of ten might
+// fall in range, it labels plot.DefaultTicks' round values. Only ticks in
+// [min, max] are returned.
+type logTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (logTicks) Ticks(min, max float64) []plot.Tick {
+	if !(min > 0) || !(max > min) {
+		return nil
+	}
+	decades := math.Log10(max) - math.Log10(min)
+	if decades < 1 {
+		var ticks []plot.Tick
+		for _, t := range (plot.DefaultTicks{}).Ticks(min, max) {
+			if t.Value > 0 {
+				ticks = append(ticks, t)
+			}
+		}
+		return ticks
+	}
+	labelled := map[int]bool{1: true}
+	if decades < 2 {
+		labelled[2], labelled[5] = true, true
+	}
+	var ticks []plot.Tick
+	for e := int(math.Floor(math.Log10(min))); e <= int(math.Ceil(math.Log10(max))); e++ {
+		for m := 1; m < 10; m++ {
+			v := float64(m) * math.Pow(10, float64(e))
+			if v < min*(1-1e-12) || v > max*(1+1e-12) {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if labelled[m] {
+				t.Label = strconv.FormatFloat(v, 'g', 6, 64)
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	return ticks
 }
 
 // integerTicks puts a labelled tick on every whole number in range.
@@ -503,6 +583,7 @@ func writePNG(path string, png []byte) error {
 var (
 	_ plotter.GridXYZ = attentionGrid(nil)
 	_ plot.Ticker     = integerTicks{}
+	_ plot.Ticker     = logTicks{}
 )
 
 // paletteOf samples cmap at n points of [lo, hi]. moreland's own Palette

@@ -480,9 +480,132 @@ func TestCrowdedTopRight(t *testing.T) {
 		{"left half ignored", []Curve{{"a", []float64{3, 3, 0, 0}}}, false},
 	}
 	for _, tt := range tests {
-		if got := crowdedTopRight(xs, tt.series, 0, 3); got != tt.want {
+		if got := crowdedTopRight(xs, tt.series, 0, 3, func(y float64) float64 { return y }); got != tt.want {
 			t.Errorf("%s: crowdedTopRight = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+	// On a log scale the middle is the geometric mean: a loss falling
+	// from 1000 to 30 and 10 stays in the top half of [1, 1000] on a log
+	// axis (above 31.6), though it is in the bottom half on a linear one.
+	loss := []Curve{{"loss", []float64{1000, 100, 40, 35}}}
+	if !crowdedTopRight(xs, loss, 1, 1000, math.Log10) {
+		t.Error("log scale: a loss above the geometric middle is not crowding the top")
+	}
+	if crowdedTopRight(xs, loss, 1, 1000, func(y float64) float64 { return y }) {
+		t.Error("linear scale: a loss far below the middle is crowding the top")
+	}
+}
+
+// TestLogTicks: the ticks of a log axis lie in range, and the labelled
+// ones are powers of ten over two decades, 1-2-5 over one, and round
+// values within one.
+func TestLogTicks(t *testing.T) {
+	tests := []struct {
+		min, max float64
+		want     []string // the labels, in order
+	}{
+		{0.01, 10, []string{"0.01", "0.1", "1", "10"}},
+		{0.003, 0.5, []string{"0.01", "0.1"}},
+		{0.003, 0.2, []string{"0.005", "0.01", "0.02", "0.05", "0.1", "0.2"}},
+		{0.3, 6, []string{"0.5", "1", "2", "5"}},
+		{1.5, 2.1, []string{"1.5", "1.7", "1.9", "2.1"}},
+		{0, 1, nil},
+		{2, 2, nil},
+	}
+	for _, tt := range tests {
+		var got []string
+		for _, tk := range (logTicks{}).Ticks(tt.min, tt.max) {
+			if tk.Value < tt.min || tk.Value > tt.max || tk.Value <= 0 {
+				t.Errorf("Ticks(%g, %g): tick at %g out of range", tt.min, tt.max, tk.Value)
+			}
+			if tk.Label != "" {
+				got = append(got, tk.Label)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("Ticks(%g, %g) labels = %q, want %q", tt.min, tt.max, got, tt.want)
+		}
+	}
+}
+
+// colourRow is the mean row of the pixels near c in column x of img,
+// among rows [y0, y1), or -1 when there is none.
+func colourRow(img image.Image, x, y0, y1 int, c color.Color) float64 {
+	var sum, n int
+	for y := y0; y < y1; y++ {
+		if near(img.At(x, y), c) {
+			sum += y
+			n++
+		}
+	}
+	if n == 0 {
+		return -1
+	}
+	return float64(sum) / float64(n)
+}
+
+// TestWriteCurvesLogY: with LogY, a loss falling tenfold a step is a
+// straight line, so its middle point is halfway between its first and
+// last; on a linear axis the middle point is almost down at the last.
+// Log-scale plots of every shape (decades, within a decade, one value,
+// missing points, the legend below or above) render, and a value that is
+// not positive is refused.
+func TestWriteCurvesLogY(t *testing.T) {
+	t.Parallel()
+	xs := []float64{0, 1, 2, 3, 4}
+	falling := []Curve{{"loss", []float64{1e4, 1e3, 1e2, 10, 1}}}
+	// middle is how far down from the first point to the last the middle
+	// point is drawn. The markers are 3 pt (4 px) in radius; the legend
+	// (top right, as the curve falls) is kept out of the last point's
+	// column by looking only at the lower half of the image there.
+	middle := func(logY bool) float64 {
+		path := filepath.Join(t.TempDir(), "loss.png")
+		if err := WriteCurvesWith(path, "loss", "step", "loss", xs, falling, CurveOptions{LogY: logY}); err != nil {
+			t.Fatal(err)
+		}
+		img := decodePNG(t, path)
+		want := plotutil.Color(0)
+		bb, _ := box(img, func(c color.Color) bool { return near(c, want) })
+		h := img.Bounds().Dy()
+		x0, x4 := bb.Min.X+4, bb.Max.X-1-4
+		y0 := colourRow(img, x0, 0, h, want)
+		y2 := colourRow(img, (x0+x4)/2, 0, h, want)
+		y4 := colourRow(img, x4, h/2, h, want)
+		if y0 < 0 || y2 < 0 || y4 < 0 || y4 <= y0 {
+			t.Fatalf("logY=%v: points at rows %.1f, %.1f, %.1f", logY, y0, y2, y4)
+		}
+		return (y2 - y0) / (y4 - y0)
+	}
+	if f := middle(true); math.Abs(f-0.5) > 0.05 {
+		t.Errorf("log scale: the middle point is %.2f of the way down, want 0.5", f)
+	}
+	if f := middle(false); f < 0.95 {
+		t.Errorf("linear scale: the middle point is %.2f of the way down, want about 0.99", f)
+	}
+	nan := math.NaN()
+	for _, tt := range []struct {
+		name   string
+		series []Curve
+	}{
+		{"within a decade", []Curve{{"a", []float64{2.1, 1.9, 1.8, 1.7, 1.65}}}},
+		{"one value", []Curve{{"a", []float64{0.5, nan, nan, nan, nan}}}},
+		{"rising, legend below", []Curve{{"a", []float64{1, 3, 10, 30, 100}}, {"b", []float64{nan, 2, nan, 20, nan}}}},
+		{"tiny values", []Curve{{"a", []float64{1e-3, 1e-5, 1e-7, 1e-8, 1e-9}}}},
+	} {
+		path := filepath.Join(t.TempDir(), "c.png")
+		if err := WriteCurvesWith(path, tt.name, "step", "y", xs, tt.series, CurveOptions{LogY: true}); err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+	for _, ys := range [][]float64{{1, 0, 1, 1, 1}, {1, 2, -3, 1, 1}} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "c.png")
+		os.WriteFile(path, []byte("old"), 0o644)
+		err := WriteCurvesWith(path, "t", "x", "y", xs, []Curve{{"a", ys}}, CurveOptions{LogY: true})
+		if err == nil || !strings.Contains(err.Error(), "not positive") {
+			t.Errorf("%v on a log scale: err = %v, want not positive", ys, err)
+		}
+		assertUntouched(t, dir, path)
 	}
 }
 
@@ -567,6 +690,11 @@ func TestPlotSamples(t *testing.T) {
 				{"train", []float64{2.3, 1.1, 0.7, 0.5, 0.42}},
 				{"valid", []float64{2.4, 1.3, 1.0, 0.9, 0.88}},
 			})},
+		{"curves-loss-log.png", WriteCurvesWith(filepath.Join(dir, "curves-loss-log.png"), "train_loss", "step", "train_loss",
+			[]float64{100, 200, 300, 400, 500, 600, 700, 800}, []Curve{
+				{"scratch", []float64{40, 9, 2.5, 0.8, 0.3, 0.12, 0.07, 0.05}},
+				{"pretrained", []float64{5, 1.2, 0.4, 0.15, 0.08, 0.05, math.NaN(), math.NaN()}},
+			}, CurveOptions{LogY: true})},
 	}
 	for _, s := range samples {
 		if s.err != nil {
