@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/schollz/progressbar/v3"
 )
 
 // RunInfo describes a run to its Progress display when it starts.
@@ -152,22 +154,40 @@ func eta(steps int, rate float64) time.Duration {
 	return (time.Duration(float64(steps)/rate) * time.Second).Round(time.Second)
 }
 
-// barProgress is a live bar on err, redrawn in place at most every
-// barRedraw; the header and validations (and, with logLines, the log
-// intervals) are lines on out.
+// barProgress is a live bar on err, drawn by progressbar/v3; the header
+// and validations (and, with logLines, the log intervals) are lines on
+// out, which may be the same terminal.
+//
+// The bar counts this session's steps: its total is Steps−From, so its
+// percentage, count, speed and time to go are this process's own, and the
+// steps a resumed run restored are not counted as done in no time. Its
+// description carries the run's absolute step and latest loss ("step
+// 1252/1500  loss 0.4312"), and ends with "interrupted" when Ctrl-C stopped
+// the run, the bar left where the run stopped.
+//
+// Two parts stay by hand, as progressbar/v3 (v3.14.6) cannot do them:
+//   - The redraw throttle (barRedraw, timed on now). The library's
+//     OptionThrottle drops every frame drawn within the interval except a
+//     full bar's, and nothing can force one, so an interrupted run's last
+//     frame would be dropped when Ctrl-C came within the interval, and the
+//     bar would stop short of the step the run was saved at.
+//   - Moving the bar out of the way of a line on out. The library's own
+//     Bprintln writes to the bar's writer (stderr); these lines go to
+//     stdout, so the bar is cleared (ProgressBar.Clear), the line written,
+//     and the bar drawn again.
 type barProgress struct {
 	err, out io.Writer
 	logLines bool
 	now      func() time.Time
 
-	info       RunInfo
-	started    time.Time
-	drawn      time.Time // zero: the bar is not on the screen
-	step       int
-	loss       float64
-	penalties  string
-	hasLoss    bool
-	lastRender string
+	info      RunInfo
+	bar       *progressbar.ProgressBar // nil: nothing to train
+	exited    bool                     // Finish stopped the bar short of full
+	drawn     time.Time                // when the bar was last drawn
+	step      int
+	loss      float64
+	hasLoss   bool
+	penalties string
 }
 
 // barRedraw limits how often the bar is redrawn, so a fast run spends
@@ -177,15 +197,37 @@ const barRedraw = 100 * time.Millisecond
 // barWidth is the number of cells of the bar itself.
 const barWidth = 30
 
+// barTheme draws the bar as [=====>    ].
+var barTheme = progressbar.Theme{Saucer: "=", SaucerHead: ">", SaucerPadding: " ", BarStart: "[", BarEnd: "]"}
+
 func (b *barProgress) Start(info RunInfo) {
-	b.info, b.step, b.started = info, info.From, b.now()
+	b.info, b.step = info, info.From
 	writeHeader(b.out, info)
-	b.draw("")
+	if info.Steps <= info.From {
+		return
+	}
+	b.bar = progressbar.NewOptions(info.Steps-info.From,
+		progressbar.OptionSetWriter(b.err),
+		progressbar.OptionSetWidth(barWidth),
+		progressbar.OptionSetTheme(barTheme),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("steps"),
+		progressbar.OptionSetPredictTime(true),
+		// The description's width changes with the loss: at the end of
+		// the line it does not move the bar.
+		progressbar.OptionShowDescriptionAtLineEnd(),
+		progressbar.OptionSetDescription(b.describe("")),
+		// A finished or interrupted bar stays on its line.
+		progressbar.OptionOnCompletion(func() { io.WriteString(b.err, "\n") }),
+		progressbar.OptionSetRenderBlankState(true),
+	)
+	b.drawn = b.now()
 }
 
 func (b *barProgress) Update(step int, loss float64) {
 	b.step, b.loss, b.hasLoss = step, loss, true
-	if b.now().Sub(b.drawn) >= barRedraw {
+	if b.now().Sub(b.drawn) >= barRedraw || step >= b.info.Steps {
 		b.draw("")
 	}
 }
@@ -208,59 +250,59 @@ func (b *barProgress) Eval(step int, m map[string]float64) {
 	b.draw("")
 }
 
+// Finish draws the bar at step, full when the run is done; an interrupted
+// run's bar stays at step, its description saying so.
 func (b *barProgress) Finish(step int) {
 	b.step = step
-	note := ""
+	if !b.live() {
+		return // a done run's bar finished at its last Update
+	}
 	if step < b.info.Steps {
-		note = "  interrupted"
+		b.draw("  interrupted")
+		b.bar.Exit() // ends the line (OptionOnCompletion)
+		b.exited = true
+		return
 	}
-	b.draw(note)
-	io.WriteString(b.err, "\n")
-	b.drawn = time.Time{}
+	b.draw("")
 }
 
-// rate is the speed since the session started, in steps a second.
-func (b *barProgress) rate() float64 {
-	sec := b.now().Sub(b.started).Seconds()
-	if sec <= 0 {
-		return 0
-	}
-	return float64(b.step-b.info.From) / sec
+// live reports whether the bar is on its line, to be drawn again: not
+// finished (full) nor exited. The library reports the first alone.
+func (b *barProgress) live() bool {
+	return b.bar != nil && !b.exited && !b.bar.IsFinished()
 }
 
-// render is the bar's text: cells filled to the step, the count, the
-// latest loss, the speed and the time to go, both measured from the step
-// the session started at.
-func (b *barProgress) render() string {
-	filled := 0
-	if b.info.Steps > 0 {
-		filled = min(barWidth, b.step*barWidth/b.info.Steps)
-	}
-	var s strings.Builder
-	s.WriteString("[" + strings.Repeat("=", filled) + strings.Repeat(" ", barWidth-filled) + "]")
-	fmt.Fprintf(&s, " %d/%d", b.step, b.info.Steps)
+// describe is the bar's description: the run's absolute step, the latest
+// loss and penalties, and a note.
+func (b *barProgress) describe(note string) string {
+	s := fmt.Sprintf("step %d/%d", b.step, b.info.Steps)
 	if b.hasLoss {
-		fmt.Fprintf(&s, "  loss %.4g%s", b.loss, b.penalties)
+		s += fmt.Sprintf("  loss %.4g%s", b.loss, b.penalties)
 	}
-	if b.step > b.info.From {
-		rate := b.rate()
-		fmt.Fprintf(&s, "  %.1f steps/s  eta %s", rate, eta(b.info.Steps-b.step, rate))
-	}
-	return s.String()
+	return s + note
 }
 
-// draw replaces the bar on err with its current state and a note.
+// draw shows the bar at this session's count, described with a note. It
+// always draws (the throttle is Update's): the library's Set renders at
+// once, as no OptionThrottle is set. The description is applied as an
+// Option rather than with Describe, which would draw a frame of its own
+// with the old count; nothing else uses the bar meanwhile (the library
+// starts no goroutine).
 func (b *barProgress) draw(note string) {
-	b.lastRender = b.render() + note
-	fmt.Fprintf(b.err, "\r\x1b[K%s", b.lastRender)
+	if !b.live() {
+		return
+	}
+	progressbar.OptionSetDescription(b.describe(note))(b.bar)
+	b.bar.Set(b.step - b.info.From)
 	b.drawn = b.now()
 }
 
-// clear removes the bar from the terminal line so that a line written to
-// out does not land after it.
+// clear removes the bar from its line so that a line written to out
+// does not land after it; a finished or exited bar has ended its line
+// already.
 func (b *barProgress) clear() {
-	if !b.drawn.IsZero() {
-		io.WriteString(b.err, "\r\x1b[K")
+	if b.live() {
+		b.bar.Clear()
 	}
 }
 

@@ -51,21 +51,64 @@ func TestProgressHeader(t *testing.T) {
 	}
 }
 
-// TestBarRateFromResume: after a resume at step 150, the bar's speed and
-// time to go count only the steps of this session.
-func TestBarRateFromResume(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1000, 0)}
-	var stderr, stdout bytes.Buffer
-	b := &barProgress{err: &stderr, out: &stdout, now: clock.now}
-	b.Start(RunInfo{Steps: 300, From: 150})
-	if r := b.lastRender; strings.Contains(r, "steps/s") || !strings.Contains(r, "150/300") {
-		t.Errorf("at the start: %q, want 150/300 and no speed yet", r)
+// testBar is the terminal display drawing into buffers, on a clock the
+// test moves by hand.
+func testBar(clock *fakeClock) (b *barProgress, stderr, stdout *bytes.Buffer) {
+	stderr, stdout = &bytes.Buffer{}, &bytes.Buffer{}
+	return &barProgress{err: stderr, out: stdout, now: clock.now}, stderr, stdout
+}
+
+// lastFrame is the bar's last frame on stderr: the text after the last
+// carriage return that is not the clearing of the line.
+func lastFrame(stderr string) string {
+	frames := strings.Split(strings.TrimSuffix(stderr, "\n"), "\r")
+	for i := len(frames) - 1; i >= 0; i-- {
+		if strings.TrimSpace(frames[i]) != "" {
+			return frames[i]
+		}
 	}
-	clock.advance(2 * time.Second)
-	b.Update(170, 0.5)
-	// 20 steps in 2 s; counted from step 0 it would be 85 steps/s.
-	if r := b.lastRender; !strings.Contains(r, "170/300  loss 0.5  10.0 steps/s  eta 13s") {
-		t.Errorf("bar %q, want 10.0 steps/s and eta 13s", r)
+	return ""
+}
+
+// TestBarCountsThisSession: the terminal bar of a run resumed at step 150
+// of 300, drawn by progressbar into a buffer, counts this session's steps
+// (0/150, then 20/150 at step 170: 13%), so its speed and time to go are
+// this session's; the restored steps never show as done in no time. Its
+// description shows the absolute step and the loss.
+func TestBarCountsThisSession(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	b, stderr, _ := testBar(clock)
+	b.Start(RunInfo{Steps: 300, From: 150})
+	if f := lastFrame(stderr.String()); !strings.Contains(f, "0% [") || !strings.Contains(f, "(0/150, ") || !strings.HasSuffix(f, "step 150/300") {
+		t.Errorf("at the start: %q, want 0%%, (0/150 and step 150/300", f)
+	}
+	for step := 151; step <= 170; step++ {
+		clock.advance(barRedraw / 4)
+		b.Update(step, 0.5)
+	}
+	f := lastFrame(stderr.String())
+	for _, want := range []string{" 13% [", "(20/150, ", " steps/", "step 170/300  loss 0.5"} {
+		if !strings.Contains(f, want) {
+			t.Errorf("bar %q lacks %q", f, want)
+		}
+	}
+	if st := b.bar.State(); st.CurrentNum != 20 || st.Max != 150 {
+		t.Errorf("bar at %d of %d, want 20 of 150", st.CurrentNum, st.Max)
+	}
+	for _, restored := range []string{"/300, ", "(150/", "(170/", " 50% ", " 56% "} {
+		if strings.Contains(stderr.String(), restored) {
+			t.Errorf("the bar counted restored steps (%q): %q", restored, stderr.String())
+		}
+	}
+	// The whole display also works through NewProgress with a buffer as
+	// its terminal.
+	var err2, out2 bytes.Buffer
+	p := NewProgress(ProgressBar, &err2, &out2)
+	p.Start(RunInfo{Steps: 10, From: 4})
+	p.Update(10, 2)
+	p.Finish(10)
+	if f := lastFrame(err2.String()); !strings.Contains(f, "100% [") || !strings.Contains(f, "(6/6, ") || !strings.HasSuffix(f, "step 10/10  loss 2") {
+		t.Errorf("NewProgress bar %q, want 100%%, (6/6 and step 10/10  loss 2", f)
 	}
 }
 
@@ -73,56 +116,98 @@ func TestBarRateFromResume(t *testing.T) {
 // run does not spend its time writing to the terminal.
 func TestBarRedraw(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1000, 0)}
-	var stderr, stdout bytes.Buffer
-	b := &barProgress{err: &stderr, out: &stdout, now: clock.now}
+	b, stderr, _ := testBar(clock)
 	b.Start(RunInfo{Steps: 100})
 	clock.advance(barRedraw / 2)
 	b.Update(1, 2)
-	if strings.Contains(stderr.String(), " 1/100") {
+	if strings.Contains(stderr.String(), "step 1/100") {
 		t.Errorf("redrawn within %v: %q", barRedraw, stderr.String())
 	}
 	clock.advance(barRedraw / 2)
 	b.Update(2, 2)
-	if !strings.Contains(stderr.String(), " 2/100") {
+	if !strings.Contains(lastFrame(stderr.String()), "(2/100, ") {
 		t.Errorf("not redrawn after %v: %q", barRedraw, stderr.String())
 	}
 }
 
 // TestBarFinish: a finished run's bar is full; an interrupted one stops
-// at the step it was saved at and says it was interrupted.
+// at the step it was saved at, even within barRedraw of its last frame,
+// and says it was interrupted. Either ends its line.
 func TestBarFinish(t *testing.T) {
 	for _, c := range []struct {
-		name      string
-		step      int
-		want      string
-		wantNot   string
-		wantCells int
+		name          string
+		step          int
+		want          []string
+		wantNot       string
+		interrupted   bool
+		wantFinished  bool
+		wantLastCells int
 	}{
-		{"done", 300, "300/300", "interrupted", barWidth},
-		{"interrupted", 120, "120/300", "300/300", 12},
+		{"done", 300, []string{"100% [", "(200/200, ", "step 300/300  loss 1"}, "interrupted", false, true, barWidth},
+		{"interrupted", 120, []string{" 10% [", "(20/200, ", "step 120/300  loss 1  interrupted"}, "100%", true, false, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			clock := &fakeClock{t: time.Unix(1000, 0)}
-			var stderr, stdout bytes.Buffer
-			b := &barProgress{err: &stderr, out: &stdout, now: clock.now}
+			b, stderr, _ := testBar(clock)
 			b.Start(RunInfo{Steps: 300, From: 100})
 			clock.advance(time.Second)
+			b.Update(c.step-1, 1)
+			clock.advance(barRedraw / 10) // Ctrl-C right after a frame
 			b.Update(c.step, 1)
 			b.Finish(c.step)
-			last := b.lastRender
-			if !strings.Contains(last, c.want) || strings.Contains(last, c.wantNot) {
-				t.Errorf("final bar %q: want %q and not %q", last, c.want, c.wantNot)
+			last := lastFrame(stderr.String())
+			for _, w := range c.want {
+				if !strings.Contains(last, w) {
+					t.Errorf("final bar %q lacks %q", last, w)
+				}
 			}
-			if c.step < 300 && !strings.HasSuffix(last, "interrupted") {
+			if strings.Contains(last, c.wantNot) {
+				t.Errorf("final bar %q has %q", last, c.wantNot)
+			}
+			if c.interrupted && !strings.HasSuffix(last, "interrupted") {
 				t.Errorf("final bar %q does not say it was interrupted", last)
 			}
-			if cells := strings.Count(last[:barWidth+2], "="); cells != c.wantCells {
-				t.Errorf("final bar %q fills %d cells, want %d", last, cells, c.wantCells)
+			if b.bar.IsFinished() != c.wantFinished {
+				t.Errorf("bar finished: %v, want %v", b.bar.IsFinished(), c.wantFinished)
 			}
-			if !strings.HasSuffix(stderr.String(), "\n") {
-				t.Errorf("the bar's line is not ended: %q", stderr.String())
+			open, shut := strings.Index(last, "["), strings.Index(last, "]")
+			if cells := strings.Count(last[open:shut], "=") + strings.Count(last[open:shut], ">"); open < 0 || cells != c.wantLastCells {
+				t.Errorf("final bar %q fills %d cells, want %d", last, cells, c.wantLastCells)
+			}
+			if !strings.HasSuffix(stderr.String(), "\n") || strings.HasSuffix(stderr.String(), "\n\n") {
+				t.Errorf("the bar's line is not ended once: %q", stderr.String())
+			}
+			// Nothing more is drawn after the end.
+			n := stderr.Len()
+			b.Eval(c.step, map[string]float64{"valid_mse": 1})
+			if stderr.Len() != n {
+				t.Errorf("drawn after Finish: %q", stderr.String()[n:])
 			}
 		})
+	}
+}
+
+// TestBarLastStep: at the last step the bar finishes and ends its line,
+// so the last validation, written after it, is not cleared away and the
+// bar is not drawn again.
+func TestBarLastStep(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	b, stderr, stdout := testBar(clock)
+	b.logLines = true
+	b.Start(RunInfo{Steps: 10})
+	b.Update(10, 0.25)
+	n := stderr.Len()
+	if !strings.HasSuffix(stderr.String(), "\n") || !strings.Contains(lastFrame(stderr.String()), "(10/10, ") {
+		t.Errorf("the last step's bar %q is not full and ended", stderr.String())
+	}
+	b.Log(10, 0.25, 1e-3, 5, nil)
+	b.Eval(10, map[string]float64{"valid_mse": 0.3})
+	b.Finish(10)
+	if stderr.Len() != n {
+		t.Errorf("stderr after the last step: %q", stderr.String()[n:])
+	}
+	if want := "step 10/10  loss 0.25  lr 0.001  5.0 steps/s  eta 0s\nstep 10  valid_mse 0.3\n"; !strings.HasSuffix(stdout.String(), want) {
+		t.Errorf("stdout %q, want it to end with %q", stdout.String(), want)
 	}
 }
 
