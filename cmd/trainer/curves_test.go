@@ -23,6 +23,7 @@ func writeRun(t *testing.T, dir, lines string) string {
 }
 
 func TestCurves(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a := writeRun(t, filepath.Join(dir, "a"), `{"step":100,"train_loss":3}
 {"step":250,"valid_bleu":50.5}
@@ -45,7 +46,7 @@ func TestCurves(t *testing.T) {
 | 500 | 91 | 95.5 |
 | 750 | 96 | |
 
-first step with valid_bleu ≥ 95:
+first step with valid_bleu ≥ 95 (higher is better, by its name; --direction min if not):
   scratch      step 750 (96), after 2m12s of training
   b            step 500 (95.5)
 `
@@ -55,6 +56,10 @@ first step with valid_bleu ≥ 95:
 	if data, err := os.ReadFile(png); err != nil || !strings.HasPrefix(string(data), "\x89PNG") {
 		t.Errorf("no PNG at %s (%v)", png, err)
 	}
+	if want := "wrote " + png + ": valid_bleu of 2 runs at 3 steps, linear y axis\n"; stderr != want {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+	expectBadInput(t, []string{"curves", a, "--metric", "valid_bleu", "--direction", "up"}, "--direction", `"up"`)
 	expectBadInput(t, []string{"curves", a, "--metric", "valid_mse"}, "metrics.jsonl", `"valid_mse"`)
 	expectBadInput(t, []string{"curves", filepath.Join(dir, "none"), "--metric", "valid_bleu"}, "none")
 	expectBadInput(t, []string{"curves", a, "--metric", "valid_bleu", "--label", "x", "--label", "y"}, "2 labels for 1 runs")
@@ -67,6 +72,7 @@ first step with valid_bleu ≥ 95:
 // dropped, and a step a run did not log is a missing point (NaN) of its
 // line, not a reason to leave the step out.
 func TestCurvesPlotsEveryPoint(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		runs map[string]string // run name → metrics.jsonl
@@ -95,6 +101,7 @@ func TestCurvesPlotsEveryPoint(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			var runs []string
 			for _, name := range []string{"a", "b"} {
@@ -127,6 +134,134 @@ func TestCurvesPlotsEveryPoint(t *testing.T) {
 			code, _, stderr := runCLI(t, append(append([]string{"curves"}, runs...), "--metric", "valid_mse", "--out", png)...)
 			if code != 0 {
 				t.Fatalf("curves --out: exit %d: %s", code, stderr)
+			}
+			if data, err := os.ReadFile(png); err != nil || !strings.HasPrefix(string(data), "\x89PNG") {
+				t.Errorf("no PNG at %s (%v)", png, err)
+			}
+		})
+	}
+}
+
+// TestLowerIsBetter: a metric's name tells a loss (lower is better) from
+// a score; the project's own metrics are all read right.
+func TestLowerIsBetter(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		metric string
+		lower  bool
+	}{
+		{"train_loss", true},
+		{"valid_loss", true},
+		{"loss", true},
+		{"trainLoss", true},
+		{"valid_mse", true},
+		{"test_mae", true},
+		{"valid_rmse", true},
+		{"test_euclidean", true},
+		{"valid_error", true},
+		{"top1_errors", true},
+		{"valid_err", true},
+		{"valid_ppl", true},
+		{"valid_perplexity", true},
+		{"train_nll", true},
+		{"train_kl", true},
+		{"kl2", true},
+		{"valid.wer", true},
+		{"valid_bleu", false},
+		{"valid_accuracy", false},
+		{"valid_clicks_iou", false},
+		{"lr", false},
+		{"maelstrom", false},
+		{"valid_terrain", false},
+		{"iterations", false},
+		{"kelvin", false},
+	}
+	for _, tt := range tests {
+		if got := lowerIsBetter(tt.metric); got != tt.lower {
+			t.Errorf("lowerIsBetter(%q) = %v, want %v", tt.metric, got, tt.lower)
+		}
+	}
+}
+
+// TestCurvesReachDirection: --reach is "≤ X" for a loss and "≥ X" for a
+// score, by the name or by --direction, and the output says which.
+func TestCurvesReachDirection(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	run := writeRun(t, filepath.Join(dir, "r"), `{"step":100,"train_loss":4,"valid_bleu":10,"score":0.2}
+{"step":200,"train_loss":1.5,"valid_bleu":30,"score":0.5}
+{"step":300,"train_loss":0.4,"valid_bleu":35.5,"score":0.9,"wall_sec":61}
+`)
+	tests := []struct {
+		name  string
+		args  []string
+		title string // the line above the steps
+		step  string // the run's answer
+	}{
+		{"loss by name", []string{"--metric", "train_loss", "--reach", "1.5"},
+			"first step with train_loss ≤ 1.5 (lower is better, by its name; --direction max if not):", "step 200 (1.5)"},
+		{"loss never low enough", []string{"--metric", "train_loss", "--reach", "0.1"},
+			"first step with train_loss ≤ 0.1 (lower is better, by its name; --direction max if not):", "never"},
+		{"score by name", []string{"--metric", "valid_bleu", "--reach", "35"},
+			"first step with valid_bleu ≥ 35 (higher is better, by its name; --direction min if not):", "step 300 (35.5), after 1m1s of training"},
+		{"loss forced max", []string{"--metric", "train_loss", "--reach", "2", "--direction", "max"},
+			"first step with train_loss ≥ 2 (higher is better, --direction max):", "step 100 (4)"},
+		{"unknown name forced min", []string{"--metric", "score", "--reach", "0.3", "--direction", "min"},
+			"first step with score ≤ 0.3 (lower is better, --direction min):", "step 100 (0.2)"},
+		{"unknown name is a score", []string{"--metric", "score", "--reach", "0.3"},
+			"first step with score ≥ 0.3 (higher is better, by its name; --direction min if not):", "step 200 (0.5)"},
+		{"direction in capitals", []string{"--metric", "score", "--reach", "0.3", "--direction", "MIN"},
+			"first step with score ≤ 0.3 (lower is better, --direction min):", "step 100 (0.2)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := runCLI(t, append([]string{"curves", run}, tt.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			want := "\n" + tt.title + "\n  r            " + tt.step + "\n"
+			if !strings.HasSuffix(stdout, want) {
+				t.Errorf("printed\n%s\nwant it to end in\n%s", stdout, want)
+			}
+		})
+	}
+}
+
+// TestCurvesLogScale: the PNG of a loss has a log-scale y axis when
+// every value is positive; a score, or a loss that reaches zero or below,
+// keeps a linear one. --out says which, and where the PNG went, in one
+// line on stderr.
+func TestCurvesLogScale(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	run := writeRun(t, filepath.Join(dir, "r"), `{"step":100,"train_loss":40,"valid_bleu":10,"train_elbo_loss":3,"score":8}
+{"step":200,"train_loss":0.5,"valid_bleu":30,"train_elbo_loss":-2,"score":0.1}
+`)
+	tests := []struct {
+		metric string
+		extra  []string
+		scale  string
+	}{
+		{"train_loss", nil, "log-scale y axis"},
+		{"train_loss", []string{"--direction", "max"}, "linear y axis"},
+		{"valid_bleu", nil, "linear y axis"},
+		{"train_elbo_loss", nil, "linear y axis"},
+		{"score", []string{"--direction", "min"}, "log-scale y axis"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(append([]string{tt.metric}, tt.extra...), " "), func(t *testing.T) {
+			t.Parallel()
+			png := filepath.Join(t.TempDir(), "out.png")
+			code, stdout, stderr := runCLI(t, append([]string{"curves", run, "--metric", tt.metric, "--out", png}, tt.extra...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if want := "wrote " + png + ": " + tt.metric + " of 1 runs at 2 steps, " + tt.scale + "\n"; stderr != want {
+				t.Errorf("stderr %q, want %q", stderr, want)
+			}
+			if strings.Contains(stdout, "wrote") {
+				t.Errorf("stdout holds more than the table: %q", stdout)
 			}
 			if data, err := os.ReadFile(png); err != nil || !strings.HasPrefix(string(data), "\x89PNG") {
 				t.Errorf("no PNG at %s (%v)", png, err)
