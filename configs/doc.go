@@ -1,6 +1,10 @@
 // Package configs defines the schema of a probformer run and loads it from
 // an embedded preset or a YAML file. Decoding is strict: an unknown key or
 // a value of the wrong type is an error that names the file, line and key.
+// Numbers are held to their fields' types, in a file as in a --set value:
+// an integer field takes an integer in its type's range (not 64.5, 1e20
+// or an empty value), a float field a finite number. A value that a rule
+// of Validate refuses is named with its line in the file, or as --set's.
 // A config file is the whole experiment: task, data, model, optimizer,
 // training schedule, seed and dtype.
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 
 	"gopkg.in/yaml.v3"
 )
@@ -31,44 +32,50 @@ const (
 // decodeStrict decodes one YAML document with unknown keys as errors,
 // after checking it against the limits above and for duplicate keys, into
 // the value that target returns for the document's node tree; names
-// (sectionNames) words the errors. yaml.v3 looks for duplicate keys by
+// (sectionNames) words the errors. Number fields are held to their types
+// first (checkNumbers), and the line of every key is returned by its
+// dotted path. yaml.v3 looks for duplicate keys by
 // comparing every pair of keys of a mapping and writes one message per
 // duplicate pair, so a mapping of n equal keys costs it n²/2 messages (one
 // second at n = 1,000, minutes at 10,000); the check here reports the
 // first duplicate only, in one pass. The document is parsed twice, to
 // nodes and then strictly; both passes are linear in its size.
-func decodeStrict(data []byte, target func(doc *yaml.Node) (out any, names map[string]string)) error {
+func decodeStrict(data []byte, target func(doc *yaml.Node) (out any, names map[string]string)) (lines map[string]int, err error) {
 	if len(data) > MaxConfigBytes {
-		return fmt.Errorf("%d bytes, more than the %s a config may have", len(data), sizeWord(MaxConfigBytes))
+		return nil, fmt.Errorf("%d bytes, more than the %s a config may have", len(data), sizeWord(MaxConfigBytes))
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return errEmpty
+			return nil, errEmpty
 		}
-		return cleanYAMLError(err, nil)
+		return nil, cleanYAMLError(err, nil)
 	}
 	var lc limitChecker
 	if _, err := lc.check(&doc, 0); err != nil {
-		return err
+		return nil, err
 	}
 	out, names := target(&doc)
+	if lines, err = checkNumbers(&doc, reflect.TypeOf(out)); err != nil {
+		return nil, err
+	}
 	strict := yaml.NewDecoder(bytes.NewReader(data))
 	strict.KnownFields(true)
 	if err := strict.Decode(out); err != nil {
-		return cleanYAMLError(err, names)
+		return nil, cleanYAMLError(err, names)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		return fmt.Errorf("line %d: a second YAML document; a config is one document", extra.Line)
+		return nil, fmt.Errorf("line %d: a second YAML document; a config is one document", extra.Line)
 	}
-	return nil
+	return lines, nil
 }
 
 // decodeValue is decodeStrict into out.
 func decodeValue(data []byte, out any) error {
-	return decodeStrict(data, func(*yaml.Node) (any, map[string]string) { return out, nil })
+	_, err := decodeStrict(data, func(*yaml.Node) (any, map[string]string) { return out, nil })
+	return err
 }
 
 var errEmpty = errors.New("empty config")

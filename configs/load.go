@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -48,6 +49,9 @@ func PresetYAML(name string) ([]byte, error) {
 // tasks are once github.com/probformer/probformer/cmd/trainer/tasks is
 // imported.
 //
+// A value that a rule refuses names where it came from, when it is not
+// the preset's: its line in the file, or --set (FieldError).
+//
 // A relative data path in a config file (data.train_file, valid_file,
 // test_file) is relative to the file's directory, wherever trainer runs;
 // Load joins the two. A path in sets, given on the command line, stays
@@ -74,13 +78,14 @@ func Load(nameOrPath string, sets []string) (*Config, error) {
 		source = nameOrPath
 		name = strings.TrimSuffix(filepath.Base(nameOrPath), filepath.Ext(nameOrPath))
 	}
-	cfg, err := Parse(data)
+	cfg, lines, err := parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", source, err)
 	}
 	cfg.Name = name
 	if source == nameOrPath {
 		resolveDataPaths(cfg, filepath.Dir(nameOrPath))
+		cfg.where = lines
 	}
 	for _, s := range sets {
 		if err := cfg.Set(s); err != nil {
@@ -109,8 +114,14 @@ func resolveDataPaths(cfg *Config, dir string) {
 // config names (RegisterTask); under a task that is not registered, into
 // maps, which Validate then refuses. Parse does not validate values.
 func Parse(data []byte) (*Config, error) {
+	cfg, _, err := parse(data)
+	return cfg, err
+}
+
+// parse is Parse, and returns the line of every key by dotted path too.
+func parse(data []byte) (*Config, map[string]int, error) {
 	var out reflect.Value
-	err := decodeStrict(data, func(doc *yaml.Node) (any, map[string]string) {
+	lines, err := decodeStrict(data, func(doc *yaml.Node) (any, map[string]string) {
 		// The task, read loosely first: merge keys and aliases may set it.
 		var head struct {
 			Task string `yaml:"task"`
@@ -124,9 +135,9 @@ func Parse(data []byte) (*Config, error) {
 		return out.Interface(), names
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return fromDocument(out.Elem()), nil
+	return fromDocument(out.Elem()), lines, nil
 }
 
 // readConfigFile reads a config file of at most MaxConfigBytes; a longer
@@ -210,8 +221,10 @@ func typeWord(goType string, names map[string]string) string {
 }
 
 // Set applies one override "a.b.c=value" with the value in YAML syntax.
-// Setting task decodes the data and model sections again, into the new
-// task's types.
+// A number is held to its field's type as in a file: an integer field
+// takes an integer in its type's range, a float field a finite number,
+// and neither an empty value. Setting task decodes the data and model
+// sections again, into the new task's types.
 func (c *Config) Set(assignment string) error {
 	key, value, ok := strings.Cut(assignment, "=")
 	if !ok || key == "" {
@@ -222,10 +235,23 @@ func (c *Config) Set(assignment string) error {
 		return fmt.Errorf("--set %s: %w", key, err)
 	}
 	ptr := reflect.New(field.Type())
-	if err := decodeValue([]byte(value), ptr.Interface()); err != nil || value == "" {
+	err = decodeValue([]byte(value), ptr.Interface())
+	var ne *numberError
+	switch {
+	case errors.As(err, &ne):
+		return ne.setError(key, value)
+	case errors.Is(err, errEmpty):
+		return fmt.Errorf("--set %s=%s: empty, want %s", key, shorten(value), typeWord(field.Type().String(), nil))
+	case err != nil:
 		return fmt.Errorf("--set %s=%s: want %s", key, shorten(value), typeWord(field.Type().String(), nil))
 	}
 	field.Set(ptr.Elem())
+	where := maps.Clone(c.where) // shared with c's clones
+	if where == nil {
+		where = map[string]int{}
+	}
+	where[key] = fromSet
+	c.where = where
 	if key == "task" {
 		if err := c.retype(); err != nil {
 			return fmt.Errorf("--set %s: %w", assignment, err)
@@ -264,7 +290,7 @@ func (c *Config) retype() error {
 			out = reflect.New(reflect.TypeFor[map[string]any]())
 		}
 		names := map[string]string{out.Type().Elem().String(): f.name}
-		if err := decodeStrict(text, func(*yaml.Node) (any, map[string]string) { return out.Interface(), names }); err != nil && !errors.Is(err, errEmpty) {
+		if _, err := decodeStrict(text, func(*yaml.Node) (any, map[string]string) { return out.Interface(), names }); err != nil && !errors.Is(err, errEmpty) {
 			return fmt.Errorf("the %s section does not fit task %s: %w", f.name, c.Task, err)
 		}
 		if f.t != nil {

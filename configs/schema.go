@@ -21,7 +21,15 @@ type Config struct {
 	Optimizer Optimizer `yaml:"optimizer"`
 	Training  Training  `yaml:"training"`
 	Init      Init      `yaml:"init"`
+
+	// where holds where a value came from by dotted key, for Check's
+	// messages: its line in the config file Load read, or fromSet. Set
+	// replaces the map rather than changing it, so copies may share it.
+	where map[string]int
 }
+
+// fromSet, in Config.where, marks a value given by Set.
+const fromSet = -1
 
 // Init starts a run from parameters trained elsewhere.
 type Init struct {

@@ -30,7 +30,9 @@ var sections = struct {
 // M are the struct types of its data: and model: sections: their fields,
 // by their yaml tags (or lower-cased names), are the sections' keys, and
 // decoding is as strict as for the shared sections: an unknown key or a
-// value of the wrong type is an error naming the line and the key. A
+// value of the wrong type is an error naming the line and the key, and an
+// integer field takes only an integer in its type's range, a float field
+// only a finite number. A
 // string field tagged `config:"path"` is a file path, which Load resolves
 // against the config file's directory (see Paths). A task with no model
 // settings passes struct{} for M.
@@ -122,16 +124,21 @@ var configNames = sectionNames(configType)
 // documentType is Config with the types of Data and Model replaced by a
 // task's section types, so that one strict decode of a config file fills
 // them and reports errors with the file's line numbers.
+// Config's unexported fields are left out.
 func documentType(data, model reflect.Type) reflect.Type {
-	fields := make([]reflect.StructField, configType.NumField())
-	for i := range fields {
-		fields[i] = configType.Field(i)
-		switch fields[i].Name {
-		case "Data":
-			fields[i].Type = data
-		case "Model":
-			fields[i].Type = model
+	var fields []reflect.StructField
+	for i := range configType.NumField() {
+		f := configType.Field(i)
+		if !f.IsExported() {
+			continue
 		}
+		switch f.Name {
+		case "Data":
+			f.Type = data
+		case "Model":
+			f.Type = model
+		}
+		fields = append(fields, f)
 	}
 	return reflect.StructOf(fields)
 }
@@ -142,14 +149,17 @@ func fromDocument(doc reflect.Value) *Config {
 	var cfg Config
 	out := reflect.ValueOf(&cfg).Elem()
 	for i := range doc.NumField() {
-		f := doc.Field(i)
-		switch name := configType.Field(i).Name; {
+		f, name := doc.Field(i), doc.Type().Field(i).Name
+		if !doc.Type().Field(i).IsExported() {
+			continue
+		}
+		switch {
 		case (name == "Data" || name == "Model") && f.Kind() == reflect.Struct:
 			p := reflect.New(f.Type())
 			p.Elem().Set(f)
-			out.Field(i).Set(p)
+			out.FieldByName(name).Set(p)
 		default:
-			out.Field(i).Set(f)
+			out.FieldByName(name).Set(f)
 		}
 	}
 	return &cfg
@@ -222,17 +232,50 @@ type Rule struct {
 	Want  string
 }
 
-// Check returns the error of the first rule that fails, naming its field,
-// the field's value and what it should be ("training.steps = 0: want a
-// positive integer"), or nil.
+// Check returns the error of the first rule that fails, a *FieldError
+// naming its field, the field's value and what it should be
+// ("training.steps = 0: want a positive integer"), and where the value
+// came from if Load or Set knows it, or nil.
 func (c *Config) Check(rules ...Rule) error {
 	for _, r := range rules {
 		if !r.OK {
 			v, _ := c.Get(r.Field)
-			return fmt.Errorf("%s = %s: want %s", r.Field, show(v), r.Want)
+			e := &FieldError{Field: r.Field, Value: show(v), Want: r.Want}
+			switch line := c.where[r.Field]; {
+			case line == fromSet:
+				e.Set = true
+			case line > 0:
+				e.Line = line
+			}
+			return e
 		}
 	}
 	return nil
+}
+
+// FieldError is a config value that a rule refuses (Check).
+type FieldError struct {
+	// Field is the dotted key, Value the value as the message shows it,
+	// Want what it should be.
+	Field, Value, Want string
+	// Line is the line of the key in the config file that Load read, 0
+	// if unknown (a preset's, a default's, a checkpoint's config); Set
+	// is whether the value came from Config.Set (--set).
+	Line int
+	Set  bool
+}
+
+// Error words e on one line: `line 38: training.steps = 0: want a
+// positive integer`, `training.steps = -3 (--set): want a positive
+// integer`.
+func (e *FieldError) Error() string {
+	switch {
+	case e.Set:
+		return fmt.Sprintf("%s = %s (--set): want %s", e.Field, e.Value, e.Want)
+	case e.Line > 0:
+		return fmt.Sprintf("line %d: %s = %s: want %s", e.Line, e.Field, e.Value, e.Want)
+	}
+	return fmt.Sprintf("%s = %s: want %s", e.Field, e.Value, e.Want)
 }
 
 // orList joins options as "a, b or c".

@@ -119,20 +119,25 @@ func TestRegisterTask(t *testing.T) {
 		want string // "" accepts
 	}{
 		{"as written", userConfig, nil, ""},
-		{"rule", userConfig, []string{"data.dim=0"}, "data.dim = 0: want a positive integer"},
-		{"nested rule", userConfig, []string{"data.window.size=-1"}, "data.window.size = -1: want ≥ 0"},
-		{"shared rule first", userConfig, []string{"data.dim=0", "training.steps=0"}, "training.steps = 0: want a positive integer"},
-		{"shared field the task reads", userConfig, []string{"training.loss=mse"}, `training.loss = "mse": want mae for task section-test`},
-		{"attention by layers' rules", userConfig, []string{"model.attention.key_iters=-1"}, "model.attention.key_iters = -1: want ≥ 0"},
+		{"rule", userConfig, []string{"data.dim=0"}, "data.dim = 0 (--set): want a positive integer"},
+		{"rule in the file", strings.Replace(userConfig, "  dim: 3", "  dim: 0", 1), nil, "user.yaml: line 5: data.dim = 0: want a positive integer"},
+		{"nested rule", userConfig, []string{"data.window.size=-1"}, "data.window.size = -1 (--set): want ≥ 0"},
+		{"nested rule in the file", strings.Replace(userConfig, "size: 2", "size: -1", 1), nil, "line 8: data.window.size = -1: want ≥ 0"},
+		{"shared rule first", userConfig, []string{"data.dim=0", "training.steps=0"}, "training.steps = 0 (--set): want a positive integer"},
+		{"shared field the task reads", userConfig, []string{"training.loss=mse"}, `training.loss = "mse" (--set): want mae for task section-test`},
+		{"shared field in a flow mapping", strings.Replace(userConfig, "loss: mae", "loss: mse", 1), nil, `line 14: training.loss = "mse": want mae for task section-test`},
+		{"attention by layers' rules", userConfig, []string{"model.attention.key_iters=-1"}, "model.attention.key_iters = -1 (--set): want ≥ 0"},
+		{"attention rule in the file", strings.Replace(userConfig, "kind: softmax", "kind: softmax\n    key_iters: -1", 1), nil, "line 13: model.attention.key_iters = -1: want ≥ 0"},
+		{"a fraction", strings.Replace(userConfig, "size: 2", "size: 2.5", 1), nil, "line 8: data.window.size = 2.5: want an integer"},
 		{"unknown key", strings.Replace(userConfig, "  dim: 3", "  dims: 3", 1), nil, `user.yaml: line 5: unknown key "dims" in data`},
 		{"unknown nested key", strings.Replace(userConfig, "    size: 2", "    sise: 2", 1), nil, `line 8: unknown key "sise" in data.window`},
 		{"unknown attention key", strings.Replace(userConfig, "    kind: softmax", "    kind: softmax\n    kinds: em", 1), nil, `line 13: unknown key "kinds" in model.attention`},
-		{"wrong type", strings.Replace(userConfig, "width: 16", "width: wide", 1), nil, `line 10: "wide" is a string, want an integer`},
+		{"wrong type", strings.Replace(userConfig, "width: 16", "width: wide", 1), nil, `line 10: model.width = "wide": want an integer`},
 		{"a section where a value goes", strings.Replace(userConfig, "  dim: 3", "  dim: {a: 1}", 1), nil, "line 5"},
 		{"a value where a section goes", strings.Replace(userConfig, "  window:\n    size: 2", "  window: 2", 1), nil, `"2" is a int, want a section (data.window)`},
 		{"unknown set key", userConfig, []string{"data.kind=x"}, `--set data.kind: unknown key "kind" in data`},
 		{"another task's key", userConfig, []string{"task=maxnorm"}, `unknown key "file"`},
-		{"unknown task", userConfig, []string{"task=nope"}, `task = "nope": want maxnorm, seq2seq, segment, mlm or section-test`},
+		{"unknown task", userConfig, []string{"task=nope"}, `task = "nope" (--set): want maxnorm, seq2seq, segment, mlm or section-test`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

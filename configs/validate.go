@@ -3,6 +3,7 @@ package configs
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -27,26 +28,41 @@ func (c *Config) Validate() error {
 	return s.validate(c)
 }
 
-// sharedRules are the rules of the sections every task has.
+// MaxLR is the largest optimizer.lr: a float32's largest value. A larger
+// learning rate is +Inf in a float32 run's Adam step, which makes its
+// weights NaN; no smaller one is refused, so that a run can be made to
+// diverge on purpose.
+const MaxLR = math.MaxFloat32
+
+// sharedRules are the rules of the sections every task has. Every float
+// must be finite; a config file or --set cannot give a NaN or an Inf (the
+// decoder refuses them), but a Config built in Go can.
 func (c *Config) sharedRules() []Rule {
 	o, t := c.Optimizer, c.Training
 	return []Rule{
 		{c.DType == "float32" || c.DType == "float64", "dtype", "float32 or float64"},
 		{t.EMADecay >= 0 && t.EMADecay < 1, "training.ema_decay", "in [0, 1) (0: no weight average)"},
 		{o.Name == "adam", "optimizer.name", "adam"},
-		{o.LR > 0, "optimizer.lr", "a positive number"},
+		{o.LR > 0 && o.LR <= MaxLR, "optimizer.lr", "a positive number ≤ 3.4e38 (a float32's largest)"},
 		{o.Beta1 >= 0 && o.Beta1 < 1, "optimizer.beta1", "in [0, 1)"},
 		{o.Beta2 >= 0 && o.Beta2 < 1, "optimizer.beta2", "in [0, 1)"},
-		{o.Eps > 0, "optimizer.eps", "a positive number"},
-		{o.WeightDecay >= 0, "optimizer.weight_decay", "≥ 0"},
-		{o.ClipNorm >= 0, "optimizer.clip_norm", "≥ 0"},
+		{o.Eps > 0 && finite(o.Eps), "optimizer.eps", "a finite positive number"},
+		// Each step multiplies the weights by 1 − lr·weight_decay: at
+		// lr·weight_decay ≥ 1 it zeroes or flips them, past 2 they grow
+		// without bound.
+		{o.WeightDecay >= 0 && o.LR*o.WeightDecay < 1, "optimizer.weight_decay",
+			"≥ 0 and below 1/optimizer.lr (each step scales the weights by 1 − lr·weight_decay)"},
+		{o.ClipNorm >= 0 && finite(o.ClipNorm), "optimizer.clip_norm", "a finite number ≥ 0 (0: no clipping)"},
 		{oneOf(o.Schedule, "constant", "cosine", "inverse_sqrt"), "optimizer.schedule", "constant, cosine or inverse_sqrt"},
 		{o.WarmupSteps >= 0, "optimizer.warmup_steps", "≥ 0"},
 		{o.Schedule != "inverse_sqrt" || o.WarmupSteps > 0, "optimizer.warmup_steps", "positive for inverse_sqrt"},
 		{o.MinLR >= 0 && o.MinLR <= o.LR, "optimizer.min_lr", "in [0, optimizer.lr]"},
 		{t.Steps > 0, "training.steps", "a positive integer"},
 		{t.Batch > 0, "training.batch", "a positive integer"},
-		{t.KLWeight >= 0, "training.kl_weight", "≥ 0 (0: no KL term)"},
+		{t.LabelSmoothing >= 0 && t.LabelSmoothing < 1, "training.label_smoothing", "in [0, 1)"},
+		{t.Beam >= 0, "training.beam", "≥ 0"},
+		{t.LengthPenalty >= 0 && finite(t.LengthPenalty), "training.length_penalty", "a finite number ≥ 0"},
+		{t.KLWeight >= 0 && finite(t.KLWeight), "training.kl_weight", "a finite number ≥ 0 (0: no KL term)"},
 		{t.KLWarmup >= 0, "training.kl_warmup", "≥ 0 (0: no warm-up)"},
 		{t.LogEvery > 0, "training.log_every", "a positive integer"},
 		{t.EvalEvery >= 0, "training.eval_every", "≥ 0 (0: only at the end)"},
@@ -54,6 +70,9 @@ func (c *Config) sharedRules() []Rule {
 		{t.KeepCheckpoints > 0, "training.keep_checkpoints", "a positive integer"},
 	}
 }
+
+// finite reports whether x is neither NaN nor infinite.
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // CheckAttention checks the attention settings a at the dotted key (say
 // "model.attention") by layers' own rules (layers.AttentionConfig.Validate),

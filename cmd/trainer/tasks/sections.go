@@ -316,6 +316,7 @@ func checkMaxNorm(c *configs.Config, d *MaxNormData, m *MaxNormModel) error {
 			want(m.Kind == "set-transformer", "model.kind", "set-transformer for task maxnorm"),
 			want(oneOf(m.Encoder, "sab", "isab"), "model.encoder", "sab or isab"),
 			want(m.Blocks >= 0, "model.blocks", "an integer ≥ 0"),
+			want(m.Inducing >= 0, "model.inducing", "an integer ≥ 0"),
 			want(m.Encoder != "isab" || m.Inducing > 0, "model.inducing", "a positive integer for an isab encoder"),
 			want(m.Seeds > 0, "model.seeds", "a positive integer"),
 			want(oneOf(c.Training.Loss, "mse", "mae", "euclidean"), "training.loss", "mse, mae or euclidean"),
@@ -349,15 +350,18 @@ func checkSeq2Seq(c *configs.Config, d *Seq2SeqData, m *TransformerModel) error 
 	return c.CheckAttention("model.attention", m.Attention)
 }
 
+// unreadForTSV: a TSV corpus's pairs are its files' lines.
+const unreadForTSV = "≥ 0 with data.source tsv, which does not read it"
+
 // corpusRules are the data checks of the tasks that read a parallel
 // corpus: seq2seq, and mlm on its source side.
 func corpusRules(d Corpus) []configs.Rule {
 	toy := d.Source == "toy"
 	return []configs.Rule{
 		want(oneOf(d.Source, "toy", "tsv"), "data.source", "toy or tsv"),
-		want(!toy || d.TrainPairs > 0, "data.train_pairs", "a positive integer"),
-		want(!toy || d.ValidPairs > 0, "data.valid_pairs", "a positive integer"),
-		want(!toy || d.TestPairs > 0, "data.test_pairs", "a positive integer"),
+		want(d.TrainPairs > 0 || !toy && d.TrainPairs >= 0, "data.train_pairs", "a positive integer ("+unreadForTSV+")"),
+		want(d.ValidPairs > 0 || !toy && d.ValidPairs >= 0, "data.valid_pairs", "a positive integer ("+unreadForTSV+")"),
+		want(d.TestPairs > 0 || !toy && d.TestPairs >= 0, "data.test_pairs", "a positive integer ("+unreadForTSV+")"),
 		want(toy || d.TrainFile != "", "data.train_file", "a TSV file (set it with --set data.train_file=PATH)"),
 		want(toy || d.ValidFile != "", "data.valid_file", "a TSV file (set it with --set data.valid_file=PATH)"),
 		want(toy || d.TestFile != "", "data.test_file", "a TSV file (set it with --set data.test_file=PATH)"),
@@ -382,6 +386,7 @@ func checkMLM(c *configs.Config, d *MLMData, m *TransformerModel) error {
 			want(m.Kind == "transformer", "model.kind", "transformer for task mlm"),
 			want(m.FF > 0, "model.ff", "a positive integer"),
 			want(m.EncLayers > 0, "model.enc_layers", "a positive integer"),
+			want(m.DecLayers >= 0, "model.dec_layers", "an integer ≥ 0 (task mlm does not read it)"),
 			want(m.Dropout >= 0 && m.Dropout < 1, "model.dropout", "in [0, 1)"),
 			want(t.Loss == "cross_entropy", "training.loss", "cross_entropy for task mlm"),
 			want(t.LabelSmoothing >= 0 && t.LabelSmoothing < 1, "training.label_smoothing", "in [0, 1)"),
@@ -400,7 +405,7 @@ func checkSegment(c *configs.Config, d *SegmentData, m *SegmentModel) error {
 			want(d.ImageSize >= 2, "data.image_size", "an integer ≥ 2"),
 			want(d.MinRegions >= 1, "data.min_regions", "a positive integer"),
 			want(d.MaxRegions >= d.MinRegions, "data.max_regions", "at least data.min_regions"),
-			want(d.MaxRegions <= d.ImageSize*d.ImageSize, "data.max_regions", "at most data.image_size² (one pixel per region)"),
+			want(d.ImageSize < 2 || (d.MaxRegions-1)/d.ImageSize < d.ImageSize, "data.max_regions", "at most data.image_size² (one pixel per region)"),
 			want(d.Classes >= d.MaxRegions && d.Classes >= 2, "data.classes", "at least data.max_regions and 2 (each region has its own class)"),
 			want(d.Noise >= 0, "data.noise", "≥ 0"),
 			want(d.Confusable >= 0 && d.Confusable <= 1, "data.confusable", "a probability in [0, 1]"),
