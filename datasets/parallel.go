@@ -200,7 +200,9 @@ func readParallelTSV(r io.Reader, name string, opt TSVOptions) ([]Pair, LoadStat
 	br := bufio.NewReader(io.LimitReader(r, maxFile+1))
 	for {
 		var readErr error
-		buf, readErr = readLine(br, buf[:0], maxLine+len("\r\n"))
+		// readLine's limit bounds the memory; the cap is checked below, on
+		// the line without its end (and the first line without its BOM).
+		buf, readErr = readLine(br, buf[:0], maxLine+len(bom)+len("\r\n"))
 		read += int64(len(buf))
 		if len(buf) == 0 && errors.Is(readErr, io.EOF) {
 			break

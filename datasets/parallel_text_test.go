@@ -96,6 +96,8 @@ func TestLoadParallelTSVLimits(t *testing.T) {
 		{"line at the cap", pair + "\n", TSVOptions{MaxLineBytes: 7}, ""},
 		{"crlf line at the cap", pair + "\r\n", TSVOptions{MaxLineBytes: 7}, ""},
 		{"final line at the cap", "a\tb\n" + pair, TSVOptions{MaxLineBytes: 7}, ""},
+		{"first line with a bom at the cap", bom + pair + "\r\n" + pair, TSVOptions{MaxLineBytes: 7}, ""},
+		{"line of bom's length over the cap", "a\tb\n" + pair + "xxx\r\n", TSVOptions{MaxLineBytes: 7}, "line 2: longer than the limit of 7 bytes for a line"},
 		{"line over the cap", "a\tb\n" + pair + "x\n", TSVOptions{MaxLineBytes: 7}, "line 2: longer than the limit of 7 bytes for a line"},
 		{"final line over the cap", "a\tb\n" + pair + "x", TSVOptions{MaxLineBytes: 7}, "line 2: longer than the limit of 7 bytes for a line"},
 		{"crlf line over the cap", pair + "xx\r\n", TSVOptions{MaxLineBytes: 7}, "line 1: longer than the limit of 7 bytes for a line"},
