@@ -94,7 +94,10 @@ func WriteFileAtomic(path string, write func(w io.Writer) error) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	dir, base := filepath.Dir(target), filepath.Base(target)
+	dir, base := splitPath(target)
+	if dir == "" {
+		dir = "." // not CreateTemp's default, the system's temporary directory
+	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("write %s: create a file in %s: %w", path, dir, bareError(err))
@@ -154,13 +157,11 @@ func writeTarget(path string) (string, error) {
 				return "", err
 			}
 			if !filepath.IsAbs(dest) {
-				// Relative to the link's directory, as the kernel resolves
-				// it: that directory's own links first, so ".." is right.
-				dir, err := filepath.EvalSymlinks(filepath.Dir(p))
-				if err != nil {
-					return "", err
-				}
-				dest = filepath.Join(dir, dest)
+				// Relative to the link's directory. Nothing is cleaned:
+				// "dir/link/../x" is for the kernel to resolve, ".." after
+				// a link to a directory meaning that directory's parent.
+				dir, _ := splitPath(p)
+				dest = dir + dest
 			}
 			p = dest
 		case !info.Mode().IsRegular():
@@ -174,6 +175,18 @@ func writeTarget(path string) (string, error) {
 		}
 	}
 	return "", &fs.PathError{Op: "follow symbolic links", Path: path, Err: syscall.ELOOP}
+}
+
+// splitPath splits p after its last separator into a directory, which
+// keeps that separator ("" for none), and a name. Unlike filepath.Split and
+// filepath.Dir it never cleans: in "a/link/../b" the ".." must apply to
+// where the link leads, which only the kernel knows.
+func splitPath(p string) (dir, name string) {
+	i := len(p) - 1
+	for i >= 0 && !os.IsPathSeparator(p[i]) {
+		i--
+	}
+	return p[:i+1], p[i+1:]
 }
 
 // tempWriter writes to the temporary file, reporting an error without the
