@@ -13,6 +13,7 @@ import (
 func newTranslateCommand() *cobra.Command {
 	var path, text string
 	var beam int
+	var strict bool
 	cmd := &cobra.Command{
 		Use:   "translate",
 		Short: "Translate sentences with a seq2seq checkpoint",
@@ -22,10 +23,16 @@ print one translation per line. Standard input is read to its end first.
 The checkpoint holds the vocabularies and the config: no data file is read.
 
 A line is split on whitespace, and lowercased first if the model was trained
-with data.lowercase; words outside the model's vocabulary read as <unk>,
-and only the first data.max_len words are read. --beam 1 is greedy
-decoding; a wider beam ranks hypotheses with the config's
-training.length_penalty. An empty line gives an empty translation.`,
+with data.lowercase; only the first data.max_len words are read. Words
+outside the model's source vocabulary read as <unk>: each line that has
+some is reported on standard error with the words, as
+
+  trainer: line 1: 2 of 5 words unknown to the source vocabulary: eats, apple
+
+and --strict refuses such input instead (exit status 2, nothing
+translated). --beam 1 is greedy decoding; a wider beam ranks hypotheses
+with the config's training.length_penalty. An empty line gives an empty
+translation.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if beam < 1 {
@@ -46,12 +53,30 @@ training.length_penalty. An empty line gives an empty translation.`,
 			}
 			lines := splitLines(input)
 			srcs := make([][]string, len(lines))
+			var warnings, unknown []string
 			for i, l := range lines {
 				srcs[i] = task.SourceTokens(l)
-				if len(srcs[i]) > task.MaxLen() {
-					fmt.Fprintf(cmd.ErrOrStderr(), "trainer: line %d has %d words; the model reads the first %d (data.max_len)\n",
-						i+1, len(srcs[i]), task.MaxLen())
+				read := srcs[i]
+				if len(read) > task.MaxLen() {
+					warnings = append(warnings, fmt.Sprintf("line %d has %d words; the model reads the first %d (data.max_len)",
+						i+1, len(read), task.MaxLen()))
+					read = read[:task.MaxLen()]
 				}
+				if unk := task.UnknownWords(read); len(unk) > 0 {
+					msg := fmt.Sprintf("line %d: %d of %d words unknown to the source vocabulary: %s",
+						i+1, len(unk), len(read), strings.Join(distinct(unk), ", "))
+					warnings, unknown = append(warnings, msg), append(unknown, msg)
+				}
+			}
+			if strict && len(unknown) > 0 {
+				more := ""
+				if len(unknown) > 1 {
+					more = fmt.Sprintf(" (and %d more lines with unknown words)", len(unknown)-1)
+				}
+				return badInput(fmt.Errorf("--strict: %s%s", unknown[0], more))
+			}
+			for _, msg := range warnings {
+				fmt.Fprintf(cmd.ErrOrStderr(), "trainer: %s\n", msg)
 			}
 			out, err := task.Translate(t.params, srcs, beam)
 			if err != nil {
@@ -67,8 +92,22 @@ training.length_penalty. An empty line gives an empty translation.`,
 	cmd.Flags().StringVar(&path, "checkpoint", "", "seq2seq checkpoint file or run directory (required)")
 	cmd.Flags().StringVar(&text, "text", "", "text to translate, one sentence a line, instead of standard input")
 	cmd.Flags().IntVar(&beam, "beam", 1, "beam size; 1 is greedy decoding")
+	cmd.Flags().BoolVar(&strict, "strict", false, "refuse input with words outside the source vocabulary (exit status 2)")
 	cmd.MarkFlagRequired("checkpoint")
 	return cmd
+}
+
+// distinct returns words without repeats, in the order they first occur.
+func distinct(words []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, w := range words {
+		if !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // loadSeq2Seq loads a checkpoint as loadForEval does and returns its

@@ -25,6 +25,19 @@ func (t *Seq2Seq) SourceTokens(line string) []string {
 	return strings.Fields(line)
 }
 
+// UnknownWords returns the words of a tokenized sentence (SourceTokens)
+// that the source vocabulary does not hold, which the model reads as
+// <unk>: in order, a word as often as it occurs.
+func (t *Seq2Seq) UnknownWords(words []string) []string {
+	var out []string
+	for _, w := range words {
+		if t.src.ID(w) == datasets.UnkID {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // Translate translates tokenized sentences (SourceTokens) with greedy
 // decoding (beam 1) or beam search ranked with training.length_penalty,
 // on the weights in params. A sentence is cut to MaxLen words; an empty
