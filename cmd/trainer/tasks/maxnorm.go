@@ -1,9 +1,11 @@
 package tasks
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/probformer/probformer/cmd/trainer/train"
@@ -147,13 +149,22 @@ func regressionMetrics(prefix string, pred, target []float64, dim int) (map[stri
 	return out, nil
 }
 
-// Report prints the test metrics of the model next to two baselines:
-// predicting zero and predicting the set's mean, then the learned priors
-// of any EM attention layer.
+// Report implements train.Reporter: ReportResults without the results.
 func (t *maxNormTask) Report(w io.Writer, params *graph.Params, prog *graph.Program) error {
+	_, err := t.ReportResults(w, params, prog)
+	return err
+}
+
+// ReportResults implements train.ResultReporter: it prints the test
+// metrics of the model next to two baselines, predicting zero and
+// predicting the set's mean, then the learned priors of any EM attention
+// layer. The predictions are a TSV file with a header line, then one line
+// per test set: its index, the target and the model's prediction, each a
+// vector of data.dim numbers separated by spaces.
+func (t *maxNormTask) ReportResults(w io.Writer, params *graph.Params, prog *graph.Program) (train.Results, error) {
 	pred, target, err := t.predictions(prog, t.test)
 	if err != nil {
-		return err
+		return train.Results{}, err
 	}
 	var zero, mean []float64
 	for _, batch := range t.test {
@@ -164,20 +175,59 @@ func (t *maxNormTask) Report(w io.Writer, params *graph.Params, prog *graph.Prog
 		name string
 		pred []float64
 	}{{"model", pred}, {"predict zero", zero}, {"predict set mean", mean}}
-	fmt.Fprintf(w, "test set: %d sets (seed %d)\n", len(target)/t.data.Dim, t.cfg.Seed)
+	sets := len(target) / t.data.Dim
+	fmt.Fprintf(w, "test set: %d sets (seed %d)\n", sets, t.cfg.Seed)
+	res := train.Results{Baselines: map[string]map[string]float64{}}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tMSE\tMAE\tEuclidean\t")
 	for _, r := range rows {
 		m, err := regressionMetrics("test", r.pred, target, t.data.Dim)
 		if err != nil {
-			return err
+			return train.Results{}, err
 		}
 		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%.4f\t\n", r.name, m["test_mse"], m["test_mae"], m["test_euclidean"])
+		if r.name == "model" {
+			m["test_samples"] = float64(sets)
+			res.Metrics = m
+		} else {
+			res.Baselines[r.name] = m
+		}
 	}
 	if err := tw.Flush(); err != nil {
-		return err
+		return train.Results{}, err
 	}
-	return printPriors(w, params, em.DefaultRawParams(t.modelCfg.Dim/t.modelCfg.Heads))
+	res.Predictions = []train.Predictions{{
+		Contents: "TSV: index, target, prediction of each test set",
+		Write:    vectorTSV(target, pred, t.data.Dim),
+	}}
+	return res, printPriors(w, params, em.DefaultRawParams(t.modelCfg.Dim/t.modelCfg.Heads))
+}
+
+// vectorTSV writes the header index, target, prediction, then one line per
+// example of dim numbers each, in the shortest form that reads back as the
+// same float64.
+func vectorTSV(target, pred []float64, dim int) func(io.Writer) error {
+	return func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		bw.WriteString("index\ttarget\tprediction\n")
+		vector := func(v []float64) {
+			for d, x := range v {
+				if d > 0 {
+					bw.WriteByte(' ')
+				}
+				bw.WriteString(strconv.FormatFloat(x, 'g', -1, 64))
+			}
+		}
+		for i := range len(target) / dim {
+			bw.WriteString(strconv.Itoa(i))
+			bw.WriteByte('\t')
+			vector(target[i*dim : (i+1)*dim])
+			bw.WriteByte('\t')
+			vector(pred[i*dim : (i+1)*dim])
+			bw.WriteByte('\n')
+		}
+		return bw.Flush()
+	}
 }
 
 // Examples implements train.Sized: training sets are drawn afresh at

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -338,10 +339,30 @@ func (t *mlmTask) Evaluate(_ *graph.Params, prog *graph.Program, split string) (
 	return map[string]float64{split + "_loss": sc.loss / sc.positions, split + "_accuracy": sc.correct / sc.positions}, nil
 }
 
-func (t *mlmTask) Report(w io.Writer, _ *graph.Params, prog *graph.Program) error {
+// Report implements train.Reporter: ReportResults without the results.
+func (t *mlmTask) Report(w io.Writer, params *graph.Params, prog *graph.Program) error {
+	_, err := t.ReportResults(w, params, prog)
+	return err
+}
+
+// mlmCorruptions are the kinds of chosen positions, as the report names
+// them, and their metric names.
+var mlmCorruptions = []struct {
+	kind         datasets.Corruption
+	name, metric string
+}{{datasets.Masked, "[MASK]", "masked"}, {datasets.Replaced, "random word", "replaced"}, {datasets.Unchanged, "unchanged", "unchanged"}}
+
+// ReportResults implements train.ResultReporter: it prints the accuracy
+// and loss at the test set's chosen positions next to two baselines, the
+// accuracy by kind of corruption, and a few samples. The predictions are
+// a TSV file with a header line, then one line per chosen position:
+// the sentence's index among the test sentences the task keeps, the
+// position in it (0-based), the input token there ([MASK], a random word
+// or the word itself), the original word and the model's prediction.
+func (t *mlmTask) ReportResults(w io.Writer, _ *graph.Params, prog *graph.Program) (train.Results, error) {
 	sc, err := t.score(prog, &t.test)
 	if err != nil {
-		return err
+		return train.Results{}, err
 	}
 	fmt.Fprintf(w, "test set: %d sentences, %.0f masked positions (mask_prob %g, seed %d); vocabulary %d ids + [MASK]\n",
 		len(t.test.sentences), sc.positions, t.mask.Prob, t.cfg.Seed, t.vocab.Size())
@@ -350,14 +371,26 @@ func (t *mlmTask) Report(w io.Writer, _ *graph.Params, prog *graph.Program) erro
 	unigram := fmt.Sprintf("unigram baseline (always %q)", t.vocab.Word(t.unigram))
 	fmt.Fprintf(w, "%34s  %8.4f  %7s\n", unigram, sc.unigram/sc.positions, "—")
 	fmt.Fprintf(w, "%34s  %8.4f  %7s\n", "copy the input, unigram at [MASK]", sc.copyUnigram/sc.positions, "—")
+	res := train.Results{
+		Metrics: map[string]float64{
+			"test_accuracy": sc.correct / sc.positions, "test_loss": sc.loss / sc.positions,
+			"test_positions": sc.positions, "test_samples": float64(len(t.test.sentences)),
+		},
+		Baselines: map[string]map[string]float64{
+			"unigram":                       {"test_accuracy": sc.unigram / sc.positions},
+			"copy input, unigram at [MASK]": {"test_accuracy": sc.copyUnigram / sc.positions},
+		},
+		Predictions: []train.Predictions{{
+			Contents: "TSV: sentence, position, input, target, prediction of each chosen position",
+			Write:    t.predictionTSV(sc.predictions),
+		}},
+	}
 	fmt.Fprintf(w, "model accuracy by corruption:")
-	for _, k := range []struct {
-		kind datasets.Corruption
-		name string
-	}{{datasets.Masked, "[MASK]"}, {datasets.Replaced, "random word"}, {datasets.Unchanged, "unchanged"}} {
+	for _, k := range mlmCorruptions {
 		c := sc.byKind[k.kind]
 		if c.n > 0 {
 			fmt.Fprintf(w, "  %s %.4f (%d)", k.name, c.correct/c.n, int(c.n))
+			res.Metrics["test_accuracy_"+k.metric] = c.correct / c.n
 		}
 	}
 	fmt.Fprintf(w, "\n\nsamples (*chosen* positions):\n")
@@ -365,12 +398,7 @@ func (t *mlmTask) Report(w io.Writer, _ *graph.Params, prog *graph.Program) erro
 	for r := range min(5, len(t.test.sentences), len(pred)/t.length) {
 		var in, truth, model []string
 		for i := r * t.length; i < (r+1)*t.length && mb.Mask[i] == 1; i++ {
-			tok := func(id int) string {
-				if id == t.mask.MaskID {
-					return "[MASK]"
-				}
-				return t.vocab.Word(id)
-			}
+			tok := t.token
 			if mb.LossMask[i] == 0 {
 				in, truth, model = append(in, tok(mb.Inputs[i])), append(truth, tok(mb.Targets[i])), append(model, tok(mb.Inputs[i]))
 				continue
@@ -381,5 +409,33 @@ func (t *mlmTask) Report(w io.Writer, _ *graph.Params, prog *graph.Program) erro
 		}
 		fmt.Fprintf(w, "  input: %s\n  truth: %s\n  model: %s\n\n", strings.Join(in, " "), strings.Join(truth, " "), strings.Join(model, " "))
 	}
-	return nil
+	return res, nil
+}
+
+// token is the word of id, or [MASK].
+func (t *mlmTask) token(id int) string {
+	if id == t.mask.MaskID {
+		return "[MASK]"
+	}
+	return t.vocab.Word(id)
+}
+
+// predictionTSV writes the model's predictions at the test set's chosen
+// positions (ReportResults), from score's predictions of the test batches.
+func (t *mlmTask) predictionTSV(predictions [][]int) func(io.Writer) error {
+	return func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		bw.WriteString("sentence\tposition\tinput\ttarget\tprediction\n")
+		for b, pred := range predictions {
+			mb := t.test.batches[b]
+			for i := range pred {
+				if mb.LossMask[i] == 0 {
+					continue
+				}
+				fmt.Fprintf(bw, "%d\t%d\t%s\t%s\t%s\n", b*mlmEvalBatch+i/t.length, i%t.length,
+					t.token(mb.Inputs[i]), t.token(mb.Targets[i]), t.token(pred[i]))
+			}
+		}
+		return bw.Flush()
+	}
 }

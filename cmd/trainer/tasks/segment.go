@@ -1,14 +1,17 @@
 package tasks
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/probformer/probformer/cmd/trainer/internal/figure"
+	"github.com/probformer/probformer/cmd/trainer/train"
 	"github.com/probformer/probformer/configs"
 	"github.com/probformer/probformer/datasets"
 	"github.com/probformer/probformer/graph"
@@ -259,9 +262,14 @@ func (t *segmentTask) Evaluate(_ *graph.Params, prog *graph.Program, split strin
 	return map[string]float64{split + "_accuracy": scores.accuracy[0], split + "_miou": scores.miou[0]}, nil
 }
 
-// clickScores holds pixel accuracy and mean IoU at a list of click counts.
+// clickScores holds pixel accuracy and mean IoU at a list of click counts,
+// and the predictions behind them: pred[k] holds the predicted class of
+// every pixel of every image after counts[k] clicks, as labels does the
+// true ones.
 type clickScores struct {
 	accuracy, miou []float64
+	pred           [][]int
+	labels         []int
 }
 
 // interactive simulates an annotator on set: one click per round per
@@ -312,7 +320,7 @@ func (t *segmentTask) interactive(prog *graph.Program, set []datasets.SegBatch, 
 		}
 	}
 	score := func(preds [][]int) (clickScores, error) {
-		var s clickScores
+		s := clickScores{pred: preds, labels: labels}
 		for _, pred := range preds {
 			acc, err := datasets.PixelAccuracy(pred, labels)
 			if err != nil {
@@ -349,25 +357,48 @@ func clickOnce(rng *rand.Rand, batch datasets.SegBatch, pred []int, clicks [][]i
 // SetPlotDir implements train.Plotter.
 func (t *segmentTask) SetPlotDir(dir string) { t.plotDir = dir }
 
-// Report prints pixel accuracy and mean IoU on the test set against the
-// number of clicks, with adaptation (the model given the clicks) and
-// without (the 0-click prediction with the clicked pixels set), draws both
-// as <plot dir>/clicks.png, and prints the learned priors.
+// Report implements train.Reporter: ReportResults without the results.
 func (t *segmentTask) Report(w io.Writer, params *graph.Params, prog *graph.Program) error {
+	_, err := t.ReportResults(w, params, prog)
+	return err
+}
+
+// ReportResults implements train.ResultReporter: it prints pixel accuracy
+// and mean IoU on the test set against the number of clicks, with
+// adaptation (the model given the clicks) and without (the baseline "not
+// adapted": the 0-click prediction with the clicked pixels set), draws
+// both as <plot dir>/clicks.png, and prints the learned priors. Metric
+// names carry the click count: test_accuracy_5_clicks. The predictions
+// are a TSV file with a header line, then one line per test image and
+// click count: the image's index, the clicks, and the true and the
+// adapted model's predicted class of every pixel, row by row, separated
+// by spaces.
+func (t *segmentTask) ReportResults(w io.Writer, params *graph.Params, prog *graph.Program) (train.Results, error) {
 	adapt, fixed, err := t.interactive(prog, t.test, reportClicks, true)
 	if err != nil {
-		return err
+		return train.Results{}, err
 	}
 	images := len(t.test) * t.cfg.Training.Batch
 	fmt.Fprintf(w, "test set: %d images of %d×%d pixels (seed %d); clicks one at a time in the largest wrong region\n",
 		images, t.data.Size, t.data.Size, t.cfg.Seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "clicks\taccuracy adapted\taccuracy not adapted\tmIoU adapted\tmIoU not adapted\t")
+	res := train.Results{
+		Metrics:   map[string]float64{"test_samples": float64(images)},
+		Baselines: map[string]map[string]float64{"not adapted": {}},
+		Predictions: []train.Predictions{{
+			Contents: fmt.Sprintf("TSV: image, clicks, target, prediction (%d×%d pixel classes) of each test image and click count", t.data.Size, t.data.Size),
+			Write:    t.predictionTSV(adapt),
+		}},
+	}
 	for k, n := range reportClicks {
 		fmt.Fprintf(tw, "%d\t%.4f\t%.4f\t%.4f\t%.4f\t\n", n, adapt.accuracy[k], fixed.accuracy[k], adapt.miou[k], fixed.miou[k])
+		acc, miou := fmt.Sprintf("test_accuracy_%d_clicks", n), fmt.Sprintf("test_miou_%d_clicks", n)
+		res.Metrics[acc], res.Metrics[miou] = adapt.accuracy[k], adapt.miou[k]
+		res.Baselines["not adapted"][acc], res.Baselines["not adapted"][miou] = fixed.accuracy[k], fixed.miou[k]
 	}
 	if err := tw.Flush(); err != nil {
-		return err
+		return train.Results{}, err
 	}
 	if t.plotDir != "" {
 		path := filepath.Join(t.plotDir, "clicks.png")
@@ -383,9 +414,37 @@ func (t *segmentTask) Report(w io.Writer, params *graph.Params, prog *graph.Prog
 		}
 		title := fmt.Sprintf("interactive segmentation, %d test images", images)
 		if err := figure.WriteCurves(path, title, "clicks", "pixel accuracy, mean IoU", xs, series); err != nil {
-			return err
+			return train.Results{}, err
 		}
 		fmt.Fprintf(w, "wrote %s\n", path)
 	}
-	return printPriors(w, params, layers.SegmenterPriors(t.modelCfg.Dim/t.modelCfg.Heads))
+	return res, printPriors(w, params, layers.SegmenterPriors(t.modelCfg.Dim/t.modelCfg.Heads))
+}
+
+// predictionTSV writes the adapted predictions of ReportResults: a line
+// per test image and report click count.
+func (t *segmentTask) predictionTSV(s clickScores) func(io.Writer) error {
+	return func(w io.Writer) error {
+		P := t.data.Size * t.data.Size
+		bw := bufio.NewWriter(w)
+		bw.WriteString("image\tclicks\ttarget\tprediction\n")
+		classes := func(v []int) {
+			for p, c := range v {
+				if p > 0 {
+					bw.WriteByte(' ')
+				}
+				bw.WriteString(strconv.Itoa(c))
+			}
+		}
+		for i := range len(s.labels) / P {
+			for k, n := range reportClicks {
+				fmt.Fprintf(bw, "%d\t%d\t", i, n)
+				classes(s.labels[i*P : (i+1)*P])
+				bw.WriteByte('\t')
+				classes(s.pred[k][i*P : (i+1)*P])
+				bw.WriteByte('\n')
+			}
+		}
+		return bw.Flush()
+	}
 }

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -435,30 +436,72 @@ func (t *Seq2Seq) bleu(params *graph.Params, pairs []datasets.Pair, beam int) (l
 	return score, hyps, err
 }
 
-// Report implements train.Reporter: test BLEU with greedy and beam
-// decoding, and a few sample translations.
-func (t *Seq2Seq) Report(w io.Writer, params *graph.Params, _ *graph.Program) error {
+// Report implements train.Reporter: ReportResults without the results.
+func (t *Seq2Seq) Report(w io.Writer, params *graph.Params, prog *graph.Program) error {
+	_, err := t.ReportResults(w, params, prog)
+	return err
+}
+
+// ReportResults implements train.ResultReporter: it prints test BLEU with
+// greedy and beam decoding (training.beam) and a few sample translations,
+// and returns both scores, test_bleu (greedy, as Evaluate scores it) and
+// test_bleu_beam, with the translations behind them. The predictions are
+// the greedy translations, one a line in test-set order, then as
+// siblings the sources (.src), the references (.ref) and the beam
+// translations (.beam), tokenized as the model reads them, so that
+// `trainer bleu --tokenize none FILE FILE.ref` prints test_bleu and
+// `trainer bleu --tokenize none FILE.beam FILE.ref` test_bleu_beam.
+func (t *Seq2Seq) ReportResults(w io.Writer, params *graph.Params, _ *graph.Program) (train.Results, error) {
 	if err := t.LoadSplits("test"); err != nil {
-		return err
+		return train.Results{}, err
 	}
+	test := t.corpus.Test
 	fmt.Fprintf(w, "test set: %d sentence pairs; vocabularies %d source, %d target words\n",
-		len(t.corpus.Test), t.src.Size(), t.tgt.Size())
-	greedy, hyps, err := t.bleu(params, t.corpus.Test, 1)
+		len(test), t.src.Size(), t.tgt.Size())
+	greedy, hyps, err := t.bleu(params, test, 1)
 	if err != nil {
-		return err
+		return train.Results{}, err
 	}
-	beam, _, err := t.bleu(params, t.corpus.Test, t.cfg.Training.Beam)
+	beam, beamHyps, err := t.bleu(params, test, t.cfg.Training.Beam)
 	if err != nil {
-		return err
+		return train.Results{}, err
 	}
 	fmt.Fprintf(w, "greedy:          %s\n", greedy)
 	fmt.Fprintf(w, "beam %d (lp %.1f): %s\n", t.cfg.Training.Beam, t.cfg.Training.LengthPenalty, beam)
 	fmt.Fprintf(w, "signature: %s\n\nsamples (greedy):\n", greedy.Signature)
 	for i := range min(5, len(hyps)) {
-		p := t.corpus.Test[i]
+		p := test[i]
 		fmt.Fprintf(w, "  src: %s\n  ref: %s\n  hyp: %s\n\n", strings.Join(p.Src, " "), strings.Join(p.Tgt, " "), strings.Join(hyps[i], " "))
 	}
-	return nil
+	srcs, refs := make([][]string, len(test)), make([][]string, len(test))
+	for i, p := range test {
+		srcs[i], refs[i] = p.Src, p.Tgt
+	}
+	return train.Results{
+		Metrics: map[string]float64{
+			"test_bleu": greedy.Score, "test_bleu_beam": beam.Score,
+			"test_beam": float64(t.cfg.Training.Beam), "test_samples": float64(len(test)),
+		},
+		Predictions: []train.Predictions{
+			{Suffix: "", Contents: "greedy translations (test_bleu)", Write: sentenceLines(hyps)},
+			{Suffix: ".src", Contents: "sources", Write: sentenceLines(srcs)},
+			{Suffix: ".ref", Contents: "references", Write: sentenceLines(refs)},
+			{Suffix: ".beam", Contents: fmt.Sprintf("beam-%d translations (test_bleu_beam)", t.cfg.Training.Beam), Write: sentenceLines(beamHyps)},
+		},
+	}, nil
+}
+
+// sentenceLines writes tokenized sentences one a line, their words
+// joined by spaces, as the BLEU of the report scores them.
+func sentenceLines(sentences [][]string) func(io.Writer) error {
+	return func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		for _, s := range sentences {
+			bw.WriteString(strings.Join(s, " "))
+			bw.WriteByte('\n')
+		}
+		return bw.Flush()
+	}
 }
 
 // Examples implements train.Sized: the training pairs within max_len and

@@ -57,6 +57,42 @@ type Reporter interface {
 	Report(w io.Writer, params *graph.Params, prog *graph.Program) error
 }
 
+// ResultReporter is a Reporter that also returns what it printed, for
+// `trainer eval` to write down (eval_results.json, --predictions): the
+// same numbers, not computed a second time. Report should be
+// ReportResults with the Results dropped.
+type ResultReporter interface {
+	Reporter
+	ReportResults(w io.Writer, params *graph.Params, prog *graph.Program) (Results, error)
+}
+
+// Results are the numbers a report printed and the model's outputs behind
+// them.
+type Results struct {
+	// Metrics are the model's test metrics, named like Evaluate's
+	// ("test_bleu"); counts such as "test_samples" may join them.
+	Metrics map[string]float64
+	// Baselines holds the metrics of each baseline the report printed
+	// next to the model's, by the baseline's name ("predict zero").
+	Baselines map[string]map[string]float64
+	// Predictions are the text files of the model's outputs on the test
+	// set, in test-set order; nil if the task has none.
+	Predictions []Predictions
+}
+
+// Predictions is one text file of a model's test-set outputs (or the
+// inputs and targets beside them). `trainer eval --predictions FILE`
+// writes it as FILE followed by Suffix.
+type Predictions struct {
+	// Suffix follows the --predictions path: "" for the model's outputs,
+	// ".src" and ".ref" for a translation's sources and references, say.
+	Suffix string
+	// Contents says what a line holds, for the command's help and output.
+	Contents string
+	// Write writes the file's text to w.
+	Write func(w io.Writer) error
+}
+
 // Plotter is a Reporter that also draws figures, into a directory its
 // caller chooses before Report.
 type Plotter interface {
