@@ -430,15 +430,67 @@ func cloneSection(s any) any {
 	return s
 }
 
-// YAML returns the config as YAML, as stored in checkpoints.
+// YAML returns the config as YAML, as stored in checkpoints and a run's
+// config.yaml: every key of the shared sections and of the task's own,
+// but no retired key (config:"retired", see RegisterTask) that is zero.
+// Parse reads it back to the same config.
 func (c *Config) YAML() []byte {
-	out, err := yaml.Marshal(c)
-	if err != nil {
-		// Marshal of structs of scalars cannot fail, and RegisterTask
-		// checked that yaml.v3 writes the task's section types.
-		panic(err)
+	var doc yaml.Node
+	err := doc.Encode(c)
+	if err == nil {
+		for i := 0; i+1 < len(doc.Content); i += 2 {
+			switch doc.Content[i].Value {
+			case "data":
+				dropRetired(doc.Content[i+1], reflect.ValueOf(c.Data))
+			case "model":
+				dropRetired(doc.Content[i+1], reflect.ValueOf(c.Model))
+			}
+		}
+		var out []byte
+		if out, err = yaml.Marshal(&doc); err == nil {
+			return out
+		}
 	}
-	return out
+	// Marshal of structs of scalars cannot fail, and RegisterTask checked
+	// that yaml.v3 writes the task's section types.
+	panic(err)
+}
+
+// dropRetired removes from mapping n, which yaml.v3 wrote from section
+// v, the keys of v's retired fields that are zero.
+func dropRetired(n *yaml.Node, v reflect.Value) {
+	drop := map[string]bool{}
+	retiredZeros(deref(v), false, drop)
+	if n.Kind != yaml.MappingNode || len(drop) == 0 {
+		return
+	}
+	kept := n.Content[:0]
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if !drop[n.Content[i].Value] {
+			kept = append(kept, n.Content[i], n.Content[i+1])
+		}
+	}
+	n.Content = kept
+}
+
+// retiredZeros adds to drop the keys of struct v's fields that are zero
+// and retired: inside an inline struct tagged config:"retired", or, if
+// retired, anywhere in v.
+func retiredZeros(v reflect.Value, retired bool, drop map[string]bool) {
+	if v.Kind() != reflect.Struct {
+		return
+	}
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		key, inline, ok := yamlKey(f)
+		switch {
+		case !ok:
+		case inline:
+			retiredZeros(v.Field(i), retired || f.Tag.Get("config") == "retired", drop)
+		case retired && v.Field(i).IsZero():
+			drop[key] = true
+		}
+	}
 }
 
 func yamlKind(tag string) string {

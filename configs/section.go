@@ -34,8 +34,11 @@ var sections = struct {
 // integer field takes only an integer in its type's range, a float field
 // only a finite number. A
 // string field tagged `config:"path"` is a file path, which Load resolves
-// against the config file's directory (see Paths). A task with no model
-// settings passes struct{} for M.
+// against the config file's directory (see Paths). An inline struct field
+// tagged `config:"retired"` holds keys that old configs have and the task
+// no longer reads: they still decode, so those configs read, but
+// Config.YAML writes one only if it is not zero (which the task's validate
+// should refuse). A task with no model settings passes struct{} for M.
 //
 // validate checks the task's sections, and any shared field the task
 // gives a meaning (training.loss, say), after the shared sections passed

@@ -16,13 +16,13 @@ import (
 // Before each task owned its sections, every config held one shared data
 // and one shared model section with every built-in task's keys, and
 // config.yaml files and checkpoints were written with all of them. So
-// that those files still read, and the built-in tasks keep writing their
-// configs byte for byte as before, each built-in section also holds the
+// that those files still read, each built-in section also holds the
 // other built-in tasks' keys in unexported embedded structs (the v1
-// types below), at their old places in the key order. They are retired:
-// no task reads them, and Check refuses any of them that is not zero
-// ("data.image_size = 16: want it unset: task maxnorm has no such key").
-// A new task has none.
+// types below) tagged config:"retired". They are retired: no task reads
+// them, Config.YAML leaves them out (so a run's config.yaml lists its
+// task's keys only, in their old order), and Check refuses any of them
+// that is not zero ("data.image_size = 16: want it unset: task maxnorm
+// has no such key"). A new task has none.
 
 // MaxNormData is task maxnorm's data: sets of Dim-wide points, MinSet to
 // MaxSet of them (smaller sets are padded), drawn afresh every step.
@@ -38,10 +38,10 @@ type MaxNormData struct {
 	ValidSets int `yaml:"valid_sets"`
 	TestSets  int `yaml:"test_sets"`
 
-	v1Corpus   `yaml:",inline"`
-	v1Sampling `yaml:",inline"`
-	v1Images   `yaml:",inline"`
-	v1MaskProb `yaml:",inline"`
+	v1Corpus   `yaml:",inline" config:"retired"`
+	v1Sampling `yaml:",inline" config:"retired"`
+	v1Images   `yaml:",inline" config:"retired"`
+	v1MaskProb `yaml:",inline" config:"retired"`
 }
 
 // MaxNormModel is task maxnorm's model: a Set Transformer
@@ -64,9 +64,9 @@ type MaxNormModel struct {
 	LayerNorm  bool                   `yaml:"layer_norm"`
 	Attention  layers.AttentionConfig `yaml:"attention"`
 
-	v1FF        `yaml:",inline"`
-	v1EncLayers `yaml:",inline"`
-	v1Decoder   `yaml:",inline"`
+	v1FF        `yaml:",inline" config:"retired"`
+	v1EncLayers `yaml:",inline" config:"retired"`
+	v1Decoder   `yaml:",inline" config:"retired"`
 }
 
 // Corpus is a parallel corpus, as tasks seq2seq and mlm read it: the
@@ -93,27 +93,27 @@ type Corpus struct {
 // Seq2SeqData is task seq2seq's data: a parallel corpus, and how its
 // training batches are drawn.
 type Seq2SeqData struct {
-	v1SetShape   `yaml:",inline"`
-	v1SplitSizes `yaml:",inline"`
+	v1SetShape   `yaml:",inline" config:"retired"`
+	v1SplitSizes `yaml:",inline" config:"retired"`
 	Corpus       `yaml:",inline"`
 	// Sampling is with_replacement (the default, also empty: each pair
 	// uniformly at random) or epochs (every pair once an epoch,
 	// reshuffled each epoch, as a PyTorch DataLoader with shuffle=True).
 	Sampling string `yaml:"sampling"`
 
-	v1Images   `yaml:",inline"`
-	v1MaskProb `yaml:",inline"`
+	v1Images   `yaml:",inline" config:"retired"`
+	v1MaskProb `yaml:",inline" config:"retired"`
 }
 
 // MLMData is task mlm's data: the source side of a parallel corpus, of
 // which a share MaskProb of the tokens is predicted (BERT's 15%): of
 // them 80% become [MASK], 10% a random word and 10% stay unchanged.
 type MLMData struct {
-	v1SetShape   `yaml:",inline"`
-	v1SplitSizes `yaml:",inline"`
+	v1SetShape   `yaml:",inline" config:"retired"`
+	v1SplitSizes `yaml:",inline" config:"retired"`
 	Corpus       `yaml:",inline"`
-	v1Sampling   `yaml:",inline"`
-	v1Images     `yaml:",inline"`
+	v1Sampling   `yaml:",inline" config:"retired"`
+	v1Images     `yaml:",inline" config:"retired"`
 	MaskProb     float64 `yaml:"mask_prob"`
 }
 
@@ -127,9 +127,9 @@ type TransformerModel struct {
 	Dim   int    `yaml:"dim"`
 	Heads int    `yaml:"heads"`
 
-	v1Encoder   `yaml:",inline"`
-	v1Blocks    `yaml:",inline"`
-	v1SetBlocks `yaml:",inline"`
+	v1Encoder   `yaml:",inline" config:"retired"`
+	v1Blocks    `yaml:",inline" config:"retired"`
+	v1SetBlocks `yaml:",inline" config:"retired"`
 
 	Attention layers.AttentionConfig `yaml:"attention"`
 	// FF is the feed-forward width; EncLayers and DecLayers the stack
@@ -151,17 +151,17 @@ type TransformerModel struct {
 // SegmentData is task segment's data (datasets.Segmentation): its
 // Images and the sizes of the evaluation sets.
 type SegmentData struct {
-	v1SetShape `yaml:",inline"`
+	v1SetShape `yaml:",inline" config:"retired"`
 	// ValidSets and TestSets count the fixed evaluation images.
 	ValidSets int `yaml:"valid_sets"`
 	TestSets  int `yaml:"test_sets"`
 
-	v1Corpus   `yaml:",inline"`
-	v1Sampling `yaml:",inline"`
+	v1Corpus   `yaml:",inline" config:"retired"`
+	v1Sampling `yaml:",inline" config:"retired"`
 
 	Images `yaml:",inline"`
 
-	v1MaskProb `yaml:",inline"`
+	v1MaskProb `yaml:",inline" config:"retired"`
 }
 
 // Images are segment's images and clicks: ImageSize×ImageSize pixels cut
@@ -190,19 +190,19 @@ type SegmentModel struct {
 	Dim   int    `yaml:"dim"`
 	Heads int    `yaml:"heads"`
 
-	v1Encoder `yaml:",inline"`
+	v1Encoder `yaml:",inline" config:"retired"`
 
 	Blocks int `yaml:"blocks"`
 
-	v1SetBlocks `yaml:",inline"`
+	v1SetBlocks `yaml:",inline" config:"retired"`
 
 	Attention layers.AttentionConfig `yaml:"attention"`
 
-	v1FF `yaml:",inline"`
+	v1FF `yaml:",inline" config:"retired"`
 
 	EncLayers int `yaml:"enc_layers"`
 
-	v1Decoder `yaml:",inline"`
+	v1Decoder `yaml:",inline" config:"retired"`
 }
 
 // The retired keys (see the top of this file), in the groups in which
@@ -254,13 +254,12 @@ type (
 )
 
 // retired returns a failing rule for the first retired key of a section
-// (the fields of its unexported embedded structs) that is not zero, or
-// none.
+// (the fields of its embedded structs tagged config:"retired") that is
+// not zero, or none.
 func retired(task, section string, value any) []configs.Rule {
 	v := reflect.ValueOf(value).Elem()
 	for i := range v.NumField() {
-		f := v.Type().Field(i)
-		if !f.Anonymous || f.IsExported() {
+		if v.Type().Field(i).Tag.Get("config") != "retired" {
 			continue
 		}
 		old := v.Field(i)
