@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -34,30 +35,44 @@ var boardAssets embed.FS
 func newBoardCommand() *cobra.Command {
 	var addr string
 	cmd := &cobra.Command{
-		Use:   "board RUN_DIR [RUN_DIR…]",
+		Use:   "board DIR [DIR…]",
 		Short: "Serve a local web page with the runs' live metric curves, configs, evaluations and images",
-		Long: `Serve a web page that lists the run directories and shows their
+		Long: `Serve a web page that lists the runs in the directories and shows their
 metrics.jsonl as curves updating live while the runs train (the page polls
 every second), their config.yaml side by side, the latest evaluation line
 of each run as a table, and the PNGs the runs wrote. The page and its
 charting library (uPlot) are embedded in the binary; nothing is fetched
 from the network. Binds to 127.0.0.1 unless --addr says otherwise.
 
+A DIR is a run directory or a directory of runs, as TensorBoard's --logdir:
+every directory at or below it that holds metrics.jsonl, config.yaml or a
+checkpoint (best.ckpt, step-N.ckpt) is a run, named by its path relative to
+DIR (prefixed with DIR's name when several are given; a DIR that is itself
+a run is named by its name). The walk follows no symbolic link, skips
+hidden directories, goes at most 8 levels down, looks at no more than
+20000 directories and takes the first 200 runs; it is repeated every few
+seconds while the page is open, so runs started later appear. A DIR with
+no run below it is reported on stderr and on the page.
+
+  trainer board checkpoints
   trainer board checkpoints/scratch checkpoints/pretrained --addr 127.0.0.1:6006`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, dirs []string) error {
-			h, err := newBoardHandler(dirs)
+			b, err := newBoardHandler(dirs)
 			if err != nil {
 				return badInput(err)
+			}
+			for _, w := range b.warnings() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "board: warning: %s\n", w)
 			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return badInput(fmt.Errorf("--addr: %w", err))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "board: http://%s/ (Ctrl-C to stop)\n", ln.Addr())
+			fmt.Fprintf(cmd.OutOrStdout(), "board: http://%s/ (%d runs; Ctrl-C to stop)\n", ln.Addr(), b.runCount())
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serveBoard(ctx, ln, h)
+			return serveBoard(ctx, ln, b)
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:6006", "address to listen on")
@@ -87,8 +102,9 @@ func serveBoard(ctx context.Context, ln net.Listener, h http.Handler) error {
 // boardRun is one run directory and what has been read of its
 // metrics.jsonl so far: the complete lines up to offset.
 type boardRun struct {
-	name string
-	dir  string
+	index int    // its place in board.runs, for the page
+	name  string // its path relative to the directory given (boardRoot)
+	dir   string // absolute, free of symbolic links
 
 	mu      sync.Mutex
 	offset  int64
@@ -97,22 +113,56 @@ type boardRun struct {
 	skipped int            // complete lines that are not JSON objects
 }
 
-type board struct {
-	runs []*boardRun
+// boardRoot is a directory given on the command line, and the prefix of
+// the names of the runs below it ("" when it is the only one).
+type boardRoot struct {
+	arg, dir, prefix string
 }
 
-// newBoardHandler returns the board's HTTP handler over the run
-// directories, which must exist.
-func newBoardHandler(dirs []string) (http.Handler, error) {
-	b := &board{}
-	seen := map[string]int{}
+// The bounds of the walk for runs below a given directory: how deep it
+// goes, how many directories it reads (per given directory), and how many
+// runs the board holds in all.
+const (
+	maxBoardDepth = 8
+	maxBoardDirs  = 20000
+	maxBoardRuns  = 200
+	// boardRescan is how often /api/runs walks the directories again for
+	// runs started since.
+	boardRescan = 5 * time.Second
+)
+
+// board serves the runs below its roots (an http.Handler).
+type board struct {
+	roots   []boardRoot
+	handler http.Handler
+	// The bounds of the walk and how often it is repeated: the constants
+	// above, smaller in tests.
+	maxDepth, maxDirs, maxRuns int
+	rescan                     time.Duration
+
+	mu      sync.Mutex // guards the fields below
+	runs    []*boardRun
+	byDir   map[string]bool // the runs' directories
+	names   map[string]int  // how many runs have been given a name
+	warns   []string        // from the latest walk
+	scanned time.Time       // when the latest walk started
+}
+
+// newBoardHandler returns the board over the runs at and below the
+// directories, which must exist; see the board command's help for what
+// is a run and how the walk is bounded.
+func newBoardHandler(dirs []string) (*board, error) {
+	b := &board{
+		maxDepth: maxBoardDepth, maxDirs: maxBoardDirs, maxRuns: maxBoardRuns, rescan: boardRescan,
+		byDir: map[string]bool{}, names: map[string]int{},
+	}
 	for _, d := range dirs {
 		abs, err := filepath.Abs(d)
 		if err != nil {
 			return nil, err
 		}
-		// A run given as a link (checkpoints/latest) is its target, whose
-		// files the listing walks.
+		// A directory given as a link (checkpoints/latest) is its target;
+		// links below it are not followed.
 		if real, err := filepath.EvalSymlinks(abs); err == nil {
 			abs = real
 		}
@@ -123,13 +173,13 @@ func newBoardHandler(dirs []string) (http.Handler, error) {
 		if !st.IsDir() {
 			return nil, fmt.Errorf("board: %s is not a directory", d)
 		}
-		name := filepath.Base(abs)
-		seen[name]++
-		if n := seen[name]; n > 1 {
-			name = fmt.Sprintf("%s (%d)", name, n)
+		root := boardRoot{arg: d, dir: abs}
+		if len(dirs) > 1 {
+			root.prefix = filepath.Base(abs)
 		}
-		b.runs = append(b.runs, &boardRun{name: name, dir: abs})
+		b.roots = append(b.roots, root)
 	}
+	b.scan()
 	static, err := fs.Sub(boardAssets, "board")
 	if err != nil {
 		return nil, err
@@ -143,9 +193,155 @@ func newBoardHandler(dirs []string) (http.Handler, error) {
 	})
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.HandleFunc("GET /api/runs", b.serveRuns)
+	mux.HandleFunc("GET /api/status", b.serveStatus)
 	mux.HandleFunc("GET /api/metrics", b.serveMetrics)
 	mux.HandleFunc("GET /api/image", b.serveImage)
-	return securityHeaders(mux), nil
+	b.handler = securityHeaders(mux)
+	return b, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (b *board) ServeHTTP(w http.ResponseWriter, r *http.Request) { b.handler.ServeHTTP(w, r) }
+
+// warnings are what the latest walk found wrong: a directory with no run
+// below it, a bound reached.
+func (b *board) warnings() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.warns)
+}
+
+// runCount is how many runs the board shows.
+func (b *board) runCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.runs)
+}
+
+// isRunDir reports whether a directory's entries make it a run: a regular
+// metrics.jsonl, config.yaml or checkpoint (best.ckpt, step-N.ckpt).
+// Links do not count.
+func isRunDir(entries []fs.DirEntry) bool {
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		switch n := e.Name(); {
+		case n == train.MetricsFile, n == train.ConfigFile, n == train.BestCheckpoint:
+			return true
+		case strings.HasPrefix(n, "step-") && strings.HasSuffix(n, ".ckpt"):
+			if _, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(n, "step-"), ".ckpt")); err == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// scan walks the roots for runs and adds those it has not seen, after
+// the others, so that a run keeps its index and name. The walk reads
+// directories only: no symbolic link is followed (a link to a directory
+// is not a directory to os.ReadDir), hidden directories (.git) are
+// skipped, and the bounds cut it short with a warning.
+func (b *board) scan() {
+	b.mu.Lock()
+	b.scanned = time.Now()
+	b.mu.Unlock()
+	var warns []string
+	for _, root := range b.roots {
+		found, visited := 0, 0
+		var full, tooMany, tooDeep bool
+		var walk func(dir, rel string, depth int)
+		walk = func(dir, rel string, depth int) {
+			if full || tooMany {
+				return
+			}
+			if visited >= b.maxDirs {
+				tooMany = true
+				return
+			}
+			visited++
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				return
+			}
+			if isRunDir(entries) {
+				found++
+				if !b.addRun(root, dir, rel) {
+					full = true
+					return
+				}
+			}
+			for _, e := range entries {
+				if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+					continue
+				}
+				if depth == b.maxDepth {
+					tooDeep = true
+					continue
+				}
+				walk(filepath.Join(dir, e.Name()), path.Join(rel, e.Name()), depth+1)
+			}
+		}
+		walk(root.dir, ".", 0)
+		if found == 0 && !full {
+			warns = append(warns, fmt.Sprintf("no run in %s: no directory at or below it holds %s, %s or a checkpoint (the board shows runs as they appear)",
+				root.arg, train.MetricsFile, train.ConfigFile))
+		}
+		if full {
+			warns = append(warns, fmt.Sprintf("the board shows at most %d runs; runs below %s beyond them are left out", b.maxRuns, root.arg))
+		}
+		if tooMany {
+			warns = append(warns, fmt.Sprintf("stopped looking for runs below %s after %d directories; give a directory nearer the runs", root.arg, b.maxDirs))
+		}
+		if tooDeep {
+			warns = append(warns, fmt.Sprintf("directories more than %d levels below %s were not searched for runs", b.maxDepth, root.arg))
+		}
+	}
+	b.mu.Lock()
+	b.warns = warns
+	b.mu.Unlock()
+}
+
+// addRun adds the run in dir, rel below root, unless the board has it;
+// it reports false when the board is full.
+func (b *board) addRun(root boardRoot, dir, rel string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.byDir[dir] {
+		return true
+	}
+	if len(b.runs) >= b.maxRuns {
+		return false
+	}
+	name := rel
+	switch {
+	case rel == ".":
+		name = filepath.Base(dir)
+	case root.prefix != "":
+		name = root.prefix + "/" + rel
+	}
+	b.names[name]++
+	if n := b.names[name]; n > 1 {
+		name = fmt.Sprintf("%s (%d)", name, n)
+	}
+	b.byDir[dir] = true
+	b.runs = append(b.runs, &boardRun{index: len(b.runs), name: name, dir: dir})
+	return true
+}
+
+// current is the board's runs, after a new walk if the last is older
+// than b.rescan.
+func (b *board) current() []*boardRun {
+	b.mu.Lock()
+	stale := time.Since(b.scanned) >= b.rescan
+	b.mu.Unlock()
+	if stale {
+		b.scan()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.runs)
 }
 
 func securityHeaders(h http.Handler) http.Handler {
@@ -165,6 +361,8 @@ func writeJSON(w http.ResponseWriter, v any) {
 // run returns the run the query's run parameter indexes, or writes a 404.
 func (b *board) run(w http.ResponseWriter, r *http.Request) *boardRun {
 	i, err := strconv.Atoi(r.URL.Query().Get("run"))
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if err != nil || i < 0 || i >= len(b.runs) {
 		http.Error(w, "no such run", http.StatusNotFound)
 		return nil
@@ -222,7 +420,7 @@ func (run *boardRun) images() []boardImage {
 func (run *boardRun) update() {
 	run.mu.Lock()
 	defer run.mu.Unlock()
-	f, err := os.Open(filepath.Join(run.dir, train.MetricsFile))
+	f, err := os.OpenInRoot(run.dir, train.MetricsFile)
 	if err != nil {
 		return
 	}
@@ -280,12 +478,15 @@ type boardRunInfo struct {
 // maxBoardConfig bounds the config.yaml shown.
 const maxBoardConfig = 1 << 20
 
+// serveRuns answers /api/runs with every run: its name, config, latest
+// evaluation and images. It walks the directories again for new runs when
+// the last walk is older than b.rescan.
 func (b *board) serveRuns(w http.ResponseWriter, r *http.Request) {
 	out := []boardRunInfo{}
-	for i, run := range b.runs {
+	for _, run := range b.current() {
 		run.update()
-		info := boardRunInfo{Index: i, Name: run.name, Dir: run.dir, Images: run.images()}
-		if f, err := os.Open(filepath.Join(run.dir, train.ConfigFile)); err == nil {
+		info := boardRunInfo{Index: run.index, Name: run.name, Dir: run.dir, Images: run.images()}
+		if f, err := os.OpenInRoot(run.dir, train.ConfigFile); err == nil {
 			data, _ := io.ReadAll(io.LimitReader(f, maxBoardConfig))
 			f.Close()
 			info.Config = string(data)
@@ -299,6 +500,25 @@ func (b *board) serveRuns(w http.ResponseWriter, r *http.Request) {
 		out = append(out, info)
 	}
 	writeJSON(w, out)
+}
+
+// boardStatus is /api/status: the directories given and the warnings of
+// the latest walk.
+type boardStatus struct {
+	Dirs     []string `json:"dirs"`
+	Runs     int      `json:"runs"`
+	Warnings []string `json:"warnings"`
+}
+
+func (b *board) serveStatus(w http.ResponseWriter, r *http.Request) {
+	st := boardStatus{Dirs: []string{}, Warnings: b.warnings(), Runs: b.runCount()}
+	for _, root := range b.roots {
+		st.Dirs = append(st.Dirs, root.dir)
+	}
+	if st.Warnings == nil {
+		st.Warnings = []string{}
+	}
+	writeJSON(w, st)
 }
 
 // serveMetrics answers /api/metrics?run=I&since=N with the run's metric
@@ -335,12 +555,14 @@ func (b *board) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		Since int               `json:"since"`
 		Total int               `json:"total"`
 		Lines []json.RawMessage `json:"lines"`
-	}{slices.Index(b.runs, run), since, total, lines})
+	}{run.index, since, total, lines})
 }
 
 // serveImage answers /api/image?run=I&name=N with the PNG named N in the
 // run's listing; the file opened is the listing's, never a path built
-// from the request.
+// from the request, and it is opened inside the run directory
+// (os.OpenInRoot): a file swapped for a link out of it since the listing
+// is not followed.
 func (b *board) serveImage(w http.ResponseWriter, r *http.Request) {
 	run := b.run(w, r)
 	if run == nil {
@@ -353,9 +575,7 @@ func (b *board) serveImage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such image", http.StatusNotFound)
 		return
 	}
-	rel := listing[i].Name
-	path := filepath.Join(run.dir, filepath.FromSlash(rel))
-	f, err := os.Open(path)
+	f, err := os.OpenInRoot(run.dir, filepath.FromSlash(listing[i].Name))
 	if err != nil {
 		http.Error(w, "no such image", http.StatusNotFound)
 		return

@@ -1,7 +1,11 @@
-// The trainer board: polls /api/runs every 2 s and /api/metrics every 1 s,
-// and draws each numeric metric of metrics.jsonl against step with uPlot
-// (one chart per metric, one series per run). Every run's list entry
-// carries data-points: how many metric lines it has plotted so far.
+// The trainer board: polls /api/runs and /api/status every 2 s and
+// /api/metrics every 1 s, and draws each numeric metric of metrics.jsonl
+// against step with uPlot (one chart per metric, one series per run).
+// Every run's list entry carries data-points: how many metric lines it has
+// plotted so far. The server's warnings (no run found, a bound of its walk
+// reached) show above the runs. The smoothing slider applies TensorBoard's
+// debiased exponential moving average to every curve, the raw curve drawn
+// faintly behind it.
 "use strict";
 
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
@@ -13,7 +17,8 @@ const state = {
   metrics: {},     // run index -> array of metric line objects
   charts: {},      // metric -> uPlot
   layout: "",      // runs and metrics the charts were built for
-  runsKey: "", configsKey: "", evalKey: "", imagesKey: "",
+  runsKey: "", configsKey: "", evalKey: "", imagesKey: "", warningsKey: "",
+  smoothing: 0,    // 0 … 0.99, the weight of the past in the moving average
 };
 
 function color(i) { return COLORS[i % COLORS.length]; }
@@ -55,7 +60,30 @@ function plotted(lines) {
   return n;
 }
 
+function renderWarnings(warnings) {
+  const key = JSON.stringify(warnings);
+  if (key === state.warningsKey) return;
+  state.warningsKey = key;
+  document.getElementById("warnings").replaceChildren(
+    ...warnings.map(w => el("p", { class: "warning", role: "alert" }, "⚠ " + w)));
+}
+
+// smooth is TensorBoard's smoothing of a series (nulls are gaps, kept):
+// an exponential moving average with weight w on the past, debiased so
+// that the first points are not pulled towards zero.
+function smooth(ys, w) {
+  if (!(w > 0)) return ys;
+  let last = 0, n = 0;
+  return ys.map(y => {
+    if (y == null || !Number.isFinite(y)) return y;
+    n++;
+    last = last * w + (1 - w) * y;
+    return last / (1 - Math.pow(w, n));
+  });
+}
+
 function renderRuns() {
+  document.getElementById("no-runs").hidden = state.runs.length > 0;
   const ul = document.getElementById("runs");
   const key = JSON.stringify(state.runs.map(r => [r.name, r.dir]));
   if (key !== state.runsKey) {
@@ -123,6 +151,15 @@ function chartWidth() {
   return Math.max(280, Math.floor((w - 12) / 2) - 10);
 }
 
+// logScale reports whether a metric's chart has a log y axis: when every
+// value is positive and it is a loss, or an evaluation (valid_, test_)
+// whose values span more than two decades.
+function logScale(metric, lo, hi) {
+  if (!(lo > 0)) return false;
+  if (metric.includes("loss")) return true;
+  return (metric.startsWith("valid_") || metric.startsWith("test_")) && hi / lo > 100;
+}
+
 // metricRank orders the charts: the loss first, then evaluations, then
 // the other training fields (per-layer terms), then the rest (lr, …).
 function metricRank(k) {
@@ -139,28 +176,35 @@ function drawCharts() {
     for (const k of Object.keys(m)) if (!NOT_CHARTED.has(k) && typeof m[k] === "number") metricSet.add(k);
   const metrics = [...metricSet].sort((a, b) => metricRank(a) - metricRank(b) || a.localeCompare(b));
   // Per metric: the runs that logged it, each step's value, and whether a
-  // log scale fits (a loss, all positive).
+  // log scale fits (logScale). With smoothing, each run is two series:
+  // its raw values, faint, and their moving average.
+  const w = state.smoothing;
   const plans = metrics.map(metric => {
     const steps = new Set();
     const byRun = [];
-    let positive = true;
+    let lo = Infinity, hi = -Infinity;
     for (const r of runs) {
       const m = new Map();
       for (const line of state.metrics[r.index] || []) {
         const v = line[metric];
         if (typeof line.step !== "number" || typeof v !== "number") continue;
         m.set(line.step, v); steps.add(line.step);
-        if (!(v > 0)) positive = false;
+        lo = Math.min(lo, v); hi = Math.max(hi, v);
       }
       if (m.size) byRun.push([r, m]);
     }
     const xs = [...steps].sort((a, b) => a - b);
-    const data = [xs, ...byRun.map(([, m]) => xs.map(x => m.has(x) ? m.get(x) : null))];
-    const log = positive && metric.includes("loss");
+    const data = [xs];
+    for (const [, m] of byRun) {
+      const ys = xs.map(x => m.has(x) ? m.get(x) : null);
+      if (w > 0) data.push(ys);
+      data.push(smooth(ys, w));
+    }
+    const log = logScale(metric, lo, hi);
     return { metric, runs: byRun.map(([r]) => r), data, log };
   });
   const box = document.getElementById("charts");
-  const layout = JSON.stringify(plans.map(p => [p.metric, p.log, p.runs.map(r => r.index)]));
+  const layout = JSON.stringify([w > 0, plans.map(p => [p.metric, p.log, p.runs.map(r => r.index)])]);
   if (layout !== state.layout) {
     for (const c of Object.values(state.charts)) c.destroy();
     state.charts = {};
@@ -176,10 +220,14 @@ function drawCharts() {
     state.charts[p.metric] = new uPlot({
       title: p.metric + (p.log ? " (log scale)" : ""), width: chartWidth(), height: 240,
       scales: { x: { time: false }, y: p.log ? { distr: 3 } : {} },
-      series: [{ label: "step" }, ...p.runs.map(r => ({
-        label: r.name, stroke: color(r.index), width: 1.5, spanGaps: true,
-        points: { show: p.data[0].length < 60 },
-      }))],
+      series: [{ label: "step" }, ...p.runs.flatMap(r => {
+        const line = {
+          label: r.name, stroke: color(r.index), width: 1.5, spanGaps: true,
+          points: { show: w === 0 && p.data[0].length < 60 },
+        };
+        if (w === 0) return [line];
+        return [{ label: r.name + " (raw)", stroke: color(r.index) + "40", width: 1, spanGaps: true, points: { show: false } }, line];
+      })],
       axes: [{ label: "step" }, { size: 60, values: (u, vals) => vals.map(tick) }],
     }, p.data, div);
   }
@@ -187,7 +235,9 @@ function drawCharts() {
 
 async function pollRuns() {
   try {
-    state.runs = await getJSON("/api/runs");
+    const [runs, status] = await Promise.all([getJSON("/api/runs"), getJSON("/api/status")]);
+    state.runs = runs;
+    renderWarnings(status.warnings);
     renderRuns(); renderConfigs(); renderEval(); renderImages();
   } catch (e) { setStatus("error: " + e.message); }
 }
@@ -209,6 +259,25 @@ async function pollMetrics() {
 }
 
 function loop(fn, ms) { fn().finally(() => setTimeout(() => loop(fn, ms), ms)); }
+
+// setSmoothing sets the slider's weight, keeps it for the next visit, and
+// redraws.
+function setSmoothing(v) {
+  const w = Math.min(0.99, Math.max(0, Number(v) || 0));
+  state.smoothing = w;
+  document.getElementById("smoothing").value = String(w);
+  document.getElementById("smoothing-value").textContent = w.toFixed(2);
+  try { localStorage.setItem("board.smoothing", String(w)); } catch (e) { /* storage off */ }
+  drawCharts();
+}
+
+// The smoothing starts as ?smoothing= says, else as it was last time.
+document.getElementById("smoothing").addEventListener("input", e => setSmoothing(e.target.value));
+{
+  let initial = new URLSearchParams(location.search).get("smoothing");
+  if (initial == null) try { initial = localStorage.getItem("board.smoothing"); } catch (e) { /* storage off */ }
+  setSmoothing(initial);
+}
 
 window.addEventListener("resize", () => {
   for (const c of Object.values(state.charts)) c.setSize({ width: chartWidth(), height: 240 });
