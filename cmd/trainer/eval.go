@@ -46,10 +46,11 @@ checkpoint (relative to the directory training ran in), or the file that
 
 The numbers printed are also written, as JSON, to eval_results.json in the
 checkpoint's directory, or to --out FILE: the checkpoint (relative to the
-JSON file's directory), its step, config and task, "metrics" (the model's,
-named as in metrics.jsonl: test_bleu, test_mse, ...; test_samples counts the
-test examples), "baselines" (each baseline's metrics by its name) and the
-files --predictions wrote. A metric that is not a number is null.
+JSON file's directory), its step, config and task, "metrics" (the model's:
+test_bleu, test_mse, ... as metrics.jsonl names valid_bleu, valid_mse;
+test_samples counts the test examples), "baselines" (each baseline's metrics by its name) and the
+files --predictions wrote (relative to the JSON file's directory too). A
+metric that is not a number is null.
 
 --predictions FILE writes the model's outputs on the test set, in test-set
 order, as the printed scores computed them:
@@ -206,8 +207,8 @@ func writePredictions(path string, preds []train.Predictions, task string, w io.
 
 // evalResults is the JSON of eval_results.json.
 type evalResults struct {
-	// Checkpoint is the checkpoint file, relative to the JSON file's
-	// directory when it can be.
+	// Checkpoint and the Predictions' files are relative to the JSON
+	// file's directory when they can be.
 	Checkpoint  string                    `json:"checkpoint"`
 	Step        int                       `json:"step"`
 	Config      string                    `json:"config"`
@@ -220,16 +221,12 @@ type evalResults struct {
 // writeEvalResults writes the results of a report on checkpoint file as
 // JSON to out, atomically.
 func writeEvalResults(out, file string, t *trainer, res train.Results, preds []predictionFile) error {
-	ck := file
-	if abs, err := filepath.Abs(file); err == nil {
-		if dir, err := filepath.Abs(filepath.Dir(out)); err == nil {
-			if rel, err := filepath.Rel(dir, abs); err == nil {
-				ck = rel
-			}
-		}
+	dir := filepath.Dir(out)
+	r := evalResults{Checkpoint: relativeTo(dir, file), Step: t.step, Config: t.cfg.Name, Task: t.cfg.Task,
+		Metrics: jsonNumbers(res.Metrics)}
+	for _, p := range preds {
+		r.Predictions = append(r.Predictions, predictionFile{File: relativeTo(dir, p.File), Contents: p.Contents})
 	}
-	r := evalResults{Checkpoint: ck, Step: t.step, Config: t.cfg.Name, Task: t.cfg.Task,
-		Metrics: jsonNumbers(res.Metrics), Predictions: preds}
 	for name, m := range res.Baselines {
 		if r.Baselines == nil {
 			r.Baselines = map[string]map[string]any{}
@@ -247,6 +244,23 @@ func writeEvalResults(out, file string, t *trainer, res train.Results, preds []p
 		return fmt.Errorf("results: %w", err)
 	}
 	return nil
+}
+
+// relativeTo is path relative to directory dir if it can be, else path.
+func relativeTo(dir, path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return path
+	}
+	rel, err := filepath.Rel(absDir, abs)
+	if err != nil {
+		return path
+	}
+	return rel
 }
 
 // jsonNumbers is m with NaN and infinities as nil (JSON null), which JSON

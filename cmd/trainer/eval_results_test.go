@@ -77,7 +77,7 @@ func TestEvalWritesTranslations(t *testing.T) {
 	if b := metric(t, r.Metrics, "test_beam"); b != 2 {
 		t.Errorf("test_beam %v, want 2", b)
 	}
-	if len(r.Predictions) != 4 || r.Predictions[0].File != preds {
+	if rel, _ := filepath.Rel(dir, preds); len(r.Predictions) != 4 || r.Predictions[0].File != rel || r.Predictions[1].File != rel+".src" {
 		t.Errorf("results list predictions %+v", r.Predictions)
 	}
 
@@ -204,4 +204,68 @@ func TestEvalWritesSetPredictions(t *testing.T) {
 	// A missing directory fails before the report.
 	missing := filepath.Join(out, "nope", "preds.tsv")
 	expectBadInput(t, []string{"eval", "--checkpoint", dir, "--predictions", missing}, missing)
+}
+
+// TestEvalWritesMLMAndSegmentPredictions: the predictions TSV of mlm (a
+// line per chosen position) and of segment (a line per image and click
+// count) give back, counted, the accuracies eval wrote to the JSON.
+func TestEvalWritesMLMAndSegmentPredictions(t *testing.T) {
+	cases := []struct {
+		name   string
+		train  []string
+		header string
+		// right tells a line's right predictions and predictions; key
+		// is the metric the line counts towards.
+		right func(f []string) (key string, right, n int)
+	}{
+		{"mlm", tinyMLM, "sentence\tposition\tinput\ttarget\tprediction", func(f []string) (string, int, int) {
+			if f[3] == f[4] {
+				return "test_accuracy", 1, 1
+			}
+			return "test_accuracy", 0, 1
+		}},
+		{"segment", append([]string{"--set", "training.steps=2", "--set", "training.eval_every=2"}, tinySegment...),
+			"image\tclicks\ttarget\tprediction", func(f []string) (string, int, int) {
+				target, pred := strings.Fields(f[2]), strings.Fields(f[3])
+				right := 0
+				for p := range target {
+					if target[p] == pred[p] {
+						right++
+					}
+				}
+				return "test_accuracy_" + f[1] + "_clicks", right, len(target)
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := trainRun(t, c.train...)
+			preds := filepath.Join(t.TempDir(), "preds.tsv")
+			if code, _, stderr := runCLI(t, "eval", "--checkpoint", dir, "--predictions", preds); code != 0 {
+				t.Fatalf("eval: exit %d: %s", code, stderr)
+			}
+			r := readEvalResults(t, filepath.Join(dir, EvalResultsFile))
+			if r.Task != c.name || len(r.Baselines) == 0 {
+				t.Errorf("results of task %q with baselines %v", r.Task, r.Baselines)
+			}
+			lines := readLines(t, preds)
+			if len(lines) < 2 || lines[0] != c.header {
+				t.Fatalf("%d lines, header %q, want %q", len(lines), lines[0], c.header)
+			}
+			right, n := map[string]int{}, map[string]int{}
+			for _, l := range lines[1:] {
+				f := strings.Split(l, "\t")
+				if len(f) != strings.Count(c.header, "\t")+1 {
+					t.Fatalf("line %q", l)
+				}
+				key, r, k := c.right(f)
+				right[key] += r
+				n[key] += k
+			}
+			for key := range n {
+				if got, want := float64(right[key])/float64(n[key]), metric(t, r.Metrics, key); got != want {
+					t.Errorf("%s: %d of %d right in %s, %v in the JSON", key, right[key], n[key], preds, want)
+				}
+			}
+		})
+	}
 }

@@ -387,7 +387,7 @@ func (t *segmentTask) ReportResults(w io.Writer, params *graph.Params, prog *gra
 		Metrics:   map[string]float64{"test_samples": float64(images)},
 		Baselines: map[string]map[string]float64{"not adapted": {}},
 		Predictions: []train.Predictions{{
-			Contents: fmt.Sprintf("TSV: image, clicks, target, prediction (%d×%d pixel classes) of each test image and click count", t.data.Size, t.data.Size),
+			Contents: fmt.Sprintf("TSV: image, clicks, target, prediction of each test image and click count, %d×%d pixel classes each", t.data.Size, t.data.Size),
 			Write:    t.predictionTSV(adapt),
 		}},
 	}

@@ -483,10 +483,10 @@ func (t *Seq2Seq) ReportResults(w io.Writer, params *graph.Params, _ *graph.Prog
 			"test_beam": float64(t.cfg.Training.Beam), "test_samples": float64(len(test)),
 		},
 		Predictions: []train.Predictions{
-			{Suffix: "", Contents: "greedy translations (test_bleu)", Write: sentenceLines(hyps)},
+			{Suffix: "", Contents: "greedy translations, scored as test_bleu", Write: sentenceLines(hyps)},
 			{Suffix: ".src", Contents: "sources", Write: sentenceLines(srcs)},
 			{Suffix: ".ref", Contents: "references", Write: sentenceLines(refs)},
-			{Suffix: ".beam", Contents: fmt.Sprintf("beam-%d translations (test_bleu_beam)", t.cfg.Training.Beam), Write: sentenceLines(beamHyps)},
+			{Suffix: ".beam", Contents: fmt.Sprintf("beam-%d translations, scored as test_bleu_beam", t.cfg.Training.Beam), Write: sentenceLines(beamHyps)},
 		},
 	}, nil
 }

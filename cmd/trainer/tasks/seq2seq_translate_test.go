@@ -98,3 +98,24 @@ func TestCrossAttentionWeights(t *testing.T) {
 	}
 	check("eos", 1, true)
 }
+
+func TestUnknownWords(t *testing.T) {
+	src, err := datasets.BuildVocab([][]string{{"the", "dog", "sees", "a", "cat"}}, datasets.VocabOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := &Seq2Seq{src: src}
+	cases := []struct {
+		words, want []string
+	}{
+		{strings.Fields("the dog sees a cat"), nil},
+		{strings.Fields("the dog eats the apple"), []string{"eats", "apple"}},
+		{strings.Fields("apple Dog apple <unk>"), []string{"apple", "Dog", "apple", "<unk>"}},
+		{nil, nil},
+	}
+	for _, c := range cases {
+		if got := task.UnknownWords(c.words); !slices.Equal(got, c.want) {
+			t.Errorf("UnknownWords(%q) = %q, want %q", c.words, got, c.want)
+		}
+	}
+}
