@@ -50,7 +50,8 @@ JSON file's directory), its step, config and task, "metrics" (the model's:
 test_bleu, test_mse, ... as metrics.jsonl names valid_bleu, valid_mse;
 test_samples counts the test examples), "baselines" (each baseline's metrics by its name) and the
 files --predictions wrote (relative to the JSON file's directory too). A
-metric that is not a number is null.
+metric that is not a number is null. A task that returns no results (one
+without train.ResultReporter) writes no JSON and takes no --out.
 
 --predictions FILE writes the model's outputs on the test set, in test-set
 order, as the printed scores computed them:
