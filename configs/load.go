@@ -24,14 +24,37 @@ var presets embed.FS
 // DefaultPreset is the preset `trainer train` runs without --config.
 const DefaultPreset = "maxnorm"
 
-// Presets returns the names of the embedded presets.
+// Presets returns the names of the embedded presets, in alphabetical
+// order.
 func Presets() []string {
 	entries, _ := fs.ReadDir(presets, "presets")
 	var names []string
 	for _, e := range entries {
 		names = append(names, strings.TrimSuffix(e.Name(), ".yaml"))
 	}
+	slices.Sort(names) // maxnorm before maxnorm-bayes, whose file sorts first
 	return names
+}
+
+// presetDescriptions are the presets' one-line descriptions (as the
+// README's table of presets has them), for `trainer presets`. A preset
+// file holds only the config, so that it parses as strictly as a user's.
+var presetDescriptions = map[string]string{
+	"maxnorm":             "Set Transformer picking the largest L2 norm among 50 offset points in the plane (the default)",
+	"maxnorm-bayes":       "The maxnorm Set Transformer with Bayesian (Weibull) attention, trained on the ELBO",
+	"maxnorm-em":          "The maxnorm Set Transformer with EM attention, one key-adaptation iteration",
+	"maxregression-paper": "Set Transformer regressing the maximum of 1–10 scalars, as in its paper (§5.1)",
+	"mlm-toy":             "Masked-LM pretraining of the seq2seq-toy encoder on the toy language's source side",
+	"segment-em":          "Interactive segmentation of 16×16 images from a few clicks, with EM attention",
+	"seq2seq-toy":         "Transformer translating the built-in toy language (SVO → SOV); needs no files",
+	"seq2seq-toy-bayes":   "The seq2seq-toy Transformer with Bayesian (Weibull) attention, trained on the ELBO",
+	"seq2seq-tsv":         "Transformer as in PyTorch's nn.Transformer on a tab-separated parallel corpus",
+}
+
+// PresetDescription returns the one-line description of the named preset,
+// or "" for a name that is not a preset.
+func PresetDescription(name string) string {
+	return presetDescriptions[name]
 }
 
 // PresetYAML returns the text of the named preset.

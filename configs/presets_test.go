@@ -3,6 +3,7 @@ package configs_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,5 +96,23 @@ func TestYAMLHasTaskKeysOnly(t *testing.T) {
 	}
 	if err := back.Validate(); err == nil || !strings.Contains(err.Error(), "model.ff = 32: want it unset") {
 		t.Errorf("Validate: %v", err)
+	}
+}
+
+// TestPresetDescriptions: every preset has a one-line description, and
+// only presets have one; the presets are listed in alphabetical order.
+func TestPresetDescriptions(t *testing.T) {
+	names := configs.Presets()
+	if !slices.IsSorted(names) {
+		t.Errorf("presets not sorted: %v", names)
+	}
+	for _, name := range names {
+		d := configs.PresetDescription(name)
+		if d == "" || strings.ContainsAny(d, "\n\t") || len([]rune(d)) > 100 {
+			t.Errorf("%s: description %q, want one line of at most 100 characters", name, d)
+		}
+	}
+	if d := configs.PresetDescription("maxnrom"); d != "" {
+		t.Errorf("a preset that does not exist has a description %q", d)
 	}
 }
