@@ -128,8 +128,16 @@ func runCurves(f curvesFlags, runs []string, stdout, stderr io.Writer) error {
 	if err := figure.WriteCurvesWith(f.out, f.metric, "step", yLabel, xs, lines, figure.CurveOptions{LogY: logY}); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stderr, "wrote %s: %s of %d runs at %d steps, %s\n", f.out, f.metric, len(all), len(xs), scale)
+	_, err = fmt.Fprintf(stderr, "wrote %s: %s of %s at %s, %s\n", f.out, f.metric, curvesCount(len(all), "run"), curvesCount(len(xs), "step"), scale)
 	return err
+}
+
+// curvesCount is "1 run", "2 runs".
+func curvesCount(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // metricDirection reads --direction: whether lower values of metric are

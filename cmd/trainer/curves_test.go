@@ -257,7 +257,7 @@ func TestCurvesLogScale(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
-			if want := "wrote " + png + ": " + tt.metric + " of 1 runs at 2 steps, " + tt.scale + "\n"; stderr != want {
+			if want := "wrote " + png + ": " + tt.metric + " of 1 run at 2 steps, " + tt.scale + "\n"; stderr != want {
 				t.Errorf("stderr %q, want %q", stderr, want)
 			}
 			if strings.Contains(stdout, "wrote") {
