@@ -331,10 +331,14 @@ func (b *board) addRun(root boardRoot, dir, rel string) bool {
 }
 
 // current is the board's runs, after a new walk if the last is older
-// than b.rescan.
+// than b.rescan (one walk at a time: the first request to find it stale
+// walks, the others meanwhile answer with the runs known).
 func (b *board) current() []*boardRun {
 	b.mu.Lock()
 	stale := time.Since(b.scanned) >= b.rescan
+	if stale {
+		b.scanned = time.Now()
+	}
 	b.mu.Unlock()
 	if stale {
 		b.scan()
