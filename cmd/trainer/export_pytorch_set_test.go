@@ -52,6 +52,7 @@ print(json.dumps(pred.double().tolist()))
 // the task's evaluation graph predicts from the checkpoint, on sets of
 // several sizes whose padding holds garbage.
 func TestExportPyTorchSetTransformer(t *testing.T) {
+	t.Parallel() // waits on its own processes (the trainer, python3)
 	torch := haveTorch()
 	if !torch {
 		t.Log("skipping the PyTorch comparison: /usr/bin/python3 -c 'import torch, numpy' fails")
@@ -66,6 +67,7 @@ func TestExportPyTorchSetTransformer(t *testing.T) {
 			"--set", "model.decoder_sab=true", "--set", "model.layer_norm=false", "--set", "model.blocks=1", "--set", "dtype=float64"}, 1e-10},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			dir := trainRun(t, append(slices.Clone(toyMaxNorm), c.set...)...)
 			out := filepath.Join(t.TempDir(), "export")
 			if code, _, stderr := runCLI(t, "export", "--checkpoint", dir, "--format", "pytorch", "--out", out); code != 0 {

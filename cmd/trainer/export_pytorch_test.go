@@ -45,6 +45,7 @@ func haveTorch() bool {
 }
 
 func TestExportPyTorchSeq2Seq(t *testing.T) {
+	t.Parallel() // waits on its own processes (the trainer, python3)
 	code, module, stderr := runCLI(t, "export", "--format", "pytorch", "--print-module")
 	if code != 0 || module != torchModule || !strings.Contains(module, "class ProbformerSeq2Seq(nn.Module)") {
 		t.Fatalf("--print-module: exit %d, %d bytes (%s)", code, len(module), stderr)
@@ -71,6 +72,7 @@ func TestExportPyTorchSeq2Seq(t *testing.T) {
 		{"post-LN final norm tied", []string{"--set", "model.final_norm=true", "--set", "model.tie_output=true"}, "x.safetensors"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			args := append(slices.Clone(toySeq2Seq), c.set...)
 			dir := trainRun(t, args...)
 			out := filepath.Join(t.TempDir(), c.out)
@@ -154,6 +156,7 @@ func sameAsTranslate(t *testing.T, dir, moduleDir, state string, lines []string)
 // 587 English–French test sentences, with a small model trained briefly
 // on the real corpus (skipped without the data or without PyTorch).
 func TestExportPyTorchEngFra(t *testing.T) {
+	t.Parallel() // waits on its own processes (the trainer, python3)
 	test := filepath.Join(engFraDir, "simple.test.tsv")
 	if _, err := os.Stat(test); err != nil {
 		t.Skipf("English–French data not found at %s: %v", engFraDir, err)

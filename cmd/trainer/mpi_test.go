@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,19 +30,20 @@ var (
 	mpiBuildErr error
 )
 
-// buildMPITrainer compiles the binary with the mpi tag, once per test
-// binary run.
-func buildMPITrainer(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the binary; skipped with -short")
-	}
+// haveMPI says why the MPI tests cannot run here, or "" if they can.
+func haveMPI() string {
 	if _, err := exec.LookPath("mpirun"); err != nil {
-		t.Skip("no mpirun: apt-get install -y openmpi-bin libopenmpi-dev to run the MPI tests")
+		return "no mpirun: apt-get install -y openmpi-bin libopenmpi-dev to run the MPI tests"
 	}
 	if err := exec.Command("pkg-config", "--exists", "ompi-c").Run(); err != nil {
-		t.Skip("no Open MPI headers (pkg-config ompi-c): apt-get install -y libopenmpi-dev")
+		return "no Open MPI headers (pkg-config ompi-c): apt-get install -y libopenmpi-dev"
 	}
+	return ""
+}
+
+// buildMPI compiles the binary with the mpi tag, once per test binary
+// run; TestMain starts it early, so the build overlaps the other tests.
+func buildMPI() {
 	mpiOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "trainer-mpi")
 		if err != nil {
@@ -53,11 +55,32 @@ func buildMPITrainer(t *testing.T) string {
 			mpiBuildErr = fmt.Errorf("go build -tags mpi: %v\n%s", err, out)
 		}
 	})
+}
+
+// buildMPITrainer returns the MPI binary, or skips the test where Open
+// MPI is missing.
+func buildMPITrainer(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary; skipped with -short")
+	}
+	if why := haveMPI(); why != "" {
+		t.Skip(why)
+	}
+	buildMPI()
 	if mpiBuildErr != nil {
 		t.Fatal(mpiBuildErr)
 	}
 	return mpiBin
 }
+
+// mpiMaxNorm shrinks the maxnorm preset for the data-parallel tests: the
+// same model, data and optimizer, a quarter of the width and sets of 12,
+// so each step costs a tenth; batch 16 splits in two.
+var mpiMaxNorm = []string{"--config", "maxnorm",
+	"--set", "model.dim=16", "--set", "model.heads=2", "--set", "model.inducing=8",
+	"--set", "data.min_set=12", "--set", "data.max_set=12", "--set", "data.valid_sets=128", "--set", "data.test_sets=128",
+	"--set", "training.batch=16"}
 
 // mpirun returns the command that runs bin with args in np processes on
 // this machine, over the loopback interface.
@@ -136,16 +159,17 @@ func TestMPIMaxNormEqualsOneProcess(t *testing.T) {
 	}{{"float32", 300, 100, 1e-5}, {"float64", 90, 90, 1e-10}} {
 		t.Run(c.dtype, func(t *testing.T) {
 			every := fmt.Sprint(c.steps / 3)
-			args := []string{"train", "--config", "maxnorm", "--progress", "lines", "--set", "dtype=" + c.dtype,
-				"--set", fmt.Sprint("training.steps=", c.steps), "--set", "training.log_every=10", "--set", "training.eval_every=" + every,
-				"--set", "training.checkpoint_every=" + every}
+			args := append([]string{"train", "--progress", "lines", "--set", "dtype=" + c.dtype}, mpiMaxNorm...)
+			args = append(args,
+				"--set", fmt.Sprint("training.steps=", c.steps), "--set", "training.log_every=10", "--set", "training.eval_every="+every,
+				"--set", "training.checkpoint_every="+every)
 			one, two := filepath.Join(t.TempDir(), "one"), filepath.Join(t.TempDir(), "two")
 			runOut(t, exec.Command(bin, append(args, "--out", one)...))
 			out := runOut(t, mpirun(2, bin, append(args, "--out", two)...))
 			if strings.Count(out, "run "+two) != 1 || strings.Count(out, "done:") != 1 {
 				t.Errorf("want one header and one closing line (rank 0's):\n%s", out)
 			}
-			if !strings.Contains(out, "2 processes × 1 threads") {
+			if !strings.Contains(out, "2 processes × 1 thread") {
 				t.Errorf("the header does not say 2 single-threaded processes:\n%s", out)
 			}
 			sameCurve(t, "2 processes", lossCurve(t, two), lossCurve(t, one), 0, c.exactUpto, c.tol)
@@ -181,6 +205,7 @@ func TestMPIMaxNormEqualsOneProcess(t *testing.T) {
 func TestMPISeq2SeqWithDropout(t *testing.T) {
 	bin := buildMPITrainer(t)
 	args := []string{"train", "--config", "seq2seq-toy", "--progress", "lines", "--set", "dtype=float64",
+		"--set", "model.dim=16", "--set", "model.ff=32", "--set", "data.train_pairs=2000", "--set", "data.valid_pairs=64",
 		"--set", "training.steps=60", "--set", "training.log_every=10", "--set", "training.eval_every=60", "--set", "model.dropout=0.1"}
 	one, two := filepath.Join(t.TempDir(), "one"), filepath.Join(t.TempDir(), "two")
 	runOut(t, exec.Command(bin, append(args, "--out", one)...))
@@ -207,8 +232,8 @@ func waitForStep(t *testing.T, dir string, step int, out *bytes.Buffer) {
 // along the curve of an uninterrupted run.
 func TestMPIResumeAcrossProcessCounts(t *testing.T) {
 	bin := buildMPITrainer(t)
-	args := []string{"--progress", "lines", "--set", "dtype=float64", "--set", "training.batch=16", "--set", "training.steps=150",
-		"--set", "training.log_every=10", "--set", "training.eval_every=150", "--set", "training.checkpoint_every=30"}
+	args := append(slices.Clone(mpiMaxNorm[2:]), "--progress", "lines", "--set", "dtype=float64", "--set", "training.steps=600",
+		"--set", "training.log_every=10", "--set", "training.eval_every=600", "--set", "training.checkpoint_every=30")
 	whole := filepath.Join(t.TempDir(), "whole")
 	runOut(t, exec.Command(bin, append([]string{"train", "--config", "maxnorm", "--out", whole}, args...)...))
 	want := lossCurve(t, whole)
@@ -229,7 +254,7 @@ func TestMPIResumeAcrossProcessCounts(t *testing.T) {
 		t.Fatalf("SIGTERM did not save the run:\n%s", out.String())
 	}
 	ck, path, err := train.LatestCheckpoint(stopped, nil)
-	if err != nil || ck.Step >= 150 || ck.Step < 40 {
+	if err != nil || ck.Step >= 600 || ck.Step < 40 {
 		t.Fatalf("latest checkpoint %s at step %v: %v", path, ck, err)
 	}
 	for _, np := range []int{1, 2} {
@@ -243,7 +268,7 @@ func TestMPIResumeAcrossProcessCounts(t *testing.T) {
 		} else {
 			runOut(t, mpirun(np, bin, resume...))
 		}
-		sameCurve(t, fmt.Sprintf("resumed at step %d on %d process(es)", ck.Step, np), lossCurve(t, dir), want, ck.Step, 150, 1e-10)
+		sameCurve(t, fmt.Sprintf("resumed at step %d on %d process(es)", ck.Step, np), lossCurve(t, dir), want, ck.Step, 600, 1e-10)
 	}
 }
 
@@ -252,8 +277,8 @@ func TestMPIResumeAcrossProcessCounts(t *testing.T) {
 func TestMPIRankKilled(t *testing.T) {
 	bin := buildMPITrainer(t)
 	dir := filepath.Join(t.TempDir(), "run")
-	cmd := mpirun(2, bin, "train", "--config", "maxnorm", "--out", dir, "--progress", "lines",
-		"--set", "training.steps=1000000", "--set", "training.checkpoint_every=50", "--set", "training.eval_every=1000", "--set", "training.log_every=10")
+	cmd := mpirun(2, bin, append(append([]string{"train", "--out", dir, "--progress", "lines"}, mpiMaxNorm...),
+		"--set", "training.steps=1000000", "--set", "training.checkpoint_every=50", "--set", "training.eval_every=1000", "--set", "training.log_every=10")...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -318,13 +343,4 @@ func rankPID(t *testing.T, mpirunPID, rank int) int {
 	}
 	t.Fatalf("no process of rank %d under mpirun %d", rank, mpirunPID)
 	return 0
-}
-
-// TestMain removes the MPI binary the tests built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if mpiBin != "" {
-		os.RemoveAll(filepath.Dir(mpiBin))
-	}
-	os.Exit(code)
 }

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,38 +14,12 @@ import (
 	"github.com/probformer/probformer/graph"
 )
 
-// buildTrainer compiles the binary for tests that must signal a real
-// process.
-func buildTrainer(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the binary; skipped with -short")
-	}
-	bin := filepath.Join(t.TempDir(), "trainer")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func startTrain(t *testing.T, bin string, args ...string) (*exec.Cmd, *bytes.Buffer) {
-	t.Helper()
-	var out bytes.Buffer
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return cmd, &out
-}
-
 // TestSIGKILLLeavesLoadableCheckpoint kills `trainer train` at random
 // moments of a run far too long to finish; every time the latest
 // checkpoint loads and never goes back, and resuming from it continues the
 // run to a new end.
 func TestSIGKILLLeavesLoadableCheckpoint(t *testing.T) {
-	bin := buildTrainer(t)
+	t.Parallel() // waits on its own processes (the trainer, python3)
 	dir := filepath.Join(t.TempDir(), "run")
 	args := append([]string{"train", "--out", dir, "--set", "training.steps=1000000", "--set", "training.checkpoint_every=2",
 		"--set", "training.eval_every=25", "--set", "training.keep_checkpoints=2"}, tiny...)
@@ -59,7 +31,7 @@ func TestSIGKILLLeavesLoadableCheckpoint(t *testing.T) {
 		if steps, _ := train.StepCheckpoints(dir); len(steps) > 0 {
 			cmdArgs = []string{"train", "--resume", dir}
 		}
-		cmd, out := startTrain(t, bin, cmdArgs...)
+		cmd, out := startTrainer(t, cmdArgs...)
 		time.Sleep(time.Duration(150+rng.IntN(600)) * time.Millisecond)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
@@ -86,7 +58,7 @@ func TestSIGKILLLeavesLoadableCheckpoint(t *testing.T) {
 	}
 	t.Logf("%d kills; the last one left step %d", kills, lastStep)
 	end := lastStep + 20
-	cmd, out := startTrain(t, bin, "train", "--resume", dir, "--set", "training.steps="+strconv.Itoa(end))
+	cmd, out := startTrainer(t, "train", "--resume", dir, "--set", "training.steps="+strconv.Itoa(end))
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("final resume: %v\n%s", err, out)
 	}
@@ -108,9 +80,9 @@ func TestSIGKILLLeavesLoadableCheckpoint(t *testing.T) {
 // TestSIGINTSavesAndExitsZero: Ctrl-C finishes the step, saves, says where,
 // and exits 0.
 func TestSIGINTSavesAndExitsZero(t *testing.T) {
-	bin := buildTrainer(t)
+	t.Parallel() // waits on its own processes (the trainer, python3)
 	dir := filepath.Join(t.TempDir(), "run")
-	cmd, out := startTrain(t, bin, append([]string{"train", "--out", dir, "--set", "training.steps=100000",
+	cmd, out := startTrainer(t, append([]string{"train", "--out", dir, "--set", "training.steps=100000",
 		"--set", "training.checkpoint_every=1000", "--set", "training.eval_every=1000"}, tiny...)...)
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(out.String(), "step 10/") && time.Now().Before(deadline) {
