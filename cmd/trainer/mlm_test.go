@@ -80,7 +80,7 @@ func TestMLMEvalIsFixed(t *testing.T) {
 
 func TestMLMPresetListed(t *testing.T) {
 	code, stdout, _ := runCLI(t, "presets")
-	if code != 0 || !strings.Contains(stdout, "mlm-toy\n") {
+	if code != 0 || !regexp.MustCompile(`(?m)^mlm-toy\s`).MatchString(stdout) {
 		t.Fatalf("exit %d, presets:\n%s", code, stdout)
 	}
 	code, stdout, _ = runCLI(t, "presets", "mlm-toy")

@@ -150,6 +150,6 @@ training: {steps: 100, batch: 32, log_every: 50, keep_checkpoints: 1}
 	}
 	fmt.Printf("%s: data.elements = %d, a %T\n", cfg.Task, cfg.Data.(*sumData).Elements, task)
 	// Output:
-	// setsum.yaml: data.elements = 5: want 8 (setSum's sets)
+	// setsum.yaml: data.elements = 5 (--set): want 8 (setSum's sets)
 	// example-setsum: data.elements = 8, a train_test.setSum
 }

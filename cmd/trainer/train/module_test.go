@@ -250,7 +250,7 @@ func TestExternalModule(t *testing.T) {
 		t.Fatalf("go run: %v\n%s", err, text)
 	}
 	for _, want := range []string{
-		"setsum.yaml: data.elements = 0: want a positive integer",
+		"setsum.yaml: data.elements = 0 (--set): want a positive integer",
 		`bad.yaml: line 8: unknown key "hiden" in model`,
 		"step 40/300  loss", // the progress display
 		"step 100  valid_mse",
