@@ -246,8 +246,9 @@ const checkpointFixed = len(checkpointMagic) + 4 + 8
 // error matching ErrNotRegular, before a byte is read. The read is bounded by
 // the file's own header: the fixed start and the JSON header come first,
 // the size they describe must be exactly the file's size, and only then is
-// the rest read, so a file can never make the loader allocate more than the
-// header-declared size it holds.
+// the rest read: the loader never allocates more than the file holds, and a
+// file larger than its header says (a checkpoint with 64 GB appended) is
+// refused without reading the excess.
 func ReadCheckpoint(path string) (*Checkpoint, error) {
 	data, err := readCheckpointFile(path)
 	if err != nil {
