@@ -34,6 +34,26 @@ func (c *Config) Validate() error {
 // diverge on purpose.
 const MaxLR = math.MaxFloat32
 
+// Ceilings of the sizes every task shares; a task's own sizes have
+// theirs in its rules (the built-in tasks': cmd/trainer/tasks/budget.go,
+// with the memory estimate). They refuse, before anything is allocated,
+// sizes no run of this trainer needs: a batch of a billion rows died in
+// a second with "fatal error: runtime: out of memory".
+const (
+	// MaxBatch bounds training.batch.
+	MaxBatch = 1 << 20
+	// MaxBeam bounds training.beam (and translate's --beam).
+	MaxBeam = 64
+	// MaxAttentionIters bounds each of model.attention's key_iters,
+	// value_iters and propagate_iters: EM attention unrolls them into the
+	// graph, one copy of its tensors each.
+	MaxAttentionIters = 100
+	// MaxRelativePositions bounds model.attention.relative_positions, the
+	// clip distance δ: a layer holds a (2δ+1)-row table and a
+	// [length, 2δ+1, length] gather.
+	MaxRelativePositions = 4096
+)
+
 // sharedRules are the rules of the sections every task has. Every float
 // must be finite; a config file or --set cannot give a NaN or an Inf (the
 // decoder refuses them), but a Config built in Go can.
@@ -59,8 +79,10 @@ func (c *Config) sharedRules() []Rule {
 		{o.MinLR >= 0 && o.MinLR <= o.LR, "optimizer.min_lr", "in [0, optimizer.lr]"},
 		{t.Steps > 0, "training.steps", "a positive integer"},
 		{t.Batch > 0, "training.batch", "a positive integer"},
+		{t.Batch <= MaxBatch, "training.batch", fmt.Sprintf("an integer in [1, %d]", MaxBatch)},
 		{t.LabelSmoothing >= 0 && t.LabelSmoothing < 1, "training.label_smoothing", "in [0, 1)"},
 		{t.Beam >= 0, "training.beam", "≥ 0"},
+		{t.Beam <= MaxBeam, "training.beam", fmt.Sprintf("an integer in [0, %d]", MaxBeam)},
 		{t.LengthPenalty >= 0 && finite(t.LengthPenalty), "training.length_penalty", "a finite number ≥ 0"},
 		{t.KLWeight >= 0 && finite(t.KLWeight), "training.kl_weight", "a finite number ≥ 0 (0: no KL term)"},
 		{t.KLWarmup >= 0, "training.kl_warmup", "≥ 0 (0: no warm-up)"},
@@ -89,7 +111,14 @@ func (c *Config) CheckAttention(key string, a layers.AttentionConfig) error {
 	} else if err != nil {
 		return fmt.Errorf("%s: %w", key, err)
 	}
-	return nil
+	iters := fmt.Sprintf("an integer in [0, %d]", MaxAttentionIters)
+	return c.Check(
+		Rule{a.KeyIters <= MaxAttentionIters, key + ".key_iters", iters},
+		Rule{a.ValueIters <= MaxAttentionIters, key + ".value_iters", iters},
+		Rule{a.PropagateIters <= MaxAttentionIters, key + ".propagate_iters", iters},
+		Rule{a.RelativePositions <= MaxRelativePositions, key + ".relative_positions",
+			fmt.Sprintf("an integer in [0, %d] (0: off)", MaxRelativePositions)},
+	)
 }
 
 func oneOf(s string, options ...string) bool { return slices.Contains(options, s) }

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -293,11 +294,13 @@ func noEncoderFrom(c *configs.Config) configs.Rule {
 	return want(c.Init.EncoderFrom == "", "init.encoder_from", "empty: only task seq2seq starts from a pretrained encoder")
 }
 
-// widthRules are the model width and heads every built-in model has.
+// widthRules are the model width and heads every built-in model has;
+// the width's ceiling comes before the heads, which must divide it.
 func widthRules(dim, heads int) []configs.Rule {
 	return []configs.Rule{
 		want(dim > 0, "model.dim", "a positive integer"),
-		want(heads > 0 && dim%max(heads, 1) == 0, "model.heads", "a positive divisor of model.dim"),
+		want(dim <= MaxDim, "model.dim", fmt.Sprintf("an integer in [1, %d]", MaxDim)),
+		want(heads > 0 && dim%max(heads, 1) == 0, "model.heads", fmt.Sprintf("a positive divisor of model.dim (1 to %d)", max(dim, 1))),
 	}
 }
 
@@ -323,7 +326,10 @@ func checkMaxNorm(c *configs.Config, d *MaxNormData, m *MaxNormModel) error {
 		widthRules(m.Dim, m.Heads))...); err != nil {
 		return err
 	}
-	return c.CheckAttention("model.attention", m.Attention)
+	if err := c.CheckAttention("model.attention", m.Attention); err != nil {
+		return err
+	}
+	return maxNormSizes(c, d, m)
 }
 
 func checkSeq2Seq(c *configs.Config, d *Seq2SeqData, m *TransformerModel) error {
@@ -346,7 +352,10 @@ func checkSeq2Seq(c *configs.Config, d *Seq2SeqData, m *TransformerModel) error 
 		widthRules(m.Dim, m.Heads))...); err != nil {
 		return err
 	}
-	return c.CheckAttention("model.attention", m.Attention)
+	if err := c.CheckAttention("model.attention", m.Attention); err != nil {
+		return err
+	}
+	return transformerSizes(c, &d.Corpus, m, true)
 }
 
 // unreadForTSV: a TSV corpus's pairs are its files' lines.
@@ -393,7 +402,10 @@ func checkMLM(c *configs.Config, d *MLMData, m *TransformerModel) error {
 		widthRules(m.Dim, m.Heads))...); err != nil {
 		return err
 	}
-	return c.CheckAttention("model.attention", m.Attention)
+	if err := c.CheckAttention("model.attention", m.Attention); err != nil {
+		return err
+	}
+	return transformerSizes(c, &d.Corpus, m, false)
 }
 
 func checkSegment(c *configs.Config, d *SegmentData, m *SegmentModel) error {
@@ -426,5 +438,8 @@ func checkSegment(c *configs.Config, d *SegmentData, m *SegmentModel) error {
 		})...); err != nil {
 		return err
 	}
-	return c.CheckAttention("model.attention", a)
+	if err := c.CheckAttention("model.attention", a); err != nil {
+		return err
+	}
+	return segmentSizes(c, d, m)
 }
