@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -19,7 +24,9 @@ func newBLEUCommand() *cobra.Command {
 		Long: `Score the hypothesis file HYP, one sentence a line, against one or more
 reference files, each one reference stream with as many lines as HYP: line i
 of every REF is a reference translation of line i of HYP. An empty reference
-line means that stream has no reference for that sentence.
+line means that stream has no reference for that sentence. HYP and every
+REF must be regular files of at most 256 MiB with lines of at most 64 KiB;
+a device, a named pipe or a directory is refused at once (exit status 2).
 
 The score is sacreBLEU 2.x's corpus BLEU (case-sensitive, no effective
 order) with the chosen tokenizer and smoothing. It is printed as sacreBLEU
@@ -73,17 +80,104 @@ prints it, then the signature that makes it reproducible:
 	return cmd
 }
 
+// The caps on bleu's input files: a line of a hypothesis or reference
+// file may have at most maxBLEULine bytes and a file at most maxBLEUFile.
+// A sentence is a few hundred bytes; the caps only refuse what is not a
+// file of sentences (before, `trainer bleu /dev/zero r.txt` read for ever).
+const (
+	maxBLEULine = 64 << 10
+	maxBLEUFile = 256 << 20
+)
+
 // readTextLines returns the lines of a text file without their line ends
 // (LF or CRLF); a final line without a newline counts, an empty file has
-// no line.
+// no line. Only a regular file is read: a device, a named pipe or a
+// directory is refused before any byte is read, without blocking (the
+// file is opened non-blocking and checked with fstat). A file over
+// maxBLEUFile bytes or with a line over maxBLEULine is refused, naming the
+// file and the line.
 func readTextLines(path string) ([]string, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("bleu: %w", err)
 	}
-	lines := splitLines(string(data))
-	for i, l := range lines {
-		lines[i] = strings.TrimSuffix(l, "\r")
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("bleu: %w", err)
 	}
-	return lines, nil
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("bleu: %s is %s, not a regular file", path, fileKindWord(info.Mode()))
+	}
+	if info.Size() > maxBLEUFile {
+		return nil, fmt.Errorf("bleu: %s has %d bytes, more than the %d MiB a hypothesis or reference file may have",
+			path, info.Size(), maxBLEUFile>>20)
+	}
+	// Read at most one byte past the cap, in case the file grew since the
+	// stat.
+	r := bufio.NewReaderSize(io.LimitReader(f, maxBLEUFile+1), 64<<10)
+	var lines []string
+	var read int64
+	for n := 1; ; n++ {
+		line, err := readLine(r, maxBLEULine+2) // room for the CRLF
+		read += int64(len(line))
+		if read > maxBLEUFile {
+			return nil, fmt.Errorf("bleu: %s has more than the %d MiB a hypothesis or reference file may have", path, maxBLEUFile>>20)
+		}
+		if errors.Is(err, errLongLine) {
+			return nil, fmt.Errorf("bleu: %s: line %d has more than %d bytes (%d KiB a line at most)", path, n, maxBLEULine, maxBLEULine>>10)
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("bleu: %s: line %d: %w", path, n, err)
+		}
+		if len(line) > 0 {
+			text := strings.TrimSuffix(strings.TrimSuffix(string(line), "\n"), "\r")
+			if len(text) > maxBLEULine {
+				return nil, fmt.Errorf("bleu: %s: line %d has more than %d bytes (%d KiB a line at most)", path, n, maxBLEULine, maxBLEULine>>10)
+			}
+			lines = append(lines, text)
+		}
+		if err != nil { // io.EOF
+			return lines, nil
+		}
+	}
+}
+
+var errLongLine = errors.New("line too long")
+
+// readLine reads one line with its newline, of at most limit bytes
+// (errLongLine past it, without reading the rest); at the end of the
+// input it returns what is left and io.EOF.
+func readLine(r *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) > limit {
+			return nil, errLongLine
+		}
+		line = append(line, chunk...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
+		}
+	}
+}
+
+// fileKindWord names the kind of a file that is not regular: "a
+// directory", "a named pipe (FIFO)", "a device", …
+func fileKindWord(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return "a special file (mode " + m.Type().String() + ")"
 }

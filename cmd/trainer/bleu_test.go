@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The sacreBLEU README's example: three hypotheses, two reference streams.
@@ -98,5 +101,84 @@ func TestBLEUCommandErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { expectBadInput(t, append([]string{"bleu"}, c.args...), c.want...) })
+	}
+}
+
+// expectBadInputWithin is expectBadInput, failing if the command has not
+// returned within deadline (generous: the point is that it does not read
+// or block for ever, not how fast it is).
+func expectBadInputWithin(t *testing.T, deadline time.Duration, args []string, want ...string) {
+	t.Helper()
+	type result struct {
+		code           int
+		stdout, stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		code := run(args, &out, &errOut)
+		done <- result{code, out.String(), errOut.String()}
+	}()
+	select {
+	case r := <-done:
+		if r.code != 2 {
+			t.Errorf("exit %d, want 2 (stderr %q)", r.code, r.stderr)
+		}
+		if r.stdout != "" {
+			t.Errorf("printed %q", r.stdout)
+		}
+		if strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || strings.Contains(r.stderr, "goroutine") {
+			t.Errorf("want one line, got %q", r.stderr)
+		}
+		for _, w := range want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("stderr %q does not mention %q", r.stderr, w)
+			}
+		}
+	case <-time.After(deadline):
+		t.Fatalf("%v: still running after %v", args, deadline)
+	}
+}
+
+// TestBLEUInputCaps: bleu reads regular files only, refused up front
+// without blocking (a device, a named pipe without a writer, a
+// directory), and caps a line at 64 KiB, naming the file and the line.
+// Before, `trainer bleu /dev/zero r.txt` read for ever.
+func TestBLEUInputCaps(t *testing.T) {
+	dir := t.TempDir()
+	ref := writeLines(t, dir, "ref", bleuRefs1, "\n")
+	hyp := writeLines(t, dir, "hyp", bleuHyps, "\n")
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("word ", maxBLEULine/5+1)
+	longFile := writeLines(t, dir, "long.hyp", []string{bleuHyps[0], long, bleuHyps[2]}, "\n")
+	noEnd := filepath.Join(dir, "noend.ref")
+	if err := os.WriteFile(noEnd, []byte(bleuRefs1[0]+"\n"+bleuRefs1[1]+"\n"+long), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"/dev/zero hypothesis", []string{"/dev/zero", ref}, []string{"/dev/zero", "character device", "not a regular file"}},
+		{"/dev/zero reference", []string{hyp, "/dev/zero"}, []string{"/dev/zero", "not a regular file"}},
+		{"FIFO reference", []string{hyp, ref, fifo}, []string{"fifo", "named pipe", "not a regular file"}},
+		{"directory hypothesis", []string{dir, ref}, []string{"directory", "not a regular file"}},
+		{"long line", []string{longFile, ref}, []string{"long.hyp", "line 2", "64 KiB a line"}},
+		{"long last line without newline", []string{hyp, noEnd}, []string{"noend.ref", "line 3", "64 KiB a line"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			expectBadInputWithin(t, 10*time.Second, append([]string{"bleu"}, c.args...), c.want...)
+		})
+	}
+	// A line of exactly 64 KiB, with a CRLF end, is read.
+	exact := strings.Repeat("word ", maxBLEULine/5) + strings.Repeat("x", maxBLEULine%5)
+	hypExact := writeLines(t, dir, "exact.hyp", []string{exact}, "\r\n")
+	if code, stdout, stderr := runCLI(t, "bleu", "-b", hypExact, hypExact); code != 0 || stdout != "100.00\n" {
+		t.Errorf("a 64 KiB line: exit %d, %q, %s", code, stdout, stderr)
 	}
 }
