@@ -106,11 +106,26 @@ type boardRun struct {
 	name  string // its path relative to the directory given (boardRoot)
 	dir   string // absolute, free of symbolic links
 
+	// mu guards the fields below. It is never held across I/O: update
+	// reads the file with it released and applies what it read under it.
 	mu      sync.Mutex
 	offset  int64
 	lines   []json.RawMessage
 	eval    map[string]any // the latest line with a valid_* field
 	skipped int            // complete lines that are not JSON objects
+	// file is metrics.jsonl as last read (its identity, for os.SameFile),
+	// tail the bytes before offset (the end of the last line read): a file
+	// replaced by another (a new inode) or rewritten in place (tail no
+	// longer there) is read again from its start.
+	file os.FileInfo
+	tail []byte
+	// gen counts the times the file was read again from its start; the
+	// page sends it back (/api/metrics?gen=), so that it drops the lines
+	// of an older file.
+	gen int
+	// version counts the updates applied, so that an update that read
+	// while another applied its own is dropped rather than applied twice.
+	version int
 }
 
 // boardRoot is a directory given on the command line, and the prefix of
@@ -418,54 +433,119 @@ func (run *boardRun) images() []boardImage {
 	return out
 }
 
+// maxBoardTail is how many bytes before the offset update checks to
+// notice a metrics.jsonl rewritten in place.
+const maxBoardTail = 256
+
+// openRegularIn opens name inside dir (os.Root: no link out of it is
+// followed) for reading, if it is a regular file. The open does not
+// block: it is non-blocking, so that a named pipe (FIFO) opens at once
+// rather than waiting for a writer, and the open file's fstat then
+// refuses it, as anything that is not a regular file (a device, a
+// directory). The board never reads a file that can block.
+func openRegularIn(dir, name string) (*os.File, os.FileInfo, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer root.Close()
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: not a regular file (%s)", filepath.Join(dir, name), st.Mode().Type())
+	}
+	return f, st, nil
+}
+
 // update reads the lines appended to metrics.jsonl since the last call.
 // Only complete lines count: a partially written last line waits for its
-// newline. A file shorter than what was read (rewritten) is read again.
+// newline. A file that is not the one read before (replaced: another
+// inode), is shorter than what was read, or no longer holds what was
+// read before the offset (rewritten in place) is read again from its
+// start. A metrics.jsonl that is not a regular file (a FIFO) is not read.
+// The run's lock is held only to copy its state and to apply what was
+// read, never while the file is opened or read.
 func (run *boardRun) update() {
 	run.mu.Lock()
-	defer run.mu.Unlock()
-	f, err := os.OpenInRoot(run.dir, train.MetricsFile)
+	offset, seen, tail, version := run.offset, run.file, run.tail, run.version
+	run.mu.Unlock()
+
+	f, st, err := openRegularIn(run.dir, train.MetricsFile)
 	if err != nil {
 		return
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return
+	reset := (seen != nil && !os.SameFile(seen, st)) || st.Size() < offset
+	if !reset && len(tail) > 0 {
+		got := make([]byte, len(tail))
+		if _, err := f.ReadAt(got, offset-int64(len(tail))); err != nil || !bytes.Equal(got, tail) {
+			reset = true
+		}
 	}
-	if st.Size() < run.offset {
-		run.offset, run.lines, run.eval, run.skipped = 0, nil, nil, 0
+	if reset {
+		offset = 0
 	}
-	if st.Size() == run.offset {
-		return
-	}
-	data, err := io.ReadAll(io.NewSectionReader(f, run.offset, st.Size()-run.offset))
-	if err != nil {
-		return
+	var data []byte
+	if st.Size() > offset {
+		if data, err = io.ReadAll(io.NewSectionReader(f, offset, st.Size()-offset)); err != nil {
+			return
+		}
 	}
 	end := bytes.LastIndexByte(data, '\n')
-	if end < 0 {
-		return
-	}
-	for _, line := range bytes.Split(data[:end], []byte("\n")) {
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		var fields map[string]any
-		if err := json.Unmarshal(line, &fields); err != nil {
-			run.skipped++
-			continue
-		}
-		run.lines = append(run.lines, json.RawMessage(slices.Clone(line)))
-		for k := range fields {
-			if strings.HasPrefix(k, "valid_") {
-				run.eval = fields
-				break
+	var lines []json.RawMessage
+	var eval map[string]any
+	skipped := 0
+	if end >= 0 {
+		for _, line := range bytes.Split(data[:end], []byte("\n")) {
+			line = bytes.TrimSpace(line)
+			if len(line) == 0 {
+				continue
+			}
+			var fields map[string]any
+			if err := json.Unmarshal(line, &fields); err != nil {
+				skipped++
+				continue
+			}
+			lines = append(lines, json.RawMessage(slices.Clone(line)))
+			for k := range fields {
+				if strings.HasPrefix(k, "valid_") {
+					eval = fields
+					break
+				}
 			}
 		}
 	}
+
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	if run.version != version {
+		return // another update applied meanwhile; the next poll reads on
+	}
+	run.version++
+	if reset {
+		run.offset, run.lines, run.eval, run.skipped, run.tail = 0, nil, nil, 0, nil
+		run.gen++
+	}
+	run.file = st
+	if end < 0 {
+		return
+	}
+	run.lines = append(run.lines, lines...)
+	run.skipped += skipped
+	if eval != nil {
+		run.eval = eval
+	}
 	run.offset += int64(end + 1)
+	// The tail: the last bytes read, up to the offset.
+	run.tail = slices.Clone(data[max(0, end+1-maxBoardTail) : end+1])
 }
 
 type boardRunInfo struct {
@@ -490,7 +570,7 @@ func (b *board) serveRuns(w http.ResponseWriter, r *http.Request) {
 	for _, run := range b.current() {
 		run.update()
 		info := boardRunInfo{Index: run.index, Name: run.name, Dir: run.dir, Images: run.images()}
-		if f, err := os.OpenInRoot(run.dir, train.ConfigFile); err == nil {
+		if f, _, err := openRegularIn(run.dir, train.ConfigFile); err == nil {
 			data, _ := io.ReadAll(io.LimitReader(f, maxBoardConfig))
 			f.Close()
 			info.Config = string(data)
@@ -525,9 +605,11 @@ func (b *board) serveStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, st)
 }
 
-// serveMetrics answers /api/metrics?run=I&since=N with the run's metric
-// lines from the N-th on, and the total count, so a client polls only for
-// what it has not seen.
+// serveMetrics answers /api/metrics?run=I&since=N&gen=G with the run's
+// metric lines from the N-th on, the total count and the file's
+// generation, so a client polls only for what it has not seen; a client
+// whose G is not the current generation (the file was replaced or
+// rewritten since) gets every line from the first (since 0).
 func (b *board) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	run := b.run(w, r)
 	if run == nil {
@@ -542,11 +624,21 @@ func (b *board) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 		since = n
 	}
+	gen, hasGen := -1, false
+	if g := r.URL.Query().Get("gen"); g != "" {
+		n, err := strconv.Atoi(g)
+		if err != nil {
+			http.Error(w, "bad gen", http.StatusBadRequest)
+			return
+		}
+		gen, hasGen = n, true
+	}
 	run.update()
 	run.mu.Lock()
-	total := len(run.lines)
-	// A client ahead of the file (rewritten shorter) starts again.
-	if since > total {
+	total, current := len(run.lines), run.gen
+	// A client ahead of the file (rewritten shorter), or whose lines are
+	// of a file read before (replaced or rewritten), starts again.
+	if since > total || hasGen && gen != current {
 		since = 0
 	}
 	lines := slices.Clone(run.lines[since:])
@@ -556,10 +648,11 @@ func (b *board) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, struct {
 		Run   int               `json:"run"`
+		Gen   int               `json:"gen"`
 		Since int               `json:"since"`
 		Total int               `json:"total"`
 		Lines []json.RawMessage `json:"lines"`
-	}{run.index, since, total, lines})
+	}{run.index, current, since, total, lines})
 }
 
 // serveImage answers /api/image?run=I&name=N with the PNG named N in the
@@ -579,17 +672,12 @@ func (b *board) serveImage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such image", http.StatusNotFound)
 		return
 	}
-	f, err := os.OpenInRoot(run.dir, filepath.FromSlash(listing[i].Name))
+	f, st, err := openRegularIn(run.dir, filepath.FromSlash(listing[i].Name))
 	if err != nil {
 		http.Error(w, "no such image", http.StatusNotFound)
 		return
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		http.Error(w, "no such image", http.StatusNotFound)
-		return
-	}
 	w.Header().Set("Content-Type", "image/png")
 	http.ServeContent(w, r, "", st.ModTime(), f)
 }

@@ -246,8 +246,10 @@ async function pollMetrics() {
   try {
     await Promise.all(state.runs.map(async r => {
       const have = state.metrics[r.index] || [];
-      const res = await getJSON(`/api/metrics?run=${r.index}&since=${have.length}`);
-      if (res.since < have.length) have.length = res.since; // file rewritten
+      const gen = have.gen === undefined ? "" : `&gen=${have.gen}`;
+      const res = await getJSON(`/api/metrics?run=${r.index}&since=${have.length}${gen}`);
+      if (res.since < have.length) have.length = res.since; // file rewritten or replaced
+      have.gen = res.gen;
       for (const line of res.lines) have.push(line);
       state.metrics[r.index] = have;
     }));
