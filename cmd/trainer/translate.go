@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/probformer/probformer/cmd/trainer/tasks"
+	"github.com/probformer/probformer/configs"
 )
 
 func newTranslateCommand() *cobra.Command {
@@ -30,18 +31,22 @@ some is reported on standard error with the words, as
   trainer: line 1: 2 of 5 words unknown to the source vocabulary: eats, apple
 
 and --strict refuses such input instead (exit status 2, nothing
-translated). --beam 1 is greedy decoding; a wider beam ranks hypotheses
-with the config's training.length_penalty. An empty line gives an empty
+translated). --beam 1 is greedy decoding; a wider beam (at most 64, and at
+most the target vocabulary's size) ranks hypotheses with the config's
+training.length_penalty. An empty line gives an empty
 translation.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if beam < 1 {
-				return badInput(fmt.Errorf("--beam %d: want a beam of at least 1", beam))
+			if beam < 1 || beam > configs.MaxBeam {
+				return badInput(fmt.Errorf("--beam %d: want a beam in [1, %d] (1: greedy decoding)", beam, configs.MaxBeam))
 			}
 			// The checkpoint first: a bad one fails before anyone types.
 			t, task, err := loadSeq2Seq(path)
 			if err != nil {
 				return err
+			}
+			if words := task.ModelConfig().TgtVocab; beam > words {
+				return badInput(fmt.Errorf("--beam %d: want a beam in [1, %d], the model's target vocabulary", beam, words))
 			}
 			input := text
 			if !cmd.Flags().Changed("text") {
