@@ -9,6 +9,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // kernel is the plain-Go part of a custom op: a name that identifies it
@@ -304,7 +306,7 @@ func (u unpackKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 // copyParallel copies src into dst (equal lengths), in parts on both
 // cores when it is large.
 func copyParallel[T float](dst, src []T) {
-	splitRange(len(src), 16, func(lo, hi int) { copy(dst[lo:hi], src[lo:hi]) })
+	kernels.SplitRange(len(src), 16, func(lo, hi int) { copy(dst[lo:hi], src[lo:hi]) })
 }
 
 // unpack splits a packed node into nodes of the given shapes.

@@ -3,6 +3,8 @@ package graph
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // dropoutMask is an input holding a fresh Bernoulli(1−p)/(1−p) mask each
@@ -78,7 +80,7 @@ func (p *Program) DrawDropout(rng *rand.Rand) {
 		fills[i] = fill{data: data, seed: rng.Uint64(), thr: uint64(math.Round(keep * (1 << 32))), keep: keep, off: total, n: n, name: d.name}
 		total += n
 	}
-	parallelFor((total+maskChunk-1)/maskChunk, func(_, c int) {
+	kernels.ParallelFor((total+maskChunk-1)/maskChunk, func(_, c int) {
 		lo, hi := c*maskChunk, min((c+1)*maskChunk, total)
 		for _, f := range fills {
 			a, b := max(lo, f.off), min(hi, f.off+f.n)
@@ -88,56 +90,10 @@ func (p *Program) DrawDropout(rng *rand.Rand) {
 			first := a - f.off
 			switch m := f.data.(type) {
 			case []float32:
-				fillMask(m[first:b-f.off], f.seed, first+p.shard.offset(f.name, f.n), f.thr, float32(1/f.keep))
+				kernels.FillMask(m[first:b-f.off], f.seed, first+p.shard.offset(f.name, f.n), f.thr, float32(1/f.keep))
 			case []float64:
-				fillMask(m[first:b-f.off], f.seed, first+p.shard.offset(f.name, f.n), f.thr, 1/f.keep)
+				kernels.FillMask(m[first:b-f.off], f.seed, first+p.shard.offset(f.name, f.n), f.thr, 1/f.keep)
 			}
 		}
 	})
-}
-
-// maskGamma is SplitMix64's increment γ, ⌊2⁶⁴/φ⌋ made odd.
-const maskGamma = 0x9E3779B97F4A7C15
-
-// splitMix64 is SplitMix64's output function (its finaliser).
-func splitMix64(z uint64) uint64 {
-	z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
-	z = (z ^ z>>27) * 0x94D049BB133111EB
-	return z ^ z>>31
-}
-
-// fillMaskGo sets m [n] to units first … first+n−1 of the mask stream of
-// seed (see DrawDropout): scale where the unit's 32-bit uniform is below
-// thr, 0 elsewhere, without branches (the outcome is random). It is the
-// reference for dropout.c and the filler of pure-Go builds.
-func fillMaskGo[T float](m []T, seed uint64, first int, thr uint64, scale T) {
-	pick := func(u uint64) T {
-		return scale * T(int64((u-thr)>>63)) // 1 when u < thr ≤ 2³²
-	}
-	if len(m) == 0 {
-		return
-	}
-	s := seed + uint64(first/2+1)*maskGamma
-	i := 0
-	if first%2 == 1 { // starts on the high half of a pair
-		m[0] = pick(splitMix64(s) >> 32)
-		s += maskGamma
-		i = 1
-	}
-	for ; i+1 < len(m); i += 2 {
-		h := splitMix64(s)
-		s += maskGamma
-		m[i], m[i+1] = pick(h&0xFFFFFFFF), pick(h>>32)
-	}
-	if i < len(m) {
-		m[i] = pick(splitMix64(s) & 0xFFFFFFFF)
-	}
-}
-
-// maskKernel is one implementation of fillMask, for tests to compare with
-// fillMaskGo.
-type maskKernel struct {
-	name string
-	f32  func(m []float32, seed uint64, first int, thr uint64, scale float32)
-	f64  func(m []float64, seed uint64, first int, thr uint64, scale float64)
 }

@@ -106,3 +106,7 @@ func shapeSize(shape []int) int {
 	}
 	return n
 }
+
+// float is the element type of a graph's values (kernels.Float, the same
+// type set).
+type float interface{ float32 | float64 }

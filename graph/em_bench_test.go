@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // BenchmarkEMAttention times one forward and backward pass of an EM
@@ -26,8 +28,8 @@ func BenchmarkEMAttention(b *testing.B) {
 	}{{"softmax", k1, true, true}, {"em-k1-v0", k1, true, false}, {"em-k2-alpha-v1", k2, true, false}, {"em-k2-alpha-v1-go", k2, false, false}} {
 		spec := path.spec
 		b.Run(path.name, func(b *testing.B) {
-			defer func(u bool) { emUseC = u }(emUseC)
-			emUseC = path.c
+			defer func(u bool) { kernels.EMUseC = u }(kernels.EMUseC)
+			kernels.EMUseC = path.c
 			rng := rand.New(rand.NewPCG(1, 2))
 			prog, err := Compile(NewParams(Float32, 1), func(bd *Builder) error {
 				hp := func(name string, c float64, use bool) *Node {
@@ -90,8 +92,8 @@ func BenchmarkEMProblem(b *testing.B) {
 					name += "-go"
 				}
 				b.Run(name, func(b *testing.B) {
-					defer func(u bool) { emUseC = u }(emUseC)
-					emUseC = useC
+					defer func(u bool) { kernels.EMUseC = u }(kernels.EMUseC)
+					kernels.EMUseC = useC
 					benchEMProblem(b, sp.spec, z[0], z[1], 16, 16)
 				})
 			}
@@ -99,7 +101,8 @@ func BenchmarkEMProblem(b *testing.B) {
 	}
 }
 
-func benchEMProblem(b *testing.B, s EMSpec, n, m, d, dv int) {
+func benchEMProblem(b *testing.B, spec EMSpec, n, m, d, dv int) {
+	s := spec.kernel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	rnd := func(k int, scale float32) []float32 {
 		x := make([]float32, k)
@@ -108,35 +111,35 @@ func benchEMProblem(b *testing.B, s EMSpec, n, m, d, dv int) {
 		}
 		return x
 	}
-	p := &emProblem[float32]{n: n, m: m, d: d, dv: dv, q: rnd(n*d, 0.5), xi0: rnd(m*d, 0.5), mu0: rnd(m*dv, 0.5),
-		ldq: d, ldk: d, ldv: dv, realMemory: float32(m)}
-	for i := range p.h {
-		p.h[i] = 1
+	p := &kernels.EMProblem[float32]{N: n, M: m, D: d, Dv: dv, Q: rnd(n*d, 0.5), Xi0: rnd(m*d, 0.5), Mu0: rnd(m*dv, 0.5),
+		Ldq: d, Ldk: d, Ldv: dv, RealMemory: float32(m)}
+	for i := range p.H {
+		p.H[i] = 1
 	}
-	buf := make([]float32, emTraceSize(s, n, m, d, dv))
-	sc := make([]float32, emScratchSize(n, m))
-	bsc := make([]float32, emBackScratchSize(n, m, d, dv))
-	seed := &emSeeds[float32]{readout: rnd(n*dv, 1), ldr: dv}
-	var h emHyper[float32]
-	g := &emGrads[float32]{q: make([]float32, n*d), xi0: make([]float32, m*d), mu0: make([]float32, m*dv),
-		ldq: d, ldk: d, ldv: dv, h: &h}
-	tr, bs := cutTrace(s, n, m, d, dv, buf), cutBackScratch[float32](n, m, d, dv, bsc)
+	buf := make([]float32, kernels.EMTraceSize(s, n, m, d, dv))
+	sc := make([]float32, kernels.EMScratchSize(n, m))
+	bsc := make([]float32, kernels.EMBackScratchSize(n, m, d, dv))
+	seed := &kernels.EMSeeds[float32]{Readout: rnd(n*dv, 1), Ldr: dv}
+	var h kernels.EMHyper[float32]
+	g := &kernels.EMGrads[float32]{Q: make([]float32, n*d), Xi0: make([]float32, m*d), Mu0: make([]float32, m*dv),
+		Ldq: d, Ldk: d, Ldv: dv, H: &h}
+	tr, bs := kernels.CutTrace(s, n, m, d, dv, buf), kernels.CutBackScratch[float32](n, m, d, dv, bsc)
 	// EM_BENCH_ALONE=1 leaves the yardstick out, for profiles of em.c.
-	useC := emUseC && os.Getenv("EM_BENCH_ALONE") == ""
+	useC := kernels.EMUseC && os.Getenv("EM_BENCH_ALONE") == ""
 	var tc, tg time.Duration
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
-		emForward(s, p, tr, sc)
-		emBackward(s, p, tr, seed, g, bs)
+		kernels.EMForward(s, p, tr, sc)
+		kernels.EMBackward(s, p, tr, seed, g, bs)
 		if useC {
 			// the Go path alternating with it, as a yardstick that drifts
 			// with the machine's speed as em.c does
 			mid := time.Now()
-			emUseC = false
-			emForward(s, p, tr, sc)
-			emBackward(s, p, tr, seed, g, bs)
-			emUseC = true
+			kernels.EMUseC = false
+			kernels.EMForward(s, p, tr, sc)
+			kernels.EMBackward(s, p, tr, seed, g, bs)
+			kernels.EMUseC = true
 			tc += mid.Sub(start)
 			tg += time.Since(mid)
 		}

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // emCCase is one EMAttention configuration on which em.c is compared with
@@ -53,8 +55,8 @@ func emCCases() []emCCase {
 // procs, and returns the outputs and the gradients by name.
 func emCRun(t *testing.T, c emCCase, dt DType, useC bool, procs int) map[string][]float64 {
 	t.Helper()
-	defer func(u bool, p int) { emUseC = u; runtime.GOMAXPROCS(p) }(emUseC, runtime.GOMAXPROCS(procs))
-	emUseC = useC
+	defer func(u bool, p int) { kernels.EMUseC = u; runtime.GOMAXPROCS(p) }(kernels.EMUseC, runtime.GOMAXPROCS(procs))
+	kernels.EMUseC = useC
 	s, h := c.spec, c.spec.Heads
 	s.FreePrior = c.free
 	rng := rand.New(rand.NewPCG(uint64(c.n*131+c.m), 3))
@@ -178,7 +180,7 @@ func emRelErr(a, b []float64) float64 {
 // Go float32 path (to 1e-5 relative) and the Go float64 path (to float32
 // tolerance) on every output and gradient of emCCases.
 func TestEMCMatchesGo(t *testing.T) {
-	if !emCAvailable() {
+	if !kernels.EMCAvailable() {
 		t.Skip("em.c needs cgo and AVX2/FMA")
 	}
 	for _, c := range emCCases() {
@@ -216,7 +218,7 @@ func TestEMCMatchesGo(t *testing.T) {
 // TestEMCThreadCount checks that em.c's results are bit for bit the same
 // at GOMAXPROCS 1 and 2.
 func TestEMCThreadCount(t *testing.T) {
-	if !emCAvailable() {
+	if !kernels.EMCAvailable() {
 		t.Skip("em.c needs cgo and AVX2/FMA")
 	}
 	for i, c := range emCCases() {

@@ -5,6 +5,8 @@ import (
 	"runtime"
 
 	"gorgonia.org/tensor"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // EMSpec sets what EMAttention computes: the iteration counts and options
@@ -78,7 +80,7 @@ type EMResult struct {
 // to leave out the last β update when T_v = 0.
 //
 // The forward pass keeps what the backward pass reads, and the backward
-// pass is the analytic adjoint of every step (emgroupback.go), so the
+// pass is the analytic adjoint of every step (kernels.EMBackward), so the
 // gradient reaches q, ξ⁰, μ⁰, the annotated values, the free prior's
 // logits and every hyperparameter through all the unrolled iterations.
 // The B·H problems run on all cores, each computed the same way whatever
@@ -129,8 +131,8 @@ const (
 	emAnnotated
 	emValues
 	emPiLogits
-	emHyper0 // the nine hyperparameters, in emHyper's order
-	emSlots  = emHyper0 + emHyperCount
+	emHyper0 // the nine hyperparameters, in kernels.EMHyper's order
+	emSlots  = emHyper0 + kernels.EMHyperCount
 )
 
 type emDims struct{ b, h, n, m, d, dv, g int }
@@ -251,15 +253,15 @@ func (k *emKernel) check(in []tensor.Shape) error {
 		name string
 		need bool
 	}{
-		{emHyper0 + hAlpha0, "α⁰", true},
-		{emHyper0 + hBeta0, "β⁰", !s.FreePrior || propagate || s.ValueIters > 0},
-		{emHyper0 + hThetaXi, "θ_ξ", s.KeyIters > 0},
-		{emHyper0 + hAAlpha, "a_α − 1", s.KeyIters > 0 && s.AdaptAlpha},
-		{emHyper0 + hBAlpha, "b_α", s.KeyIters > 0 && s.AdaptAlpha},
-		{emHyper0 + hThetaMu, "θ_μ", propagate},
-		{emHyper0 + hABeta, "a_β − 1", propagate && s.updateBeta(0)},
-		{emHyper0 + hBBeta, "b_β", propagate && s.updateBeta(0)},
-		{emHyper0 + hPi, "θ_π − 1", propagate && s.AdaptPi},
+		{emHyper0 + kernels.HAlpha0, "α⁰", true},
+		{emHyper0 + kernels.HBeta0, "β⁰", !s.FreePrior || propagate || s.ValueIters > 0},
+		{emHyper0 + kernels.HThetaXi, "θ_ξ", s.KeyIters > 0},
+		{emHyper0 + kernels.HAAlpha, "a_α − 1", s.KeyIters > 0 && s.AdaptAlpha},
+		{emHyper0 + kernels.HBAlpha, "b_α", s.KeyIters > 0 && s.AdaptAlpha},
+		{emHyper0 + kernels.HThetaMu, "θ_μ", propagate},
+		{emHyper0 + kernels.HABeta, "a_β − 1", propagate && s.updateBeta(0)},
+		{emHyper0 + kernels.HBBeta, "b_β", propagate && s.updateBeta(0)},
+		{emHyper0 + kernels.HPi, "θ_π − 1", propagate && s.AdaptPi},
 	}
 	for _, c := range hyper {
 		if err := want(c.slot, c.name, c.need, tensor.Shape{d.h}); err != nil {
@@ -363,60 +365,60 @@ func emDataOf[T float](k emKernel, in []*tensor.Dense) *emData[T] {
 //
 // It fills p, and inS [N] when the problem has annotated units, so that a
 // worker reuses one of each for all its problems.
-func emProblemOf[T float](k emKernel, x *emData[T], g int, p *emProblem[T], inS []T) *emProblem[T] {
+func emProblemOf[T float](k emKernel, x *emData[T], g int, p *kernels.EMProblem[T], inS []T) *kernels.EMProblem[T] {
 	d := k.dims
 	b, h := g/d.h, g%d.h
 	data := func(slot int) []T { return x[slot] }
-	*p = emProblem[T]{n: d.n, m: d.m, d: d.d, dv: d.dv}
+	*p = kernels.EMProblem[T]{N: d.n, M: d.m, D: d.d, Dv: d.dv}
 	if k.spec.SplitHeads {
-		p.q, p.ldq = data(emQ)[g*d.n*d.d:], d.d
-		p.xi0, p.ldk = data(emK)[g*d.m*d.d:], d.d
-		p.mu0, p.ldv = data(emV)[g*d.m*d.dv:], d.dv
+		p.Q, p.Ldq = data(emQ)[g*d.n*d.d:], d.d
+		p.Xi0, p.Ldk = data(emK)[g*d.m*d.d:], d.d
+		p.Mu0, p.Ldv = data(emV)[g*d.m*d.dv:], d.dv
 		if x := data(emValues); x != nil {
-			p.vals, p.ldx = x[g*d.n*d.dv:], d.dv
+			p.Vals, p.Ldx = x[g*d.n*d.dv:], d.dv
 		}
 	} else {
-		p.q, p.ldq = data(emQ)[b*d.n*d.h*d.d+h*d.d:], d.h*d.d
-		p.xi0, p.ldk = data(emK)[b*d.m*d.h*d.d+h*d.d:], d.h*d.d
-		p.mu0, p.ldv = data(emV)[b*d.m*d.h*d.dv+h*d.dv:], d.h*d.dv
+		p.Q, p.Ldq = data(emQ)[b*d.n*d.h*d.d+h*d.d:], d.h*d.d
+		p.Xi0, p.Ldk = data(emK)[b*d.m*d.h*d.d+h*d.d:], d.h*d.d
+		p.Mu0, p.Ldv = data(emV)[b*d.m*d.h*d.dv+h*d.dv:], d.h*d.dv
 		if x := data(emValues); x != nil {
-			p.vals, p.ldx = x[b*d.n*d.h*d.dv+h*d.dv:], d.h*d.dv
+			p.Vals, p.Ldx = x[b*d.n*d.h*d.dv+h*d.dv:], d.h*d.dv
 		}
 	}
 	if x := data(emKeyMask); x != nil {
-		p.keyMask = x[b*d.m : (b+1)*d.m]
+		p.KeyMask = x[b*d.m : (b+1)*d.m]
 	}
 	if x := data(emQueryMask); x != nil {
-		p.queryMask = x[b*d.n : (b+1)*d.n]
+		p.QueryMask = x[b*d.n : (b+1)*d.n]
 	}
 	if x := data(emPiLogits); x != nil {
 		if k.perHeadPi {
-			p.logits = x[h*d.m : (h+1)*d.m]
+			p.Logits = x[h*d.m : (h+1)*d.m]
 		} else {
-			p.logits = x[g*d.m : (g+1)*d.m]
+			p.Logits = x[g*d.m : (g+1)*d.m]
 		}
 	}
-	for i := range emHyperCount {
+	for i := range kernels.EMHyperCount {
 		if x := data(emHyper0 + i); x != nil {
-			p.h[i] = x[h]
+			p.H[i] = x[h]
 		}
 	}
-	p.realMemory = T(d.m)
-	if p.keyMask != nil {
-		p.realMemory = 0
-		for _, x := range p.keyMask {
-			p.realMemory += x
+	p.RealMemory = T(d.m)
+	if p.KeyMask != nil {
+		p.RealMemory = 0
+		for _, x := range p.KeyMask {
+			p.RealMemory += x
 		}
 	}
 	if ann := data(emAnnotated); ann != nil && k.spec.PropagateIters > 0 {
 		// S: annotated and real.
-		p.inS = inS[:d.n]
+		p.InS = inS[:d.n]
 		for i := range d.n {
-			p.inS[i] = ann[b*d.n+i]
-			if p.queryMask != nil {
-				p.inS[i] *= p.queryMask[i]
+			p.InS[i] = ann[b*d.n+i]
+			if p.QueryMask != nil {
+				p.InS[i] *= p.QueryMask[i]
 			}
-			p.sizeS += p.inS[i]
+			p.SizeS += p.InS[i]
 		}
 	}
 	return p
@@ -435,27 +437,27 @@ func emTraces[T float](k emKernel, size int) []T {
 // emRunForward runs every problem's forward pass into the trace and
 // writes the outputs k wants.
 func emRunForward[T float](k emKernel, in []*tensor.Dense, out []T) {
-	d, s := k.dims, k.spec
-	size := emTraceSize(s, d.n, d.m, d.d, d.dv)
+	d, s := k.dims, k.spec.kernel()
+	size := kernels.EMTraceSize(s, d.n, d.m, d.d, d.dv)
 	traces := emTraces[T](k, d.g*size)
 	x := emDataOf[T](k, in)
 	type worker struct {
 		scratch, inS []T
-		p            emProblem[T]
-		tr           emTrace[T]
+		p            kernels.EMProblem[T]
+		tr           kernels.EMTrace[T]
 		hdr          [][]T
 	}
 	workers := make([]*worker, runtime.GOMAXPROCS(0))
-	parallelFor(d.g, func(w, g int) {
+	kernels.ParallelFor(d.g, func(w, g int) {
 		if workers[w] == nil {
-			workers[w] = &worker{scratch: make([]T, emScratchSize(d.n, d.m)), inS: make([]T, d.n)}
+			workers[w] = &worker{scratch: make([]T, kernels.EMScratchSize(d.n, d.m)), inS: make([]T, d.n)}
 		}
 		wk := workers[w]
 		scratch := wk.scratch
 		p := emProblemOf(k, x, g, &wk.p, wk.inS)
-		tr := cutTraceInto(s, d.n, d.m, d.d, d.dv, traces[g*size:(g+1)*size], &wk.tr, &wk.hdr)
-		if p.realMemory > 0 {
-			emForward(s, p, tr, scratch)
+		tr := kernels.CutTraceInto(s, d.n, d.m, d.d, d.dv, traces[g*size:(g+1)*size], &wk.tr, &wk.hdr)
+		if p.RealMemory > 0 {
+			kernels.EMForward(s, p, tr, scratch)
 		} else {
 			// No memory unit can explain a query: the problem reads out
 			// 0, and its backward pass is skipped (see EMAttention).
@@ -470,19 +472,19 @@ func emRunForward[T float](k emKernel, in []*tensor.Dense, out []T) {
 
 // emWrite writes problem g's outputs into out (packed in the order of
 // EMResult's fields, each over all problems, when k wants several).
-func emWrite[T float](k emKernel, out []T, p *emProblem[T], tr *emTrace[T], g int) {
+func emWrite[T float](k emKernel, out []T, p *kernels.EMProblem[T], tr *kernels.EMTrace[T], g int) {
 	d, s := k.dims, k.spec
 	b, h := g/d.h, g%d.h
 	off := 0
 	if k.want&EMReadout != 0 {
-		r := tr.r[s.ValueIters]
+		r := tr.R[s.ValueIters]
 		base, ld := g*d.n*d.dv, d.dv
 		if !s.SplitHeads {
 			base, ld = b*d.n*d.h*d.dv+h*d.dv, d.h*d.dv
 		}
 		for i := range d.n {
 			dst := out[base+i*ld : base+i*ld+d.dv]
-			if p.realQuery(i) {
+			if p.RealQuery(i) {
 				copy(dst, r[i*d.dv:(i+1)*d.dv])
 			} else {
 				clear(dst)
@@ -491,9 +493,9 @@ func emWrite[T float](k emKernel, out []T, p *emProblem[T], tr *emTrace[T], g in
 		off += d.g * d.n * d.dv
 	}
 	if k.want&EMWeights != 0 {
-		w, dst := tr.wi[s.ValueIters], out[off+g*d.n*d.m:off+(g+1)*d.n*d.m]
+		w, dst := tr.Wi[s.ValueIters], out[off+g*d.n*d.m:off+(g+1)*d.n*d.m]
 		for i := range d.n {
-			if p.realQuery(i) {
+			if p.RealQuery(i) {
 				copy(dst[i*d.m:(i+1)*d.m], w[i*d.m:(i+1)*d.m])
 			} else {
 				clear(dst[i*d.m : (i+1)*d.m])
@@ -504,20 +506,20 @@ func emWrite[T float](k emKernel, out []T, p *emProblem[T], tr *emTrace[T], g in
 	if k.want&EMMixture == 0 {
 		return
 	}
-	xi, ldxi := p.xi0, p.ldk
+	xi, ldxi := p.Xi0, p.Ldk
 	if s.KeyIters > 0 {
-		xi, ldxi = tr.xi[s.KeyIters], d.d
+		xi, ldxi = tr.Xi[s.KeyIters], d.d
 	}
 	for j := range d.m {
 		copy(out[off+(g*d.m+j)*d.d:off+(g*d.m+j+1)*d.d], xi[j*ldxi:j*ldxi+d.d])
 	}
 	off += d.g * d.m * d.d
-	copy(out[off+g*d.m:off+(g+1)*d.m], tr.al[s.KeyIters])
+	copy(out[off+g*d.m:off+(g+1)*d.m], tr.Al[s.KeyIters])
 	off += d.g * d.m
-	mu, ldmu, beta, logPi := p.mu0, p.ldv, tr.be[0], tr.lp0
-	if tr.pr {
+	mu, ldmu, beta, logPi := p.Mu0, p.Ldv, tr.Be[0], tr.Lp0
+	if tr.Pr {
 		tp := s.PropagateIters
-		mu, ldmu, beta, logPi = tr.mu[tp], d.dv, tr.be[tp], tr.lp[tp]
+		mu, ldmu, beta, logPi = tr.Mu[tp], d.dv, tr.Be[tp], tr.Lp[tp]
 	}
 	for j := range d.m {
 		copy(out[off+(g*d.m+j)*d.dv:off+(g*d.m+j+1)*d.dv], mu[j*ldmu:j*ldmu+d.dv])
@@ -579,11 +581,12 @@ func (e emGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 // gradient gOut, from the forward's traces when they are fresh.
 func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 	d, s := k.dims, k.spec
+	ks := s.kernel()
 	if !k.saved.fresh {
 		emRunForward[T](k, in, nil)
 	}
 	k.saved.fresh = false
-	size := emTraceSize(s, d.n, d.m, d.d, d.dv)
+	size := kernels.EMTraceSize(ks, d.n, d.m, d.d, d.dv)
 	traces := emTraces[T](k, d.g*size)
 	// Where each differentiable input's gradient starts in packed. Each
 	// problem zeroes its own rows of the gradients of q, k, v, the
@@ -606,8 +609,8 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 		return packed[start[i] : start[i]+in[i].Shape().TotalSize()]
 	}
 	dq, dk, dv, dvals, dlogits := region(emQ), region(emK), region(emV), region(emValues), region(emPiLogits)
-	hyper := make([]emHyper[T], d.g) // per problem, summed over examples below
-	var logits []T                   // per problem, when the logits are per head
+	hyper := make([]kernels.EMHyper[T], d.g) // per problem, summed over examples below
+	var logits []T                           // per problem, when the logits are per head
 	if k.perHeadPi {
 		logits = make([]T, d.g*d.m)
 	}
@@ -615,81 +618,81 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 	x := emDataOf[T](k, in)
 	type worker struct {
 		inS  []T
-		p    emProblem[T]
-		tr   emTrace[T]
+		p    kernels.EMProblem[T]
+		tr   kernels.EMTrace[T]
 		hdr  [][]T
-		seed emSeeds[T]
-		gr   emGrads[T]
-		sc   *emBackScratch[T]
+		seed kernels.EMSeeds[T]
+		gr   kernels.EMGrads[T]
+		sc   *kernels.EMBackScratch[T]
 	}
 	workers := make([]*worker, runtime.GOMAXPROCS(0))
-	parallelFor(d.g, func(w, g int) {
+	kernels.ParallelFor(d.g, func(w, g int) {
 		if workers[w] == nil {
 			workers[w] = &worker{inS: make([]T, d.n),
-				sc: cutBackScratch[T](d.n, d.m, d.d, d.dv, make([]T, emBackScratchSize(d.n, d.m, d.d, d.dv)))}
+				sc: kernels.CutBackScratch[T](d.n, d.m, d.d, d.dv, make([]T, kernels.EMBackScratchSize(d.n, d.m, d.d, d.dv)))}
 		}
 		wk := workers[w]
 		b, h := g/d.h, g%d.h
 		p := emProblemOf(k, x, g, &wk.p, wk.inS)
 		gr := &wk.gr
-		*gr = emGrads[T]{h: &hyper[g]}
+		*gr = kernels.EMGrads[T]{H: &hyper[g]}
 		if s.SplitHeads {
-			gr.q, gr.ldq = dq[g*d.n*d.d:], d.d
-			gr.xi0, gr.ldk = dk[g*d.m*d.d:], d.d
-			gr.mu0, gr.ldv = dv[g*d.m*d.dv:], d.dv
+			gr.Q, gr.Ldq = dq[g*d.n*d.d:], d.d
+			gr.Xi0, gr.Ldk = dk[g*d.m*d.d:], d.d
+			gr.Mu0, gr.Ldv = dv[g*d.m*d.dv:], d.dv
 			if dvals != nil {
-				gr.vals, gr.ldx = dvals[g*d.n*d.dv:], d.dv
+				gr.Vals, gr.Ldx = dvals[g*d.n*d.dv:], d.dv
 			}
 		} else {
-			gr.q, gr.ldq = dq[b*d.n*d.h*d.d+h*d.d:], d.h*d.d
-			gr.xi0, gr.ldk = dk[b*d.m*d.h*d.d+h*d.d:], d.h*d.d
-			gr.mu0, gr.ldv = dv[b*d.m*d.h*d.dv+h*d.dv:], d.h*d.dv
+			gr.Q, gr.Ldq = dq[b*d.n*d.h*d.d+h*d.d:], d.h*d.d
+			gr.Xi0, gr.Ldk = dk[b*d.m*d.h*d.d+h*d.d:], d.h*d.d
+			gr.Mu0, gr.Ldv = dv[b*d.m*d.h*d.dv+h*d.dv:], d.h*d.dv
 			if dvals != nil {
-				gr.vals, gr.ldx = dvals[b*d.n*d.h*d.dv+h*d.dv:], d.h*d.dv
+				gr.Vals, gr.Ldx = dvals[b*d.n*d.h*d.dv+h*d.dv:], d.h*d.dv
 			}
 		}
 		switch {
 		case k.perHeadPi:
-			gr.logits = logits[g*d.m : (g+1)*d.m]
+			gr.Logits = logits[g*d.m : (g+1)*d.m]
 		case dlogits != nil:
-			gr.logits = dlogits[g*d.m : (g+1)*d.m]
-			clear(gr.logits)
+			gr.Logits = dlogits[g*d.m : (g+1)*d.m]
+			clear(gr.Logits)
 		}
-		clearRows(gr.q, d.n, d.d, gr.ldq)
-		clearRows(gr.xi0, d.m, d.d, gr.ldk)
-		clearRows(gr.mu0, d.m, d.dv, gr.ldv)
-		if gr.vals != nil {
-			clearRows(gr.vals, d.n, d.dv, gr.ldx)
+		clearRows(gr.Q, d.n, d.d, gr.Ldq)
+		clearRows(gr.Xi0, d.m, d.d, gr.Ldk)
+		clearRows(gr.Mu0, d.m, d.dv, gr.Ldv)
+		if gr.Vals != nil {
+			clearRows(gr.Vals, d.n, d.dv, gr.Ldx)
 		}
-		if p.realMemory == 0 {
+		if p.RealMemory == 0 {
 			return // a problem without memory reads out 0 and takes no gradient
 		}
-		tr := cutTraceInto(s, d.n, d.m, d.d, d.dv, traces[g*size:(g+1)*size], &wk.tr, &wk.hdr)
-		tr.pr = emPropagates(s, p)
+		tr := kernels.CutTraceInto(ks, d.n, d.m, d.d, d.dv, traces[g*size:(g+1)*size], &wk.tr, &wk.hdr)
+		tr.Pr = kernels.EMPropagates(ks, p)
 		seed := &wk.seed
-		*seed = emSeeds[T]{}
+		*seed = kernels.EMSeeds[T]{}
 		if k.want&EMReadout != 0 {
 			base, ld := g*d.n*d.dv, d.dv
 			if !s.SplitHeads {
 				base, ld = b*d.n*d.h*d.dv+h*d.dv, d.h*d.dv
 			}
-			seed.readout, seed.ldr = gOut[seedOff.readout+base:], ld
+			seed.Readout, seed.Ldr = gOut[seedOff.readout+base:], ld
 		}
 		if k.want&EMWeights != 0 {
-			seed.weights = gOut[seedOff.weights+g*d.n*d.m:]
+			seed.Weights = gOut[seedOff.weights+g*d.n*d.m:]
 		}
 		if k.want&EMMixture != 0 {
 			o := seedOff
-			seed.xi = gOut[o.xi+g*d.m*d.d : o.xi+(g+1)*d.m*d.d]
-			seed.alpha = gOut[o.alpha+g*d.m : o.alpha+(g+1)*d.m]
-			seed.mu = gOut[o.mu+g*d.m*d.dv : o.mu+(g+1)*d.m*d.dv]
-			seed.beta = gOut[o.beta+g*d.m : o.beta+(g+1)*d.m]
-			seed.logPi = gOut[o.logPi+g*d.m : o.logPi+(g+1)*d.m]
+			seed.Xi = gOut[o.xi+g*d.m*d.d : o.xi+(g+1)*d.m*d.d]
+			seed.Alpha = gOut[o.alpha+g*d.m : o.alpha+(g+1)*d.m]
+			seed.Mu = gOut[o.mu+g*d.m*d.dv : o.mu+(g+1)*d.m*d.dv]
+			seed.Beta = gOut[o.beta+g*d.m : o.beta+(g+1)*d.m]
+			seed.LogPi = gOut[o.logPi+g*d.m : o.logPi+(g+1)*d.m]
 		}
-		emBackward(s, p, tr, seed, gr, wk.sc)
+		kernels.EMBackward(ks, p, tr, seed, gr, wk.sc)
 	})
 	// Per-head gradients: sums over the examples, in a fixed order.
-	for i := range emHyperCount {
+	for i := range kernels.EMHyperCount {
 		dst := region(emHyper0 + i)
 		if dst == nil {
 			continue
@@ -775,7 +778,17 @@ func (p emPlaceKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 // UpdatesBeta reports whether propagation iteration t updates β: the last
 // iteration's update reaches nothing when there is no value iteration, and
 // is left out (em/MATH.md §5; em.Attend explains why).
-func (s EMSpec) UpdatesBeta(t int) bool { return s.updateBeta(t) }
+func (s EMSpec) UpdatesBeta(t int) bool { return s.kernel().UpdateBeta(t) }
+
+// kernel is what the per-problem arithmetic (kernels.EMForward,
+// kernels.EMBackward) reads of s.
+func (s EMSpec) kernel() kernels.EMSpec {
+	return kernels.EMSpec{KeyIters: s.KeyIters, PropagateIters: s.PropagateIters, ValueIters: s.ValueIters,
+		AdaptAlpha: s.AdaptAlpha, AdaptBeta: s.AdaptBeta, AdaptPi: s.AdaptPi}
+}
+
+// updateBeta is s.kernel().UpdateBeta.
+func (s EMSpec) updateBeta(t int) bool { return s.kernel().UpdateBeta(t) }
 
 // clearRows zeroes rows×w values of x whose rows are strided by ld.
 func clearRows[T float](x []T, rows, w, ld int) {

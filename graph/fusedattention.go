@@ -6,6 +6,8 @@ import (
 	"runtime"
 
 	"gorgonia.org/tensor"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // Attention is fused multi-head scaled dot-product attention (Vaswani et
@@ -185,7 +187,7 @@ func (a attentionKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 func weights[T float](a attentionKernel, q, k, mask, bias []T, bi, h, n, m, d int, p []T) {
 	hd := a.heads * d
 	scale := T(1 / math.Sqrt(float64(d)))
-	gemm(false, true, n, m, d, scale, q[bi*n*hd+h*d:], hd, k[bi*m*hd+h*d:], hd, 0, p, m)
+	kernels.Gemm(false, true, n, m, d, scale, q[bi*n*hd+h*d:], hd, k[bi*m*hd+h*d:], hd, 0, p, m)
 	if bias != nil {
 		for j, x := range bias[:n*m] {
 			p[j] += x
@@ -195,7 +197,7 @@ func weights[T float](a attentionKernel, q, k, mask, bias []T, bi, h, n, m, d in
 	if mask != nil {
 		mrow = mask[bi*m : (bi+1)*m]
 	}
-	if p32, ok := any(p).([]float32); ok && softmaxRows32(p32[:n*m], n, m, any(mrow).([]float32), a.causal) {
+	if p32, ok := any(p).([]float32); ok && kernels.SoftmaxRows32(p32[:n*m], n, m, any(mrow).([]float32), a.causal) {
 		return
 	}
 	softmaxRowsGo(p[:n*m], n, m, mrow, a.causal)
@@ -230,7 +232,7 @@ func softmaxRowsGo[T float](p []T, n, m int, mask []T, causal bool) {
 				}
 			}
 		}
-		z := T(expRow(row[:visible], row[:visible], mx))
+		z := T(kernels.ExpRow(row[:visible], row[:visible], mx))
 		clear(row[visible:])
 		for j := range visible {
 			row[j] /= z
@@ -251,7 +253,7 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 	}
 	type buffers struct{ p, pd []T }
 	scratch := make([]*buffers, runtime.GOMAXPROCS(0))
-	parallelFor(b*a.heads, func(w, i int) {
+	kernels.ParallelFor(b*a.heads, func(w, i int) {
 		bi, h := i/a.heads, i%a.heads
 		if !hasV {
 			weights(a, q, k, mask, nil, bi, h, n, m, d, wOut[i*n*m:(i+1)*n*m])
@@ -282,7 +284,7 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 			}
 			p = mulRows(p, dh, scratch[w].pd)
 		}
-		gemm(false, false, n, dv, m, 1, p, m, vh, hv, 0, oh, hv)
+		kernels.Gemm(false, false, n, dv, m, 1, p, m, vh, hv, 0, oh, hv)
 	})
 	if saved != nil {
 		a.saved.fresh = true
@@ -351,7 +353,7 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 	}
 	type buffers struct{ p, dp []T }
 	scratch := make([]*buffers, runtime.GOMAXPROCS(0))
-	parallelFor(b*a.heads, func(w, i int) {
+	kernels.ParallelFor(b*a.heads, func(w, i int) {
 		bi, h := i/a.heads, i%a.heads
 		if scratch[w] == nil {
 			scratch[w] = &buffers{p: make([]T, n*m), dp: make([]T, n*m)}
@@ -376,11 +378,11 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 			return
 		}
 		if dh != nil {
-			gemm(true, false, m, dv, n, 1, mulRows(p, dh, dp), m, gh, hv, 0, dvh, hv)
+			kernels.Gemm(true, false, m, dv, n, 1, mulRows(p, dh, dp), m, gh, hv, 0, dvh, hv)
 		} else {
-			gemm(true, false, m, dv, n, 1, p, m, gh, hv, 0, dvh, hv)
+			kernels.Gemm(true, false, m, dv, n, 1, p, m, gh, hv, 0, dvh, hv)
 		}
-		gemm(false, true, n, m, dv, 1, gh, hv, vh, hv, 0, dp, m)
+		kernels.Gemm(false, true, n, m, dv, 1, gh, hv, vh, hv, 0, dp, m)
 		if dh != nil {
 			mulRows(dp, dh, dp)
 		}
@@ -394,8 +396,8 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 				dr[j] = pr[j] * (dr[j] - dot)
 			}
 		}
-		gemm(false, false, n, d, m, scale, dp, m, kh, hd, 0, dqh, hd)
-		gemm(true, false, m, d, n, scale, dp, m, qh, hd, 0, dkh, hd)
+		kernels.Gemm(false, false, n, d, m, scale, dp, m, kh, hd, 0, dqh, hd)
+		kernels.Gemm(true, false, m, d, n, scale, dp, m, qh, hd, 0, dkh, hd)
 	})
 }
 
@@ -434,11 +436,11 @@ func headForward32[T float](a attentionKernel, q, k, v, mask, bias, drop []T, bi
 	}
 	hd, hv := a.heads*d, a.heads*dv
 	if bias != nil {
-		return attnHeadFwdBias32(q32, hd, any(k).([]float32), hd, any(v).([]float32), hv, n, m, d, dv,
+		return kernels.AttnHeadFwdBias32(q32, hd, any(k).([]float32), hd, any(v).([]float32), hv, n, m, d, dv,
 			float32(1/math.Sqrt(float64(d))), mrow, a.causal, any(bias).([]float32), any(drop).([]float32),
 			any(p).([]float32), any(out).([]float32), hv)
 	}
-	return attnHeadFwd32(q32, hd, any(k).([]float32), hd, any(v).([]float32), hv, n, m, d, dv,
+	return kernels.AttnHeadFwd32(q32, hd, any(k).([]float32), hd, any(v).([]float32), hv, n, m, d, dv,
 		float32(1/math.Sqrt(float64(d))), mrow, a.causal, any(drop).([]float32), any(p).([]float32),
 		any(out).([]float32), hv)
 }
@@ -451,7 +453,7 @@ func headBackward32[T float](a attentionKernel, q, k, v, g, p, drop []T, n, m, d
 		return false
 	}
 	hd, hv := a.heads*d, a.heads*dv
-	return attnHeadBwd32(q32, hd, any(k).([]float32), hd, any(v).([]float32), hv, any(g).([]float32), hv,
+	return kernels.AttnHeadBwd32(q32, hd, any(k).([]float32), hd, any(v).([]float32), hv, any(g).([]float32), hv,
 		any(p).([]float32), any(drop).([]float32), n, m, d, dv, float32(scale),
 		any(dq).([]float32), any(dk).([]float32), any(dvOut).([]float32))
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"gorgonia.org/tensor"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // composedAttention is the same attention written with Gorgonia's own ops
@@ -234,7 +236,7 @@ func TestSoftmaxRowsFastPathMatchesGo(t *testing.T) {
 				want := append([]float32(nil), p...)
 				softmaxRowsGo(want, n, m, mask, causal)
 				got := append([]float32(nil), p...)
-				if !softmaxRows32(got, n, m, mask, causal) {
+				if !kernels.SoftmaxRows32(got, n, m, mask, causal) {
 					t.Skip("no fast path in this build")
 				}
 				for i := range got {
@@ -633,7 +635,7 @@ func checkAttentionAnyKeyCount(t *testing.T, rng *rand.Rand, ms []int, biased bo
 // attention.c, it takes heads of every key count up to 64 (translation
 // batches have 10 or 11 keys), not only multiples of 8.
 func TestAttentionHeadKernelTakesAnyKeyCount(t *testing.T) {
-	if !softmaxRows32(make([]float32, 1), 1, 1, nil, false) {
+	if !kernels.SoftmaxRows32(make([]float32, 1), 1, 1, nil, false) {
 		t.Skip("no AVX2 kernels in this build")
 	}
 	const n, d = 11, 16
@@ -641,8 +643,8 @@ func TestAttentionHeadKernelTakesAnyKeyCount(t *testing.T) {
 	for m := 1; m <= 64; m++ {
 		k, v, dk, dv := make([]float32, m*d), make([]float32, m*d), make([]float32, m*d), make([]float32, m*d)
 		p, drop := make([]float32, n*m), make([]float32, n*m)
-		if !attnHeadFwd32(q, d, k, d, v, d, n, m, d, d, 0.25, nil, false, drop, p, out, d) ||
-			!attnHeadBwd32(q, d, k, d, v, d, g, d, p, drop, n, m, d, d, 0.25, dq, dk, dv) {
+		if !kernels.AttnHeadFwd32(q, d, k, d, v, d, n, m, d, d, 0.25, nil, false, drop, p, out, d) ||
+			!kernels.AttnHeadBwd32(q, d, k, d, v, d, g, d, p, drop, n, m, d, d, 0.25, dq, dk, dv) {
 			t.Fatalf("attention.c refuses a head of %d keys", m)
 		}
 	}

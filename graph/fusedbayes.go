@@ -6,6 +6,8 @@ import (
 	"runtime"
 
 	"gorgonia.org/tensor"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // Fused ops of Bayesian attention (layers/BAYES.md). A sample's
@@ -65,14 +67,14 @@ func (w weibullNoiseKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 	switch y := out.Data().(type) {
 	case []float32:
 		u := in[0].Data().([]float32)
-		splitRange(len(u), 8, func(lo, hi int) {
-			if !weibullLogNoise32(u[lo:hi], y[lo:hi], float32(w.scale)) {
+		kernels.SplitRange(len(u), 8, func(lo, hi int) {
+			if !kernels.WeibullLogNoise32(u[lo:hi], y[lo:hi], float32(w.scale)) {
 				weibullLogNoiseGo(u[lo:hi], y[lo:hi], w.scale)
 			}
 		})
 	case []float64:
 		u := in[0].Data().([]float64)
-		splitRange(len(u), 8, func(lo, hi int) { weibullLogNoiseGo(u[lo:hi], y[lo:hi], w.scale) })
+		kernels.SplitRange(len(u), 8, func(lo, hi int) { weibullLogNoiseGo(u[lo:hi], y[lo:hi], w.scale) })
 	default:
 		return fmt.Errorf("unsupported dtype %v", out.Dtype())
 	}
@@ -342,7 +344,7 @@ type klScratch[T float] struct {
 	// here, as cgo would move them to the heap on every call)
 	c, u []T
 	kc   [7]float64
-	net  priorNet32
+	net  kernels.PriorNet32
 	pg   []float32
 }
 
@@ -392,7 +394,7 @@ func bayesKLRun[T float](a bayesKLKernel, o klOperands[T], in []tensor.Shape, gO
 	g := gOut / float64(count)
 	sums := make([]float64, b*h)
 	scratch := make([]*klScratch[T], runtime.GOMAXPROCS(0))
-	parallelFor(b*h, func(w, x int) {
+	kernels.ParallelFor(b*h, func(w, x int) {
 		if scratch[w] == nil {
 			f := func() []float64 { return make([]float64, m) }
 			scratch[w] = &klScratch[T]{s: make([]T, n*m), ds: make([]T, n*m), row: make([]T, m), a: make([]T, m), b: make([]T, m), colsum: make([]T, m),
@@ -427,7 +429,7 @@ func bayesKLRun[T float](a bayesKLKernel, o klOperands[T], in []tensor.Shape, gO
 				return
 			}
 		}
-		gemm(false, true, n, m, d, T(scale), qh, hd, kh, hd, 0, sc.s, m)
+		kernels.Gemm(false, true, n, m, d, T(scale), qh, hd, kh, hd, 0, sc.s, m)
 		if backward {
 			clear(sc.ds)
 			clear(sc.dc)
@@ -458,8 +460,8 @@ func bayesKLRun[T float](a bayesKLKernel, o klOperands[T], in []tensor.Shape, gO
 		if !backward {
 			return
 		}
-		gemm(false, false, n, d, m, T(scale), sc.ds, m, kh, hd, 0, dqh, hd)
-		gemm(true, false, m, d, n, T(scale), sc.ds, m, qh, hd, 0, dkh, hd)
+		kernels.Gemm(false, false, n, d, m, T(scale), sc.ds, m, kh, hd, 0, dqh, hd)
+		kernels.Gemm(true, false, m, d, n, T(scale), sc.ds, m, qh, hd, 0, dkh, hd)
 		if dc != nil {
 			for j, v := range sc.dc {
 				dc[x*m+j] = T(v)
@@ -612,7 +614,7 @@ func klPrior[T float](c BayesKL, sc *klScratch[T], crow, mrow []T, lim int, term
 // the prior in sc; with ds non-nil it also writes g·∂KL/∂s_ij into ds and
 // adds g·∂KL/∂c_j to sc.dc.
 func klRow[T float](c BayesKL, cs klConsts, sc *klScratch[T], mrow, s []T, lim int, g float64, ds []T, contextual bool) float64 {
-	// log φ_ij = s_ij − lse; masked keys get exactly 0 from expRow
+	// log φ_ij = s_ij − lse; masked keys get exactly 0 from kernels.ExpRow
 	mx := T(math.Inf(-1))
 	nv := 0
 	for j := range lim {
@@ -630,7 +632,7 @@ func klRow[T float](c BayesKL, cs klConsts, sc *klScratch[T], mrow, s []T, lim i
 			row[j] = mx + MaskNegInf
 		}
 	}
-	z := expRow(row, row, mx)
+	z := kernels.ExpRow(row, row, mx)
 	lse := float64(mx) + math.Log(z)
 	var sum float64
 	if c.Posterior == BayesWeibull {
@@ -732,7 +734,7 @@ func klHeadC[T float](c BayesKL, cs klConsts, sc *klScratch[T], qh, kh, mrow, qr
 		qr = any(qrow).([]float32)
 	}
 	var agg [2]float64
-	rows, ok := klHead32(q32, any(kh).([]float32), hd, n, m, d, float32(scale), mr, qr, co.kind,
+	rows, ok := kernels.KLHead32(q32, any(kh).([]float32), hd, n, m, d, float32(scale), mr, qr, co.kind,
 		any(sc.a).([]float32), any(sc.b).([]float32), float32(co.gc*g), dq32, dk32, col32, &agg)
 	if !ok {
 		return 0, false

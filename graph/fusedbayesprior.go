@@ -5,6 +5,8 @@ import (
 	"runtime"
 
 	"gorgonia.org/tensor"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // BayesPriorLogits is the contextual prior network of Bayesian attention
@@ -127,7 +129,7 @@ func priorRun[T float](p priorKernel, in []*tensor.Dense, c, gc, packed []T) {
 	// one buffer per worker: the hidden units [B·M, R], or attention.c's
 	// [B·M, 16]
 	hidden := make([][]T, runtime.GOMAXPROCS(0))
-	parallelFor(h, func(w, hh int) {
+	kernels.ParallelFor(h, func(w, hh int) {
 		if hidden[w] == nil {
 			hidden[w] = make([]T, rows*max(r, 16))
 		}
@@ -136,7 +138,7 @@ func priorRun[T float](p priorKernel, in []*tensor.Dense, c, gc, packed []T) {
 		}
 		u := hidden[w] // [B·M, R]: W₁ᵀ k + b₁
 		w1h, b1h, w2h := w1[hh*d*r:(hh+1)*d*r], b1[hh*r:(hh+1)*r], w2[hh*r:(hh+1)*r]
-		gemmBias(false, false, rows, r, d, 1, k[hh*d:], hd, w1h, r, 0, u, r, b1h)
+		kernels.GemmBias(false, false, rows, r, d, 1, k[hh*d:], hd, w1h, r, 0, u, r, b1h)
 		if packed == nil {
 			for row := range rows {
 				ur := u[row*r : (row+1)*r]
@@ -173,8 +175,8 @@ func priorRun[T float](p priorKernel, in []*tensor.Dense, c, gc, packed []T) {
 		for t := range r {
 			dw2[hh*r+t], db1[hh*r+t] = T(sw2[t]), T(sb1[t])
 		}
-		gemm(true, false, d, r, rows, 1, k[hh*d:], hd, u, r, 0, dw1[hh*d*r:(hh+1)*d*r], r)
-		gemm(false, true, rows, d, r, 1, u, r, w1h, r, 0, dk[hh*d:], hd)
+		kernels.Gemm(true, false, d, r, rows, 1, k[hh*d:], hd, u, r, 0, dw1[hh*d*r:(hh+1)*d*r], r)
+		kernels.Gemm(false, true, rows, d, r, 1, u, r, w1h, r, 0, dk[hh*d:], hd)
 	})
 }
 
@@ -199,11 +201,11 @@ func priorHeadC[T float](p priorKernel, k, w1, b1, w2, b2, c, gc, dk, dw1, db1, 
 	}
 	scratch := any(buf).([]float32)
 	if gc == nil {
-		return priorHead32(k32[hh*d:], h*d, b*m, m, d, w1p, w1t, b1p, w2p, float32(b2[hh]), any(c).([]float32)[hh*m:],
+		return kernels.PriorHead32(k32[hh*d:], h*d, b*m, m, d, w1p, w1t, b1p, w2p, float32(b2[hh]), any(c).([]float32)[hh*m:],
 			nil, h*m, scratch, nil, nil, nil, nil, nil)
 	}
 	dw1p, db1p, dw2p, db2p := make([]float32, d*16), make([]float32, 16), make([]float32, 16), make([]float32, 1)
-	if !priorHead32(k32[hh*d:], h*d, b*m, m, d, w1p, w1t, b1p, w2p, float32(b2[hh]), nil, any(gc).([]float32)[hh*m:],
+	if !kernels.PriorHead32(k32[hh*d:], h*d, b*m, m, d, w1p, w1t, b1p, w2p, float32(b2[hh]), nil, any(gc).([]float32)[hh*m:],
 		h*m, scratch, any(dk).([]float32)[hh*d:], dw1p, db1p, dw2p, db2p) {
 		return false
 	}

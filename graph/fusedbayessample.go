@@ -6,6 +6,8 @@ import (
 	"runtime"
 
 	"gorgonia.org/tensor"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // BayesAttentionSample is a Bayesian attention layer's training sample
@@ -291,7 +293,7 @@ func bayesSampleForward[T float](a bayesSampleKernel, in []*tensor.Dense) float6
 	scratch := sampleScratch[T](st, z.n, z.m, z.r)
 	pad := priorPad(st, o, z, h)
 	cs := cfg.consts()
-	parallelFor(z.b*h, func(w, xh int) {
+	kernels.ParallelFor(z.b*h, func(w, xh int) {
 		if scratch[w] == nil {
 			scratch[w] = newSampleScratch[T](z.n, z.m, z.r)
 		}
@@ -381,15 +383,15 @@ func sampleHead[T float](cfg BayesKL, cs klConsts, sc *klScratch[T], o sampleOpe
 		priorHeadLogits(o, z, h, hh, kh, sc.u, crow)
 	}
 	// the sample: W = softmax(s + b), out = W v
-	gemm(false, true, n, m, d, T(z.scale), qh, hd, kh, hd, 0, sc.s, m)
+	kernels.Gemm(false, true, n, m, d, T(z.scale), qh, hd, kh, hd, 0, sc.s, m)
 	noiseTerm(cfg, uh, ph)
 	for i, s := range sc.s[:n*m] {
 		ph[i] += s
 	}
-	if p32, ok := any(ph).([]float32); !ok || !softmaxRows32(p32, n, m, any(mrow).([]float32), cfg.Causal) {
+	if p32, ok := any(ph).([]float32); !ok || !kernels.SoftmaxRows32(p32, n, m, any(mrow).([]float32), cfg.Causal) {
 		softmaxRowsGo(ph, n, m, mrow, cfg.Causal)
 	}
-	gemm(false, false, n, dv, m, 1, ph, m, vh, hv, 0, oh, hv)
+	kernels.Gemm(false, false, n, dv, m, 1, ph, m, vh, hv, 0, oh, hv)
 	// the KL and its gradients for a unit upstream gradient
 	clear(xhd)
 	clear(sc.dc)
@@ -444,7 +446,7 @@ func noiseTerm[T float](cfg BayesKL, u, b []T) {
 		}
 		return
 	}
-	if u32, ok := any(u).([]float32); ok && weibullLogNoise32(u32, any(b).([]float32), float32(1/cfg.K)) {
+	if u32, ok := any(u).([]float32); ok && kernels.WeibullLogNoise32(u32, any(b).([]float32), float32(1/cfg.K)) {
 		return
 	}
 	weibullLogNoiseGo(u, b, 1/cfg.K)
@@ -458,7 +460,7 @@ func noiseTerm[T float](cfg BayesKL, u, b []T) {
 func sampleHeadC[T float](cfg BayesKL, cs klConsts, sc *klScratch[T], o sampleOperands[T], pad []float32, hh int,
 	qh, kh, vh, mrow, qrow, uh []T, z sampleDims, ph, xh, oh, dch []T) (float64, bool) {
 	q32, ok := any(qh).([]float32)
-	if !ok || !sampleHeadFits(z.n, z.m, z.d, z.dv) {
+	if !ok || !kernels.SampleHeadFits(z.n, z.m, z.d, z.dv) {
 		return 0, false
 	}
 	kc := &sc.kc
@@ -473,25 +475,17 @@ func sampleHeadC[T float](cfg BayesKL, cs klConsts, sc *klScratch[T], o sampleOp
 	if qrow != nil {
 		qr = any(qrow).([]float32)
 	}
-	var net *priorNet32
+	var net *kernels.PriorNet32
 	if pad != nil {
 		w1p, _, b1p, w2p := priorPadHead(pad, hh, z.d)
 		net = &sc.net
-		*net = priorNet32{w1: w1p, b1: b1p, w2: w2p, b2: float32(o.b2[hh])}
+		*net = kernels.PriorNet32{W1: w1p, B1: b1p, W2: w2p, B2: float32(o.b2[hh])}
 		dc = any(dch).([]float32)
 	}
 	h := cfg.Heads
-	return bayesHead32(q32, h*z.d, any(kh).([]float32), any(vh).([]float32), h*z.dv, z.n, z.m, z.d, z.dv,
+	return kernels.BayesHead32(q32, h*z.d, any(kh).([]float32), any(vh).([]float32), h*z.dv, z.n, z.m, z.d, z.dv,
 		float32(z.scale), mr, qr, any(uh).([]float32), net, kc, any(ph).([]float32), any(xh).([]float32),
 		any(oh).([]float32), dc)
-}
-
-// priorNet32 is one head's prior network as attention.c takes it: w1
-// [d×16], its transpose w1t [16×d] (for the backward pass), b1, w2 [16]
-// and b2, zero past the hidden width.
-type priorNet32 struct {
-	w1, w1t, b1, w2 []float32
-	b2              float32
 }
 
 // bayesSampleGradKernel computes the gradients of a BayesAttentionSample
@@ -581,7 +575,7 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 	hd, hv := h*d, h*dv
 	scratch := sampleScratch[T](st, n, m, r)
 	pad := priorPad(st, o, z, h)
-	parallelFor(b*h, func(w, xh int) {
+	kernels.ParallelFor(b*h, func(w, xh int) {
 		if scratch[w] == nil {
 			scratch[w] = newSampleScratch[T](n, m, r)
 		}
@@ -599,11 +593,11 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 			}
 		}
 		if gOut != nil && !bayesSampleGoOnly && (!a.contextual || pad != nil) {
-			var net *priorNet32
+			var net *kernels.PriorNet32
 			if pad != nil {
 				w1p, w1t, b1p, w2p := priorPadHead(pad, hh, d)
 				net = &sc.net
-				*net = priorNet32{w1: w1p, w1t: w1t, b1: b1p, w2: w2p}
+				*net = kernels.PriorNet32{W1: w1p, W1t: w1t, B1: b1p, W2: w2p}
 			}
 			if sampleHeadBwd32(qh, kh, vh, gOut[bi*n*hv+hh*dv:], ph, xhd, hd, hv, n, m, d, dv, z.scale, g, dqh, dkh, dvh,
 				net, dch, part, r, sc.pg) {
@@ -613,8 +607,8 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 		ds := sc.ds[:n*m]
 		if gOut != nil {
 			gh := gOut[bi*n*hv+hh*dv:]
-			gemm(true, false, m, dv, n, 1, ph, m, gh, hv, 0, dvh, hv)
-			gemm(false, true, n, m, dv, 1, gh, hv, vh, hv, 0, ds, m)
+			kernels.Gemm(true, false, m, dv, n, 1, ph, m, gh, hv, 0, dvh, hv)
+			kernels.Gemm(false, true, n, m, dv, 1, gh, hv, vh, hv, 0, ds, m)
 			for r := range n {
 				pr, dr := ph[r*m:(r+1)*m], ds[r*m:(r+1)*m]
 				var dot T
@@ -634,8 +628,8 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 		for i, v := range xhd {
 			ds[i] += T(g) * v
 		}
-		gemm(false, false, n, d, m, T(z.scale), ds, m, kh, hd, 0, dqh, hd)
-		gemm(true, false, m, d, n, T(z.scale), ds, m, qh, hd, 0, dkh, hd)
+		kernels.Gemm(false, false, n, d, m, T(z.scale), ds, m, kh, hd, 0, dqh, hd)
+		kernels.Gemm(true, false, m, d, n, T(z.scale), ds, m, qh, hd, 0, dkh, hd)
 		if a.contextual {
 			priorHeadBackward(o, z, h, hh, kh, sc.u, dch, dkh, part)
 		}
@@ -717,7 +711,7 @@ func priorHeadHidden[T float](o sampleOperands[T], z sampleDims, h, hh int, kh, 
 // net, also the prior network's, from dc = ∂L/∂c [m], its parameters'
 // gradients into part as priorHeadBackward sets them.
 func sampleHeadBwd32[T float](q, k, v, g, p, x []T, hd, hv, n, m, d, dv int, scale, gx float64, dq, dk, dvOut []T,
-	net *priorNet32, dc []T, part []float64, r int, pg []float32) bool {
+	net *kernels.PriorNet32, dc []T, part []float64, r int, pg []float32) bool {
 	q32, ok := any(q).([]float32)
 	if !ok {
 		return false
@@ -726,7 +720,7 @@ func sampleHeadBwd32[T float](q, k, v, g, p, x []T, hd, hv, n, m, d, dv int, sca
 	if net != nil {
 		dc32 = any(dc).([]float32)
 	}
-	if !bayesHeadBwd32(q32, hd, any(k).([]float32), any(v).([]float32), hv, any(g).([]float32),
+	if !kernels.BayesHeadBwd32(q32, hd, any(k).([]float32), any(v).([]float32), hv, any(g).([]float32),
 		any(p).([]float32), any(x).([]float32), n, m, d, dv, float32(scale), float32(gx),
 		any(dq).([]float32), any(dk).([]float32), any(dvOut).([]float32), net, dc32, pg) {
 		return false

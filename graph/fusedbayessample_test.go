@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // sampleLoss is what the loss of a BayesAttentionSample test graph takes.
@@ -274,7 +276,7 @@ func TestBayesAttentionSampleGradients(t *testing.T) {
 // same heads, in readout, KL̄ and every gradient, for both posteriors and
 // priors, with and without masks, at the maxnorm model's head sizes.
 func TestBayesAttentionSampleCMatchesGo(t *testing.T) {
-	if !sampleHeadFits(16, 50, 16, 16) {
+	if !kernels.SampleHeadFits(16, 50, 16, 16) {
 		t.Skip("no attention.c")
 	}
 	defer func() { bayesSampleGoOnly = false }()
@@ -309,7 +311,7 @@ func TestWeibullBiasFast(t *testing.T) {
 	u = append(u, 1, 0.5, 0.25, float32(math.Sqrt(0.5)), math.Nextafter32(float32(math.Sqrt(0.5)), 1))
 	b := make([]float32, len(u))
 	for _, k := range []float64{0.5, 10} {
-		if !weibullBiasFast32(u, b, float32(1/k)) {
+		if !kernels.WeibullBiasFast32(u, b, float32(1/k)) {
 			t.Skip("no AVX2")
 		}
 		for i, x := range u {
@@ -337,7 +339,7 @@ func BenchmarkBayesHead(b *testing.B) {
 	for _, sz := range [][2]int{{16, 50}, {50, 16}} {
 		n, m := sz[0], sz[1]
 		const d, h = 16, 4
-		if !sampleHeadFits(n, m, d, d) {
+		if !kernels.SampleHeadFits(n, m, d, d) {
 			b.Skip("no attention.c")
 		}
 		rng := rand.New(rand.NewPCG(1, 2))
@@ -347,15 +349,15 @@ func BenchmarkBayesHead(b *testing.B) {
 		for i := range u {
 			u[i] = float32(0.02 + 0.96*rng.Float64())
 		}
-		net := &priorNet32{w1: make([]float32, 16*d), w1t: make([]float32, 16*d), b1: f(16), w2: f(16), b2: 0.3}
+		net := &kernels.PriorNet32{W1: make([]float32, 16*d), W1t: make([]float32, 16*d), B1: f(16), W2: f(16), B2: 0.3}
 		for e := range d {
 			for t := range 10 {
 				w := float32(rng.NormFloat64())
-				net.w1[e*16+t], net.w1t[t*d+e] = w, w
+				net.W1[e*16+t], net.W1t[t*d+e] = w, w
 			}
 		}
 		for t := 10; t < 16; t++ {
-			net.b1[t], net.w2[t] = 0, 0
+			net.B1[t], net.W2[t] = 0, 0
 		}
 		pg := make([]float32, 16*d+33)
 		p, x, out, dc := make([]float32, n*m), make([]float32, n*m), make([]float32, n*h*d), make([]float32, m)
@@ -369,11 +371,17 @@ func BenchmarkBayesHead(b *testing.B) {
 			name string
 			f    func()
 		}{
-			{"softmax-fwd", func() { attnHeadFwd32(q, h*d, k, h*d, v, h*d, n, m, d, d, scale, nil, false, nil, p, out, h*d) }},
-			{"weibull-fwd", func() { bayesHead32(q, h*d, k, v, h*d, n, m, d, d, scale, nil, nil, u, net, &kw, p, x, out, dc) }},
-			{"lognormal-fwd", func() { bayesHead32(q, h*d, k, v, h*d, n, m, d, d, scale, nil, nil, u, net, &kl, p, x, out, dc) }},
-			{"softmax-bwd", func() { attnHeadBwd32(q, h*d, k, h*d, v, h*d, g, h*d, p, nil, n, m, d, d, scale, dq, dk, dv) }},
-			{"bayes-bwd", func() { bayesHeadBwd32(q, h*d, k, v, h*d, g, p, x, n, m, d, d, scale, 0.01, dq, dk, dv, net, dc, pg) }},
+			{"softmax-fwd", func() { kernels.AttnHeadFwd32(q, h*d, k, h*d, v, h*d, n, m, d, d, scale, nil, false, nil, p, out, h*d) }},
+			{"weibull-fwd", func() {
+				kernels.BayesHead32(q, h*d, k, v, h*d, n, m, d, d, scale, nil, nil, u, net, &kw, p, x, out, dc)
+			}},
+			{"lognormal-fwd", func() {
+				kernels.BayesHead32(q, h*d, k, v, h*d, n, m, d, d, scale, nil, nil, u, net, &kl, p, x, out, dc)
+			}},
+			{"softmax-bwd", func() { kernels.AttnHeadBwd32(q, h*d, k, h*d, v, h*d, g, h*d, p, nil, n, m, d, d, scale, dq, dk, dv) }},
+			{"bayes-bwd", func() {
+				kernels.BayesHeadBwd32(q, h*d, k, v, h*d, g, p, x, n, m, d, d, scale, 0.01, dq, dk, dv, net, dc, pg)
+			}},
 		}
 		b.Run(fmt.Sprintf("n%d-m%d", n, m), func(b *testing.B) {
 			ts := make([]time.Duration, len(variants))

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"gorgonia.org/tensor"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // bmmKernel multiplies the last two axes of a and b, batching over the
@@ -62,8 +64,8 @@ func bmm[T float](k bmmKernel, ad, bd *tensor.Dense, c []T) {
 	a, b := ad.Data().([]T), bd.Data().([]T)
 	sa, sb := ad.Shape(), bd.Shape()
 	lda, ldb := sa[len(sa)-1], sb[len(sb)-1]
-	parallelFor(batch, func(_, i int) {
-		gemm(k.transA, k.transB, m, n, kk, 1, a[i*m*kk:], lda, b[i*kk*n:], ldb, 0, c[i*m*n:], n)
+	kernels.ParallelFor(batch, func(_, i int) {
+		kernels.Gemm(k.transA, k.transB, m, n, kk, 1, a[i*m*kk:], lda, b[i*kk*n:], ldb, 0, c[i*m*n:], n)
 	})
 }
 

@@ -6,6 +6,8 @@ import (
 	"runtime"
 
 	"gorgonia.org/tensor"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // SoftmaxCrossEntropy returns the per-token cross-entropy [...] of logits
@@ -84,20 +86,20 @@ func crossEntropy[T float](eps float64, logits []T, targets []int, g, out []T) e
 		}
 		return scratchRows[w]
 	}
-	parallelFor((rows+chunk-1)/chunk, func(w, c int) {
+	kernels.ParallelFor((rows+chunk-1)/chunk, func(w, c int) {
 		for r := c * chunk; r < min((c+1)*chunk, rows); r++ {
 			x := logits[r*v : (r+1)*v]
 			m, sum := rowMaxSum(x)
 			y := targets[r]
 			if g == nil {
-				lse := float64(m) + math.Log(expRow(scratch(w, v), x, m))
+				lse := float64(m) + math.Log(kernels.ExpRow(scratch(w, v), x, m))
 				meanLogP := sum/float64(v) - lse
 				out[r] = T(-(1-eps)*(float64(x[y])-lse) - eps*meanLogP)
 				continue
 			}
 			// d = g·(softmax(x) − ε/V − (1−ε)·onehot(y))
 			d := out[r*v : (r+1)*v]
-			z := expRow(d, x, m)
+			z := kernels.ExpRow(d, x, m)
 			scale, off := T(float64(g[r])/z), T(float64(g[r])*eps/float64(v))
 			scaleShift(d, scale, off)
 			d[y] -= T(float64(g[r]) * (1 - eps))
@@ -109,7 +111,7 @@ func crossEntropy[T float](eps float64, logits []T, targets []int, g, out []T) e
 // rowMaxSum returns the largest value of a row and the sum of its values.
 func rowMaxSum[T float](x []T) (T, float64) {
 	if x32, ok := any(x).([]float32); ok {
-		if m, sum, ok := maxSum32C(x32); ok {
+		if m, sum, ok := kernels.MaxSum32(x32); ok {
 			return T(m), sum
 		}
 	}
@@ -124,7 +126,7 @@ func rowMaxSum[T float](x []T) (T, float64) {
 
 // scaleShift sets d[c] = d[c]·scale − off.
 func scaleShift[T float](d []T, scale, off T) {
-	if d32, ok := any(d).([]float32); ok && scaleShift32C(d32, float32(scale), float32(off)) {
+	if d32, ok := any(d).([]float32); ok && kernels.ScaleShift32(d32, float32(scale), float32(off)) {
 		return
 	}
 	for c := range d {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"gorgonia.org/tensor"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // Element-wise sums and products as custom ops. Gorgonia's Add and
@@ -44,9 +46,9 @@ func (addKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func addRepeat[T float](a, b, y []T) {
-	splitRange(len(a), len(b), func(lo, hi int) {
+	kernels.SplitRange(len(a), len(b), func(lo, hi int) {
 		a, y := a[lo:hi], y[lo:hi]
-		if a32, ok := any(a).([]float32); ok && addRepeat32(a32, any(b).([]float32), any(y).([]float32)) {
+		if a32, ok := any(a).([]float32); ok && kernels.AddRepeat32(a32, any(b).([]float32), any(y).([]float32)) {
 			return
 		}
 		addRepeatGo(a, b, y)
@@ -118,9 +120,9 @@ func (mulKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func mulInto[T float](a, b, y []T) {
-	splitRange(len(a), 8, func(lo, hi int) {
+	kernels.SplitRange(len(a), 8, func(lo, hi int) {
 		a, b, y := a[lo:hi], b[lo:hi], y[lo:hi]
-		if a32, ok := any(a).([]float32); ok && mul32(a32, any(b).([]float32), any(y).([]float32)) {
+		if a32, ok := any(a).([]float32); ok && kernels.Mul32(a32, any(b).([]float32), any(y).([]float32)) {
 			return
 		}
 		mulIntoGo(a, b, y)
@@ -163,7 +165,7 @@ func (k scaleKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func scaleInto[T float](x []T, c T, y []T) {
-	splitRange(len(x), 8, func(lo, hi int) {
+	kernels.SplitRange(len(x), 8, func(lo, hi int) {
 		x, y := x[lo:hi], y[lo:hi]
 		for i, v := range x {
 			y[i] = v * c

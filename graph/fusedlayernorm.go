@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"gorgonia.org/tensor"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // layerNormKernel normalises the rows of x [..., d] and applies γ, β [d]:
@@ -68,7 +70,7 @@ func (k layerNormKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 	return nil
 }
 
-// layerNormFwdRows32 is layerNormFwd32 with the rows split between the
+// layerNormFwdRows32 is kernels.LayerNormFwd32 with the rows split between the
 // cores (each row's values do not depend on the split).
 func layerNormFwdRows32(x, g, b, y []float32, eps float64, mean, rstd []float32) bool {
 	d := len(g)
@@ -76,15 +78,15 @@ func layerNormFwdRows32(x, g, b, y []float32, eps float64, mean, rstd []float32)
 		return false
 	}
 	var failed atomic.Bool
-	splitRange(len(x), d, func(lo, hi int) {
-		if !layerNormFwd32(x[lo:hi], g, b, y[lo:hi], eps, mean[lo/d:hi/d], rstd[lo/d:hi/d]) {
+	kernels.SplitRange(len(x), d, func(lo, hi int) {
+		if !kernels.LayerNormFwd32(x[lo:hi], g, b, y[lo:hi], eps, mean[lo/d:hi/d], rstd[lo/d:hi/d]) {
 			failed.Store(true)
 		}
 	})
 	return !failed.Load()
 }
 
-// layerNormBwdRows32 is layerNormBwd32 over two halves of the rows, on
+// layerNormBwdRows32 is kernels.LayerNormBwd32 over two halves of the rows, on
 // both cores when there are two: dgamma and dbeta are the first half's
 // sums plus the second's. The halves are the same with any number of
 // cores, so the values are too.
@@ -94,18 +96,18 @@ func layerNormBwdRows32(x, g, gOut, mean, rstd, dx, dgamma, dbeta []float32) boo
 		return false
 	}
 	rows := len(x) / d
-	if len(x) < 2*minPart || rows < 2 {
-		return layerNormBwd32(x, g, gOut, mean, rstd, dx, dgamma, dbeta)
+	if len(x) < 2*kernels.MinPart || rows < 2 {
+		return kernels.LayerNormBwd32(x, g, gOut, mean, rstd, dx, dgamma, dbeta)
 	}
 	h := rows / 2 * d
 	part := make([]float32, 2*d) // the second half's dgamma, dbeta
 	var failed atomic.Bool
-	runShares(2, func(w int) {
+	kernels.RunShares(2, func(w int) {
 		ok := false
 		if w == 0 {
-			ok = layerNormBwd32(x[:h], g, gOut[:h], mean[:h/d], rstd[:h/d], dx[:h], dgamma, dbeta)
+			ok = kernels.LayerNormBwd32(x[:h], g, gOut[:h], mean[:h/d], rstd[:h/d], dx[:h], dgamma, dbeta)
 		} else {
-			ok = layerNormBwd32(x[h:], g, gOut[h:], mean[h/d:], rstd[h/d:], dx[h:], part[:d], part[d:])
+			ok = kernels.LayerNormBwd32(x[h:], g, gOut[h:], mean[h/d:], rstd[h/d:], dx[h:], part[:d], part[d:])
 		}
 		if !ok {
 			failed.Store(true)

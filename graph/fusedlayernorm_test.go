@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // TestLayerNormFloat32MatchesFloat64: the float32 layer norm (layernorm.c
@@ -123,7 +125,7 @@ func TestLayerNormBwdRowsSplit(t *testing.T) {
 	}
 	one, two := run(1), run(2)
 	whole := make([]float32, rows*d+2*d)
-	layerNormBwd32(x, gam, gOut, mean, rstd, whole[:rows*d], whole[rows*d:rows*d+d], whole[rows*d+d:])
+	kernels.LayerNormBwd32(x, gam, gOut, mean, rstd, whole[:rows*d], whole[rows*d:rows*d+d], whole[rows*d+d:])
 	for i := range one {
 		if one[i] != two[i] {
 			t.Fatalf("element %d: %v with one core, %v with two", i, one[i], two[i])

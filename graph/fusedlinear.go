@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"gorgonia.org/tensor"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // linearKernel is y = x·W (+ b) over the last axis of x, for any rank:
@@ -48,10 +50,10 @@ func linearForward[T float](bias bool, in []*tensor.Dense, y []T) {
 	din, dout := in[1].Shape()[0], in[1].Shape()[1]
 	rows := len(x) / din
 	if bias {
-		gemmBias(false, false, rows, dout, din, 1, x, din, w, dout, 0, y, dout, in[2].Data().([]T))
+		kernels.GemmBias(false, false, rows, dout, din, 1, x, din, w, dout, 0, y, dout, in[2].Data().([]T))
 		return
 	}
-	gemm(false, false, rows, dout, din, 1, x, din, w, dout, 0, y, dout)
+	kernels.Gemm(false, false, rows, dout, din, 1, x, din, w, dout, 0, y, dout)
 }
 
 // grads: dx = g·Wᵀ, dW = xᵀ·g, db = Σ_rows g; after a ReLU, g is first
@@ -102,9 +104,9 @@ func (k matmulKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 	}
 	switch c := out.Data().(type) {
 	case []float32:
-		gemm(k.transA, k.transB, m, n, kk, 1, in[0].Data().([]float32), aCols, in[1].Data().([]float32), bCols, 0, c, n)
+		kernels.Gemm(k.transA, k.transB, m, n, kk, 1, in[0].Data().([]float32), aCols, in[1].Data().([]float32), bCols, 0, c, n)
 	case []float64:
-		gemm(k.transA, k.transB, m, n, kk, 1, in[0].Data().([]float64), aCols, in[1].Data().([]float64), bCols, 0, c, n)
+		kernels.Gemm(k.transA, k.transB, m, n, kk, 1, in[0].Data().([]float64), aCols, in[1].Data().([]float64), bCols, 0, c, n)
 	}
 	return nil
 }
@@ -127,7 +129,7 @@ func (colSumKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func colSum[T float](x, s []T) {
-	if s32, ok := any(s).([]float32); ok && colSum32(any(x).([]float32), s32) {
+	if s32, ok := any(s).([]float32); ok && kernels.ColSum32(any(x).([]float32), s32) {
 		return
 	}
 	colSumGo(x, s)

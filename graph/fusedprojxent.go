@@ -6,6 +6,8 @@ import (
 	"math"
 
 	"gorgonia.org/tensor"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // ProjectedCrossEntropy is an output projection and its label-smoothed
@@ -173,12 +175,12 @@ func projXentForward[T float](k projXentKernel, in []*tensor.Dense) (float64, er
 	hLive, e := s.hLive.([]T)[:n*d], s.e.([]T)[:n*v]
 	gemmRows(false, false, n, v, d, hLive, d, w, v, e, v, bias)
 	eps := k.smoothing
-	parallelFor((n+xentChunk-1)/xentChunk, func(_, c int) {
+	kernels.ParallelFor((n+xentChunk-1)/xentChunk, func(_, c int) {
 		for i := c * xentChunk; i < min((c+1)*xentChunk, n); i++ {
 			x := e[i*v : (i+1)*v]
 			m, sum := rowMaxSum(x)
 			xy := float64(x[targets[s.rows[i]]])
-			z := expRow(x, x, m) // x now holds e^(z − m)
+			z := kernels.ExpRow(x, x, m) // x now holds e^(z − m)
 			lse := float64(m) + math.Log(z)
 			s.z[i] = z
 			s.loss[i] = -(1-eps)*(xy-lse) - eps*(sum/float64(v)-lse)
@@ -271,7 +273,7 @@ func projXentBackward[T float](k projXentKernel, in []*tensor.Dense, dW []T) err
 		part = make([]T, (len(targets)+xentChunk-1)/xentChunk*v)
 		s.dbPart = part
 	}
-	parallelFor(chunks, func(_, c int) {
+	kernels.ParallelFor(chunks, func(_, c int) {
 		lo, hi := c*xentChunk, min((c+1)*xentChunk, n)
 		for i := lo; i < hi; i++ {
 			a := gOut * s.weight[i] / s.sumW
@@ -380,13 +382,13 @@ func sumChunks[T float](part []T, chunks int, db []T) {
 func gemmRows[T float](tA, tB bool, m, n, k int, a []T, lda int, b []T, ldb int, c []T, ldc int, bias []T) {
 	head := m &^ 7
 	if _, ok := any(c).([]float64); !ok || head == 0 || head == m {
-		gemmBias(tA, tB, m, n, k, 1, a, lda, b, ldb, 0, c, ldc, bias)
+		kernels.GemmBias(tA, tB, m, n, k, 1, a, lda, b, ldb, 0, c, ldc, bias)
 		return
 	}
-	gemmBias(tA, tB, head, n, k, 1, a, lda, b, ldb, 0, c, ldc, bias)
+	kernels.GemmBias(tA, tB, head, n, k, 1, a, lda, b, ldb, 0, c, ldc, bias)
 	aOff := head * lda
 	if tA {
 		aOff = head
 	}
-	gemmBias(tA, tB, m-head, n, k, 1, a[aOff:], lda, b, ldb, 0, c[head*ldc:], ldc, bias)
+	kernels.GemmBias(tA, tB, m-head, n, k, 1, a[aOff:], lda, b, ldb, 0, c[head*ldc:], ldc, bias)
 }

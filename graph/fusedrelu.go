@@ -4,6 +4,8 @@ import (
 	"math"
 
 	"gorgonia.org/tensor"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // reluKernel is max(x, 0), and its backward g ⊙ [x > 0], each in one pass:
@@ -44,7 +46,7 @@ func (reluGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 // gradient selects without branches: the sign of a pre-activation is a
 // coin flip, and mispredicted branches cost 3× the arithmetic.
 func relu[T float](x, g, y []T) {
-	splitRange(len(x), 8, func(lo, hi int) {
+	kernels.SplitRange(len(x), 8, func(lo, hi int) {
 		var gp []T
 		if g != nil {
 			gp = g[lo:hi]
@@ -57,7 +59,7 @@ func relu[T float](x, g, y []T) {
 func reluPart[T float](x, g, y []T) {
 	y = y[:len(x)]
 	if g == nil {
-		if x32, ok := any(x).([]float32); ok && relu32(x32, any(y).([]float32)) {
+		if x32, ok := any(x).([]float32); ok && kernels.Relu32(x32, any(y).([]float32)) {
 			return
 		}
 		for i, v := range x {
@@ -77,7 +79,7 @@ func reluPart[T float](x, g, y []T) {
 // bits: for the int32 b of x's bits, −b & ^b has its sign bit set exactly
 // when b > 0, that is when x > 0 (or x is a NaN with the sign bit clear).
 func reluGrad32(x, g, y []float32) {
-	if reluGrad32C(x, g, y) {
+	if kernels.ReluGrad32(x, g, y) {
 		return
 	}
 	reluGrad32Go(x, g, y)

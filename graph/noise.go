@@ -3,6 +3,8 @@ package graph
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // Noise is the distribution of a noise input.
@@ -67,7 +69,7 @@ func (p *Program) DrawNoise(rng *rand.Rand) {
 		fills[i] = fill{data: data, seed: rng.Uint64(), dist: ni.dist, off: total, n: pairs, name: ni.name}
 		total += pairs
 	}
-	parallelFor((total+noiseChunk-1)/noiseChunk, func(_, c int) {
+	kernels.ParallelFor((total+noiseChunk-1)/noiseChunk, func(_, c int) {
 		lo, hi := c*noiseChunk, min((c+1)*noiseChunk, total)
 		for _, f := range fills {
 			a, b := max(lo, f.off), min(hi, f.off+f.n)
@@ -94,7 +96,7 @@ func fillNoise[T float](d []T, seed uint64, dist Noise, lo, hi, first int) {
 	uniform := func(x uint64) float64 { return (float64(x>>9) + 0.5) / (1 << 23) }
 	for j := lo; j < hi; j++ {
 		g := j + first
-		h := splitMix64(seed + uint64(g+1)*maskGamma)
+		h := kernels.SplitMix64(seed + uint64(g+1)*kernels.MaskGamma)
 		var u, v float64
 		if dist == NormalNoise {
 			u, v = zigguratNormal(uint32(h), h^uint64(g)<<1), zigguratNormal(uint32(h>>32), h^(uint64(g)<<1|1))
@@ -120,8 +122,8 @@ func (p *Program) HasNoise() bool { return len(p.noise) > 0 }
 // on its own hash.
 func zigguratNormal(bits uint32, more uint64) float64 {
 	next := func() uint32 {
-		more += maskGamma
-		return uint32(splitMix64(more) >> 32)
+		more += kernels.MaskGamma
+		return uint32(kernels.SplitMix64(more) >> 32)
 	}
 	uniform := func() float64 { return (float64(next()>>8) + 0.5) / (1 << 24) }
 	const r = 3.442619855899

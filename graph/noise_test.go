@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 func TestNoiseInputs(t *testing.T) {
@@ -118,7 +120,7 @@ func TestZigguratNormal(t *testing.T) {
 	const n = 1 << 20
 	z := make([]float64, n)
 	for j := range n / 2 {
-		h := splitMix64(7 + uint64(j+1)*maskGamma)
+		h := kernels.SplitMix64(7 + uint64(j+1)*kernels.MaskGamma)
 		z[2*j], z[2*j+1] = zigguratNormal(uint32(h), h^uint64(j)<<1), zigguratNormal(uint32(h>>32), h^(uint64(j)<<1|1))
 	}
 	slices.Sort(z)

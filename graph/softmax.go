@@ -1,5 +1,7 @@
 package graph
 
+import "github.com/probformer/probformer/graph/internal/kernels"
+
 // Softmax returns exp(x − max) / Σ exp(x − max) over axis. Subtracting the
 // row's own max keeps it finite for any input, including rows masked with
 // −1e9 (which come out uniform instead of NaN). Gorgonia's SoftMax starts
@@ -27,7 +29,7 @@ func LogSumExp(x *Node, axis int) *Node {
 // MaskNegInf is the additive score that masks a key: large enough that
 // exp underflows to exactly 0 next to any real score, small enough to stay
 // finite in float32.
-const MaskNegInf = -1e9
+const MaskNegInf = kernels.MaskNegInf
 
 // MaskedSoftmax is Softmax over the last axis of scores [B, H, N, M] with
 // keys masked by keyMask [B, M] (1 = real, 0 = padding): padded keys get

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // TestVectorLoopsMatchGo: the AVX2 column sums, element-wise sums and
@@ -16,7 +18,7 @@ func TestVectorLoopsMatchGo(t *testing.T) {
 		x := to32(Normal(1)(rng, []int{13 * d}))
 		want, got := make([]float32, d), make([]float32, d)
 		colSumGo(x, want)
-		if !colSum32(x, got) {
+		if !kernels.ColSum32(x, got) {
 			t.Skip("no fast path in this build")
 		}
 		for j := range want {
@@ -33,7 +35,7 @@ func TestVectorLoopsMatchGo(t *testing.T) {
 			b := y[:d]
 			want, got := make([]float32, n), make([]float32, n)
 			addRepeatGo(x, b, want)
-			if !addRepeat32(x, b, got) {
+			if !kernels.AddRepeat32(x, b, got) {
 				t.Skip("no fast path in this build")
 			}
 			if !bitsEqual(got, want) {
@@ -42,7 +44,7 @@ func TestVectorLoopsMatchGo(t *testing.T) {
 		}
 		want, got := make([]float32, n), make([]float32, n)
 		mulIntoGo(x, y, want)
-		mul32(x, y, got)
+		kernels.Mul32(x, y, got)
 		if !bitsEqual(got, want) {
 			t.Fatalf("mul n=%d: %v, Go %v", n, got, want)
 		}
@@ -50,13 +52,13 @@ func TestVectorLoopsMatchGo(t *testing.T) {
 		for i, v := range x {
 			want[i] = max(v, 0)
 		}
-		relu32(x, got)
+		kernels.Relu32(x, got)
 		if !bitsEqual(got, want) {
 			t.Fatalf("relu n=%d: %v, Go %v", n, got, want)
 		}
 		x[n-1] = 1
 		reluGrad32Go(x, y, want)
-		reluGrad32C(x, y, got)
+		kernels.ReluGrad32(x, y, got)
 		if !bitsEqual(got, want) {
 			t.Fatalf("relu grad n=%d: %v, Go %v", n, got, want)
 		}
@@ -74,7 +76,7 @@ func TestVectorLoopsMatchGo(t *testing.T) {
 		scale, bc1, bc2, decay := 0.7, 0.19, 0.002, 1-a.LR*a.WeightDecay
 		adamLoop(a, w, g, m, v, scale, bc1, bc2, decay)
 		c := [10]float64{scale, a.LR, a.Beta1, 1 - a.Beta1, a.Beta2, 1 - a.Beta2, bc1, bc2, a.Eps, decay}
-		if !adam32(w2, g, m2, v2, &c) {
+		if !kernels.Adam32(w2, g, m2, v2, &c) {
 			t.Skip("no fast path in this build")
 		}
 		for j := range w {
@@ -92,4 +94,12 @@ func bitsEqual(a, b []float32) bool {
 		}
 	}
 	return len(a) == len(b)
+}
+
+func to32(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
 }

@@ -1,0 +1,819 @@
+//go:build cgo && !purego
+
+// One head of attention, forward and backward, in float32 with AVX2/FMA
+// (fusedattention.go has the equations). A head's matrices are a few
+// dozen rows of 8–64 values: one call computes all its products, each row
+// of a result built as a sum of scaled rows (so vector lanes run along a
+// result's row), instead of four general matrix products with their call
+// and setup costs. Widths d and dv are multiples of 8, at most 64; the key
+// count m is any 1 ≤ m ≤ 64: products whose rows run along the keys are
+// computed m8 = roundup(m, 8) wide against key rows padded with zeros,
+// and only their first m columns are read; n·m8 ≤ 64·64 fits the scratch.
+// The weights p and the dropout mask are [n×m], as fusedattention.go
+// lays them out.
+#include <math.h>
+#include <string.h>
+#include <immintrin.h>
+#include "kernels.h"
+#include "simd.h"
+#include "bayes.h"
+
+// axpy_block computes R rows of rows_axpy, each NV vectors wide: R·NV ≤ 8
+// independent accumulators hide the FMA latency. R and NV are constants
+// at every call, so the loops unroll and the accumulators stay in
+// registers.
+__attribute__((always_inline, target("avx2,fma")))
+static inline void axpy_block(const int R, const int NV, int nt, float alpha, const float *c, int ldc,
+                              int cst, const float *x, int ldx, float *out, int ldo) {
+	__m256 acc[8];
+	for (int i = 0; i < R * NV; i++) acc[i] = _mm256_setzero_ps();
+	for (int t = 0; t < nt; t++) {
+		const float *xt = x + (size_t)t * ldx;
+		for (int r = 0; r < R; r++) {
+			__m256 s = _mm256_broadcast_ss(c + (size_t)r * ldc + (size_t)t * cst);
+			for (int v = 0; v < NV; v++) acc[r * NV + v] = _mm256_fmadd_ps(s, _mm256_loadu_ps(xt + 8 * v), acc[r * NV + v]);
+		}
+	}
+	__m256 va = _mm256_set1_ps(alpha);
+	for (int r = 0; r < R; r++)
+		for (int v = 0; v < NV; v++) _mm256_storeu_ps(out + (size_t)r * ldo + 8 * v, _mm256_mul_ps(va, acc[r * NV + v]));
+}
+
+#define AXPY_ROWS(R, NV)                                                                       \
+	do {                                                                                       \
+		int r = 0;                                                                             \
+		for (; r + (R) <= nr; r += (R))                                                        \
+			axpy_block((R), (NV), nt, alpha, c + (size_t)r * ldc, ldc, cst, x, ldx, out + (size_t)r * ldo, ldo); \
+		for (; r < nr; r++)                                                                    \
+			axpy_block(1, (NV), nt, alpha, c + (size_t)r * ldc, ldc, cst, x, ldx, out + (size_t)r * ldo, ldo); \
+	} while (0)
+
+// rows_axpy sets out[r][:w] = α · Σ_t c[r][t] · x[t][:w] for r < nr, with
+// c's rows strided by ldc and its column t at t·cst, x's rows by ldx, out's
+// rows by ldo; w a multiple of 8 and at most 64.
+__attribute__((target("avx2,fma")))
+static void rows_axpy(int nr, int nt, int w, float alpha, const float *c, int ldc, int cst,
+                      const float *x, int ldx, float *out, int ldo) {
+	switch (w / 8) {
+	case 1: AXPY_ROWS(8, 1); break;
+	case 2: AXPY_ROWS(4, 2); break;
+	case 3: AXPY_ROWS(2, 3); break;
+	case 4: AXPY_ROWS(2, 4); break;
+	case 5: AXPY_ROWS(1, 5); break;
+	case 6: AXPY_ROWS(1, 6); break;
+	case 7: AXPY_ROWS(1, 7); break;
+	case 8: AXPY_ROWS(1, 8); break;
+	}
+}
+
+// transpose_rows copies x [rows×w] (rows strided by ldx; w a multiple of
+// 8) into t [w×ld], t[c][r] = x[r][c], with the padding columns
+// rows ≤ r < ld set to 0; ld is rows rounded up to a multiple of 8. It
+// works on 8×8 blocks in registers (unpack, shuffle, swap halves): one
+// scalar store per element, each to another row of t, costs more than the
+// products that read t.
+__attribute__((target("avx2,fma")))
+static void transpose_rows(const float *x, int ldx, int rows, int w, float *t, int ld) {
+	for (int rb = 0; rb < ld; rb += 8) {
+		for (int cb = 0; cb < w; cb += 8) {
+			__m256 r[8], c[8];
+			for (int i = 0; i < 8; i++)
+				r[i] = rb + i < rows ? _mm256_loadu_ps(x + (size_t)(rb + i) * ldx + cb) : _mm256_setzero_ps();
+			transpose8_regs(r, c);
+			for (int i = 0; i < 8; i++)
+				_mm256_storeu_ps(t + (size_t)(cb + i) * ld + rb, c[i]);
+		}
+	}
+}
+
+#define MAXW 64
+
+// tail_lanes is the lane mask of the 8 columns from j of a row of m:
+// lanes j+l < m.
+__attribute__((target("avx2,fma")))
+static inline __m256i tail_lanes(int j, int m) {
+	return _mm256_cmpgt_epi32(_mm256_set1_epi32(m - j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// mul_rows sets y[j] = x[j] · d[j] for j < nm (y may be x).
+__attribute__((target("avx2,fma")))
+static void mul_rows(const float *x, const float *d, float *y, int nm) {
+	int j = 0;
+	for (; j + 8 <= nm; j += 8)
+		_mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(d + j)));
+	for (; j < nm; j++) y[j] = x[j] * d[j];
+}
+
+// add_rows sets y[j] += x[j] for j < nm.
+__attribute__((target("avx2,fma")))
+static void add_rows(const float *x, float *y, int nm) {
+	int j = 0;
+	for (; j + 8 <= nm; j += 8)
+		_mm256_storeu_ps(y + j, _mm256_add_ps(_mm256_loadu_ps(y + j), _mm256_loadu_ps(x + j)));
+	for (; j < nm; j++) y[j] += x[j];
+}
+
+// attn_head_fwd: p [n×m] ← softmax(q kᵀ · scale + bias) over visible keys,
+// out [n×dv] (rows strided by ldo) ← (p ⊙ drop) v, or p v when drop
+// [n×m] is NULL. bias [n×m] may be NULL (no bias). p holds the weights
+// before dropout.
+__attribute__((target("avx2,fma")))
+static void attn_head_fwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                          int n, int m, int d, int dv, float scale, const float *mask, int causal,
+                          const float *bias, const float *drop, float *p, float *out, int ldo) {
+	const int m8 = (m + 7) & ~7;
+	float kt[MAXW * MAXW], s[MAXW * MAXW];
+	transpose_rows(k, ldk, m, d, kt, m8); // kt [d×m8]
+	if (m8 == m) {
+		rows_axpy(n, d, m, scale, q, ldq, 1, kt, m, p, m);
+	} else {
+		rows_axpy(n, d, m8, scale, q, ldq, 1, kt, m8, s, m8); // s [n×m8]
+		for (int i = 0; i < n; i++) memcpy(p + (size_t)i * m, s + (size_t)i * m8, sizeof(float) * (size_t)m);
+	}
+	// the bias is added to every score, masked keys included: the softmax
+	// ignores those whatever their value
+	if (bias) add_rows(bias, p, n * m);
+	pf_softmax_rows(p, n, m, mask, causal);
+	const float *w = p;
+	if (drop) {
+		mul_rows(p, drop, s, n * m);
+		w = s;
+	}
+	rows_axpy(n, m, dv, 1, w, m, 1, v, ldv, out, ldo);
+}
+
+// pf_attn_head_fwd: p [n×m] ← softmax(q kᵀ · scale) over visible keys,
+// out [n×dv] (rows strided by ldo) ← (p ⊙ drop) v, or p v when drop
+// [n×m] is NULL. p holds the weights before dropout.
+__attribute__((target("avx2,fma")))
+void pf_attn_head_fwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                      int n, int m, int d, int dv, float scale, const float *mask, int causal,
+                      const float *drop, float *p, float *out, int ldo) {
+	attn_head_fwd(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, NULL, drop, p, out, ldo);
+}
+
+// pf_attn_head_fwd_bias is pf_attn_head_fwd with an additive score bias
+// [n×m] (fusedbayes.go: the noise of a Bayesian attention sample):
+// p ← softmax(q kᵀ · scale + bias) over the visible keys. The backward
+// pass is pf_attn_head_bwd's, from these p.
+__attribute__((target("avx2,fma")))
+void pf_attn_head_fwd_bias(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                           int n, int m, int d, int dv, float scale, const float *mask, int causal,
+                           const float *bias, const float *drop, float *p, float *out, int ldo) {
+	attn_head_fwd(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, bias, drop, p, out, ldo);
+}
+
+// attn_head_bwd, with P the weights [n×m], D the dropout mask [n×m]
+// (all ones when drop is NULL) and G the output gradient:
+//   dv = (P ⊙ D)ᵀ G,  dP = (G vᵀ) ⊙ D,  dS = P ⊙ (dP − rowsum(P ⊙ dP)) + gx·X,
+//   dq = dS k · scale,  dk = dSᵀ q · scale,
+// with X [n×m] an extra score gradient (the KL's of Bayesian attention),
+// left out when x is NULL. Every caller passes a constant x, so each
+// inlined copy keeps only its own branch.
+__attribute__((always_inline, target("avx2,fma")))
+static inline void attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                                 const float *g, int ldg, const float *p, const float *drop, int n, int m, int d,
+                                 int dv, float scale, float *dq, float *dk, float *dvv, const float *x, float gx) {
+	const int m8 = (m + 7) & ~7;
+	float vt[MAXW * MAXW], ds[MAXW * MAXW];
+	// dv [m×dv]: row j = Σ_i (P ⊙ D)[i][j] G[i]
+	const float *w = p;
+	if (drop) {
+		mul_rows(p, drop, ds, n * m);
+		w = ds;
+	}
+	rows_axpy(m, n, dv, 1, w, 1, m, g, ldg, dvv, ldv);
+	// dP [n×m8]: row i = Σ_c G[i][c] vᵀ[c], columns from m on 0·G
+	transpose_rows(v, ldv, m, dv, vt, m8);
+	rows_axpy(n, dv, m8, 1, g, ldg, 1, vt, m8, ds, m8);
+	const __m256 vgx = _mm256_set1_ps(gx);
+	for (int i = 0; i < n; i++) {
+		const float *pr = p + (size_t)i * m, *dr0 = drop ? drop + (size_t)i * m : NULL;
+		float *dr = ds + (size_t)i * m8;
+		__m256 s = _mm256_setzero_ps();
+		for (int j = 0; j < m; j += 8) {
+			__m256i in = tail_lanes(j, m);
+			// columns past m: exactly 0, even when G holds infinities
+			__m256 y = _mm256_and_ps(_mm256_castsi256_ps(in), _mm256_loadu_ps(dr + j));
+			if (dr0) y = _mm256_mul_ps(y, _mm256_maskload_ps(dr0 + j, in));
+			_mm256_storeu_ps(dr + j, y);
+			s = _mm256_fmadd_ps(_mm256_maskload_ps(pr + j, in), y, s);
+		}
+		__m256 dot = _mm256_set1_ps(hsum(s));
+		for (int j = 0; j < m; j += 8) {
+			__m256i in = tail_lanes(j, m);
+			__m256 pv = _mm256_maskload_ps(pr + j, in);
+			__m256 r = _mm256_mul_ps(pv, _mm256_sub_ps(_mm256_loadu_ps(dr + j), dot));
+			if (x) r = _mm256_fmadd_ps(vgx, _mm256_maskload_ps(x + (size_t)i * m + j, in), r);
+			_mm256_storeu_ps(dr + j, r);
+		}
+	}
+	// dq [n×d]: row i = scale · Σ_j dS[i][j] k[j]
+	rows_axpy(n, m, d, scale, ds, m8, 1, k, ldk, dq, ldq);
+	// dk [m×d]: row j = scale · Σ_i dS[i][j] q[i]
+	rows_axpy(m, n, d, scale, ds, 1, m8, q, ldq, dk, ldk);
+}
+
+// pf_attn_head_bwd, with P the weights [n×m], D the dropout mask [n×m]
+// (all ones when drop is NULL) and G the output gradient:
+//   dv = (P ⊙ D)ᵀ G,  dP = (G vᵀ) ⊙ D,  dS = P ⊙ (dP − rowsum(P ⊙ dP)),
+//   dq = dS k · scale,  dk = dSᵀ q · scale.
+__attribute__((target("avx2,fma")))
+void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                      const float *g, int ldg, const float *p, const float *drop, int n, int m, int d, int dv,
+                      float scale, float *dq, float *dk, float *dvv) {
+	attn_head_bwd(q, ldq, k, ldk, v, ldv, g, ldg, p, drop, n, m, d, dv, scale, dq, dk, dvv, NULL, 0);
+}
+
+// kl_rows is the row loop of pf_bayes_kl_head on the scores s [n×m8]
+// (columns from m on 0): it returns the head's sum, and with grad it
+// overwrites s with dS (rows of padded queries 0) and sets colsum [m] and
+// agg [2].
+__attribute__((always_inline, target("avx2,fma")))
+static inline double kl_rows(float *s, int n, int m, const float *mask, const float *qmask, int kind, const float *a,
+                             const float *b, float g, int grad, float *colsum, double *agg) {
+	const int m8 = (m + 7) & ~7;
+	float av[MAXW], bv[MAXW], keep[MAXW], cs[MAXW];
+	float sa = 0;
+	for (int j = 0; j < m8; j++) {
+		int vis = j < m && (!mask || mask[j] != 0);
+		keep[j] = vis ? 1.0f : 0.0f;
+		av[j] = vis ? a[j] : 0;
+		bv[j] = vis && b ? b[j] : 0;
+		cs[j] = 0;
+		sa += av[j];
+	}
+	const __m256 zero = _mm256_setzero_ps(), ninf = _mm256_set1_ps(-INFINITY), vsa = _mm256_set1_ps(sa),
+	             vg = _mm256_set1_ps(g);
+	double total = 0, lsum = 0, agg1 = 0;
+	for (int i = 0; i < n; i++) {
+		float *sr = s + (size_t)i * m8;
+		if (qmask && qmask[i] == 0) {
+			if (grad) memset(sr, 0, sizeof(float) * (size_t)m8); // dS row 0
+			continue;
+		}
+		__m256 vmx = ninf;
+		for (int j = 0; j < m8; j += 8) {
+			__m256 vis = _mm256_cmp_ps(_mm256_loadu_ps(keep + j), zero, _CMP_NEQ_OQ);
+			vmx = _mm256_max_ps(vmx, _mm256_blendv_ps(ninf, _mm256_loadu_ps(sr + j), vis));
+		}
+		float mx = hmax_seq(vmx);
+		__m256 vm = _mm256_set1_ps(mx), zs = zero;
+		float e[MAXW];
+		for (int j = 0; j < m8; j += 8) {
+			__m256 vis = _mm256_cmp_ps(_mm256_loadu_ps(keep + j), zero, _CMP_NEQ_OQ);
+			__m256 ex = _mm256_and_ps(vis, exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(_mm256_loadu_ps(sr + j), vm))));
+			_mm256_storeu_ps(e + j, ex);
+			zs = _mm256_add_ps(zs, ex);
+		}
+		float z = hsum(zs), lse = mx + logf(z);
+		__m256 vl = _mm256_set1_ps(lse);
+		if (kind == 0) {
+			__m256 as = zero, bs = zero;
+			for (int j = 0; j < m8; j += 8) {
+				__m256 x = _mm256_loadu_ps(sr + j);
+				as = _mm256_fmadd_ps(_mm256_loadu_ps(av + j), x, as);
+				bs = _mm256_fmadd_ps(_mm256_loadu_ps(bv + j), x, bs);
+			}
+			total += (double)lse * sa - hsum(as);
+			agg1 += hsum(bs);
+			if (grad) {
+				__m256 vz = _mm256_set1_ps(1 / z);
+				for (int j = 0; j < m8; j += 8) {
+					__m256 x = _mm256_loadu_ps(sr + j);
+					_mm256_storeu_ps(cs + j, _mm256_add_ps(_mm256_loadu_ps(cs + j), x));
+					__m256 phi = _mm256_mul_ps(_mm256_loadu_ps(e + j), vz);
+					_mm256_storeu_ps(sr + j, _mm256_mul_ps(vg, _mm256_fmsub_ps(phi, vsa, _mm256_loadu_ps(av + j))));
+				}
+			}
+		} else {
+			__m256 ds = zero, d2 = zero;
+			for (int j = 0; j < m8; j += 8) {
+				__m256 vis = _mm256_cmp_ps(_mm256_loadu_ps(keep + j), zero, _CMP_NEQ_OQ);
+				__m256 dl = _mm256_and_ps(vis, _mm256_add_ps(_mm256_sub_ps(_mm256_loadu_ps(sr + j), vl), _mm256_loadu_ps(av + j)));
+				ds = _mm256_add_ps(ds, dl);
+				d2 = _mm256_fmadd_ps(dl, dl, d2);
+			}
+			float dsum = hsum(ds);
+			total += hsum(d2);
+			agg1 += dsum;
+			if (grad) {
+				__m256 vz = _mm256_set1_ps(1 / z), vd = _mm256_set1_ps(dsum);
+				for (int j = 0; j < m8; j += 8) {
+					__m256 x = _mm256_loadu_ps(sr + j);
+					__m256 vis = _mm256_cmp_ps(_mm256_loadu_ps(keep + j), zero, _CMP_NEQ_OQ);
+					_mm256_storeu_ps(cs + j, _mm256_add_ps(_mm256_loadu_ps(cs + j), x));
+					__m256 dl = _mm256_and_ps(vis, _mm256_add_ps(_mm256_sub_ps(x, vl), _mm256_loadu_ps(av + j)));
+					__m256 phi = _mm256_mul_ps(_mm256_loadu_ps(e + j), vz);
+					_mm256_storeu_ps(sr + j, _mm256_mul_ps(vg, _mm256_fnmadd_ps(phi, vd, dl)));
+				}
+			}
+		}
+		lsum += lse;
+	}
+	if (!grad) return total;
+	agg[0] = lsum;
+	agg[1] = agg1;
+	for (int j = 0; j < m; j++) colsum[j] = cs[j];
+	return total;
+}
+
+// pf_bayes_kl_head computes one head of the KL of Bayesian attention
+// (fusedbayes.go, BayesAttentionKL) without a causal mask: the scores
+// s = q kᵀ·scale [n×m], and for each real query i (qmask[i] ≠ 0, or all
+// when qmask is NULL), over the visible keys V (mask[j] ≠ 0, or all),
+// lse_i = log Σ_{j∈V} e^{s_ij} and φ_ij = e^{s_ij − lse_i}. a and b are
+// per-key coefficients [m], 0 at masked keys; sa = Σ_j a_j.
+//   kind 0 (Weibull; a = α, b = α where the floor does not hold α, else 0):
+//     returns Σ_i (lse_i·sa − Σ_j a_j s_ij);
+//     backward: dS_ij = g (φ_ij·sa − a_j), agg[1] = Σ_i Σ_j b_j s_ij.
+//   kind 1 (log-normal; a_j = shift − log p_j): δ_ij = s_ij − lse_i + a_j,
+//     returns Σ_i Σ_{j∈V} δ_ij²;
+//     backward: dS_ij = g (δ_ij − φ_ij D_i), D_i = Σ_{j∈V} δ_ij, agg[1] = Σ_i D_i.
+// The backward runs when dq is not NULL: it also sets agg[0] = Σ_i lse_i and
+// colsum[j] = Σ_i s_ij over the real queries, and writes dq = dS k·scale,
+// dk = dSᵀ q·scale (strided as q and k), and returns 0. Sizes as for
+// pf_attn_head_fwd (d a multiple of 8 up to 64, m ≤ 64, n·m8 ≤ 64·64).
+__attribute__((target("avx2,fma")))
+double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n, int m, int d, float scale,
+                        const float *mask, const float *qmask, int kind, const float *a, const float *b, float g,
+                        float *dq, float *dk, float *colsum, double *agg) {
+	const int m8 = (m + 7) & ~7;
+	float kt[MAXW * MAXW], s[MAXW * MAXW];
+	transpose_rows(k, ldk, m, d, kt, m8); // kt [d×m8]
+	rows_axpy(n, d, m8, scale, q, ldq, 1, kt, m8, s, m8); // s [n×m8], columns from m on 0
+	double total = kl_rows(s, n, m, mask, qmask, kind, a, b, g, dq != NULL, colsum, agg);
+	if (!dq) return total;
+	// dq [n×d]: row i = scale · Σ_j dS[i][j] k[j]
+	rows_axpy(n, m, d, scale, s, m8, 1, k, ldk, dq, ldq);
+	// dk [m×d]: row j = scale · Σ_i dS[i][j] q[i]
+	rows_axpy(m, n, d, scale, s, 1, m8, q, ldq, dk, ldk);
+	return 0;
+}
+
+// store_row stores the 8 lanes y at row + j of a row of m values, where
+// the lanes past m may spill into the next row (which is written after),
+// except in the last row (last set), whose tail is stored masked.
+__attribute__((target("avx2,fma")))
+static inline void store_row(float *row, int j, int m, int last, __m256 y) {
+	if (j + 8 <= m || !last) {
+		_mm256_storeu_ps(row + j, y);
+	} else {
+		_mm256_maskstore_ps(row + j, tail_lanes(j, m), y);
+	}
+}
+
+// pf_bayes_attn_head computes one head of a Bayesian attention sample and
+// its KL (fusedbayessample.go, BayesAttentionSample) without a causal
+// mask, from one product of scores s = q kᵀ·scale:
+//   the sample:  p [n×m] ← softmax(s + b) over the visible keys, with the
+//                noise term b = nscale·log(−log u) (kind 0, Weibull;
+//                weibull_bias_fast) or nscale·ε (kind 1, log-normal) from
+//                noise [n×m]; out [n×dv] (rows strided by ldo) ← p v;
+//   the KL:      over each real query's visible keys, with
+//                lse_i = log Σ_j e^{s_ij} and φ_ij = e^{s_ij − lse_i}, and
+//                the per-key coefficients a, b [m] (0 at masked keys),
+//                sa = Σ_j a_j, as pf_bayes_kl_head computes it:
+//     kind 0: returns Σ_i (lse_i·sa − Σ_j a_j s_ij);
+//             x_ij = g (φ_ij·sa − a_j), agg[1] = Σ_i Σ_j b_j s_ij;
+//     kind 1: δ_ij = s_ij − lse_i + a_j, returns Σ_i Σ_j δ_ij²;
+//             x_ij = g (δ_ij − φ_ij D_i), D_i = Σ_j δ_ij, agg[1] = Σ_i D_i;
+//   and agg[0] = Σ_i lse_i, colsum[j] = Σ_i s_ij over the real queries;
+//   x [n×m] is 0 in the rows of padded queries.
+// A row's maximum, exponentials and sums take one pass over its keys
+// for the sample and one for the KL (Σ δ² and D_i from the sums of
+// y = s − max + a and y²), and the KL's row logarithms are taken 8 rows
+// at a time. The backward pass is pf_bayes_head_bwd's. Sizes as for
+// pf_attn_head_fwd.
+__attribute__((target("avx2,fma")))
+static double pf_bayes_attn_head(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n,
+                                 int m, int d, int dv, float scale, const float *mask, const float *qmask,
+                                 const float *noise, int kind, float nscale, const float *a, const float *b, float g,
+                                 float *p, float *x, float *out, int ldo, float *colsum, double *agg) {
+	const int m8 = (m + 7) & ~7;
+	float kt[MAXW * MAXW], s[MAXW * MAXW], e[MAXW * MAXW];
+	transpose_rows(k, ldk, m, d, kt, m8); // kt [d×m8]
+	rows_axpy(n, d, m8, scale, q, ldq, 1, kt, m8, s, m8); // s [n×m8], columns from m on 0
+	float vis[MAXW], av[MAXW], bv[MAXW];
+	float sa = 0;
+	int nv = 0;
+	for (int j = 0; j < m8; j++) {
+		int on = j < m && (!mask || mask[j] != 0);
+		union { int i; float f; } bits = {on ? -1 : 0};
+		vis[j] = bits.f;
+		av[j] = on ? a[j] : 0;
+		bv[j] = on && b ? b[j] : 0;
+		sa += av[j];
+		nv += on;
+	}
+	const __m256 zero = _mm256_setzero_ps(), ninf = _mm256_set1_ps(-INFINITY), one = _mm256_set1_ps(1.0f);
+	const __m256 vn = _mm256_set1_ps(nscale);
+	// the sample: e ← s + b at the visible keys (−∞ elsewhere), then its
+	// softmax into p
+	for (int i = 0; i < n; i++) {
+		const float *sr = s + (size_t)i * m8, *ur = noise + (size_t)i * m;
+		float *er = e + (size_t)i * m8;
+		int last = i + 1 == n;
+		__m256 vmx = ninf, nan = zero;
+		for (int j = 0; j < m8; j += 8) {
+			__m256 vm = _mm256_loadu_ps(vis + j);
+			__m256 u = j + 8 <= m || !last ? _mm256_loadu_ps(ur + j)
+			                               : _mm256_blendv_ps(one, _mm256_maskload_ps(ur + j, tail_lanes(j, m)),
+			                                                  _mm256_castsi256_ps(tail_lanes(j, m)));
+			__m256 bias = kind == 0 ? weibull_bias_fast(u, vn) : _mm256_mul_ps(vn, u);
+			__m256 y = _mm256_blendv_ps(ninf, _mm256_add_ps(_mm256_loadu_ps(sr + j), bias), vm);
+			_mm256_storeu_ps(er + j, y);
+			nan = _mm256_or_ps(nan, _mm256_cmp_ps(y, y, _CMP_UNORD_Q));
+			vmx = _mm256_max_ps(vmx, y);
+		}
+		float mx = _mm256_movemask_ps(nan) ? NAN : hmax_nan(vmx);
+		float *pr = p + (size_t)i * m;
+		if (mx == -INFINITY) { // no visible key, or all weighted 0 by the noise
+			memset(pr, 0, sizeof(float) * (size_t)m);
+			continue;
+		}
+		__m256 vm = _mm256_set1_ps(mx), zs = zero;
+		for (int j = 0; j < m8; j += 8) {
+			__m256 ex = _mm256_and_ps(_mm256_loadu_ps(vis + j),
+			                          exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(_mm256_loadu_ps(er + j), vm))));
+			_mm256_storeu_ps(er + j, ex);
+			zs = _mm256_add_ps(zs, ex);
+		}
+		__m256 vz = _mm256_set1_ps(hsum(zs));
+		for (int j = 0; j < m8; j += 8) store_row(pr, j, m, last, _mm256_div_ps(_mm256_loadu_ps(er + j), vz));
+	}
+	rows_axpy(n, m, dv, 1, p, m, 1, v, ldv, out, ldo);
+	// the KL, phase 1: each real row's maximum, exponentials (into e) and
+	// sums
+	float rmx[MAXW * MAXW / 8], rz[MAXW * MAXW / 8], r1[MAXW * MAXW / 8], r2[MAXW * MAXW / 8], rl[MAXW * MAXW / 8];
+	for (int i = 0; i < n; i++) {
+		rz[i] = 1;
+		if (qmask && qmask[i] == 0) continue;
+		const float *sr = s + (size_t)i * m8;
+		float *er = e + (size_t)i * m8;
+		__m256 vmx = ninf;
+		for (int j = 0; j < m8; j += 8)
+			vmx = _mm256_max_ps(vmx, _mm256_blendv_ps(ninf, _mm256_loadu_ps(sr + j), _mm256_loadu_ps(vis + j)));
+		float mx = hmax_nan(vmx);
+		__m256 vm = _mm256_set1_ps(mx), zs = zero, s1 = zero, s2 = zero;
+		for (int j = 0; j < m8; j += 8) {
+			__m256 keep = _mm256_loadu_ps(vis + j), sv = _mm256_loadu_ps(sr + j);
+			__m256 ex = _mm256_and_ps(keep, exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(sv, vm))));
+			_mm256_storeu_ps(er + j, ex);
+			zs = _mm256_add_ps(zs, ex);
+			if (kind == 0) {
+				s1 = _mm256_fmadd_ps(_mm256_loadu_ps(av + j), sv, s1);
+				s2 = _mm256_fmadd_ps(_mm256_loadu_ps(bv + j), sv, s2);
+			} else {
+				__m256 y = _mm256_and_ps(keep, _mm256_add_ps(_mm256_sub_ps(sv, vm), _mm256_loadu_ps(av + j)));
+				s1 = _mm256_add_ps(s1, y);
+				s2 = _mm256_fmadd_ps(y, y, s2);
+			}
+		}
+		rmx[i] = mx, rz[i] = hsum(zs), r1[i] = hsum(s1), r2[i] = hsum(s2);
+	}
+	// phase 2: log z of 8 rows at a time (z ≥ 1: the largest key's term
+	// is 1)
+	for (int i = 0; i < n; i += 8) {
+		float l[8];
+		for (int t = 0; t < 8; t++) l[t] = i + t < n ? rz[i + t] : 1;
+		_mm256_storeu_ps(l, log_fast(_mm256_loadu_ps(l)));
+		for (int t = 0; t < 8 && i + t < n; t++) rl[i + t] = l[t];
+	}
+	// phase 3: each row's terms and x
+	const __m256 vg = _mm256_set1_ps(g), vsa = _mm256_set1_ps(sa);
+	__m256 cs[MAXW / 8];
+	for (int c = 0; c < m8 / 8; c++) cs[c] = zero;
+	double total = 0, lsum = 0, agg1 = 0;
+	for (int i = 0; i < n; i++) {
+		float *xr = x + (size_t)i * m;
+		int last = i + 1 == n;
+		if (qmask && qmask[i] == 0) {
+			for (int j = 0; j < m8; j += 8) store_row(xr, j, m, last, zero);
+			continue;
+		}
+		const float *sr = s + (size_t)i * m8, *er = e + (size_t)i * m8;
+		float lz = rl[i], lse = rmx[i] + lz;
+		__m256 vf = _mm256_set1_ps(1 / rz[i]);
+		if (kind == 0) {
+			total += (double)lse * sa - r1[i];
+			agg1 += r2[i];
+			__m256 vfs = _mm256_mul_ps(vf, vsa);
+			for (int j = 0; j < m8; j += 8) {
+				cs[j / 8] = _mm256_add_ps(cs[j / 8], _mm256_loadu_ps(sr + j));
+				__m256 y = _mm256_fmsub_ps(_mm256_loadu_ps(er + j), vfs, _mm256_loadu_ps(av + j));
+				store_row(xr, j, m, last, _mm256_mul_ps(vg, y));
+			}
+		} else {
+			float di = r1[i] - nv * lz;
+			total += (double)r2[i] - 2.0 * lz * r1[i] + (double)nv * lz * lz;
+			agg1 += di;
+			__m256 vl = _mm256_set1_ps(lse), vdf = _mm256_mul_ps(vf, _mm256_set1_ps(di));
+			for (int j = 0; j < m8; j += 8) {
+				__m256 sv = _mm256_loadu_ps(sr + j);
+				cs[j / 8] = _mm256_add_ps(cs[j / 8], sv);
+				__m256 dl = _mm256_and_ps(_mm256_loadu_ps(vis + j),
+				                          _mm256_add_ps(_mm256_sub_ps(sv, vl), _mm256_loadu_ps(av + j)));
+				store_row(xr, j, m, last, _mm256_mul_ps(vg, _mm256_fnmadd_ps(_mm256_loadu_ps(er + j), vdf, dl)));
+			}
+		}
+		lsum += lse;
+	}
+	agg[0] = lsum;
+	agg[1] = agg1;
+	float csum[MAXW];
+	for (int c = 0; c < m8 / 8; c++) _mm256_storeu_ps(csum + 8 * c, cs[c]);
+	for (int j = 0; j < m; j++) colsum[j] = csum[j];
+	return total;
+}
+
+// prior_unit_back is one row of the prior network's backward pass: with
+// u its 16 hidden pre-activations (less b1) and g its logit's gradient,
+// it adds G·ReLU(u + b1) to sw and du = G·w2·[u + b1 > 0] to sb, and
+// leaves du in u.
+__attribute__((always_inline, target("avx2,fma")))
+static inline void prior_unit_back(float *u, float g, __m256 b10, __m256 b11, __m256 w20, __m256 w21,
+	__m256 *sb0, __m256 *sb1, __m256 *sw0, __m256 *sw1) {
+	const __m256 zero = _mm256_setzero_ps();
+	__m256 vg = _mm256_set1_ps(g);
+	__m256 u0 = _mm256_add_ps(_mm256_loadu_ps(u), b10), u1 = _mm256_add_ps(_mm256_loadu_ps(u + 8), b11);
+	__m256 on0 = _mm256_cmp_ps(u0, zero, _CMP_GT_OQ), on1 = _mm256_cmp_ps(u1, zero, _CMP_GT_OQ);
+	*sw0 = _mm256_fmadd_ps(vg, _mm256_and_ps(on0, u0), *sw0);
+	*sw1 = _mm256_fmadd_ps(vg, _mm256_and_ps(on1, u1), *sw1);
+	__m256 d0 = _mm256_and_ps(on0, _mm256_mul_ps(vg, w20)), d1 = _mm256_and_ps(on1, _mm256_mul_ps(vg, w21));
+	*sb0 = _mm256_add_ps(*sb0, d0);
+	*sb1 = _mm256_add_ps(*sb1, d1);
+	_mm256_storeu_ps(u, d0);
+	_mm256_storeu_ps(u + 8, d1);
+}
+
+// pf_prior_head computes one head of the contextual prior network of
+// Bayesian attention (fusedbayesprior.go, BayesPriorLogits) with its
+// hidden width padded to 16: w1 [d×16], w1t [16×d] (its transpose), b1
+// and w2 [16], all zero past the real width. Row r = b·m + j of k (rows
+// strided by ldk, d wide) has the hidden units u = kᵀ w1 + b1 (kept in
+// scratch [rows×16]) and the logit
+//   c[b·ldc + j] = b2 + Σ_t w2_t ReLU(u_t).
+// With gc (the logits' gradient, laid out as c) it runs the backward pass
+// instead: du = G w2 [u > 0], db1 = Σ du, dw2 = Σ G ReLU(u), *db2 = Σ G,
+// dw1 [d×16] = kᵀ du, and dk rows = du w1ᵀ (strided by ldk).
+__attribute__((target("avx2,fma")))
+void pf_prior_head(const float *k, int ldk, int rows, int m, int d, const float *w1, const float *w1t,
+                   const float *b1, const float *w2, float b2, float *c, const float *gc, int ldc,
+                   float *scratch, float *dk, float *dw1, float *db1, float *dw2, float *db2) {
+	rows_axpy(rows, d, 16, 1, k, ldk, 1, w1, 16, scratch, 16);
+	const __m256 zero = _mm256_setzero_ps();
+	const __m256 b10 = _mm256_loadu_ps(b1), b11 = _mm256_loadu_ps(b1 + 8);
+	const __m256 w20 = _mm256_loadu_ps(w2), w21 = _mm256_loadu_ps(w2 + 8);
+	if (!gc) {
+		for (int r = 0; r < rows; r++) {
+			float *u = scratch + (size_t)r * 16;
+			__m256 h0 = _mm256_max_ps(zero, _mm256_add_ps(_mm256_loadu_ps(u), b10));
+			__m256 h1 = _mm256_max_ps(zero, _mm256_add_ps(_mm256_loadu_ps(u + 8), b11));
+			c[(size_t)(r / m) * ldc + r % m] = b2 + hsum(_mm256_fmadd_ps(h1, w21, _mm256_mul_ps(h0, w20)));
+		}
+		return;
+	}
+	__m256 sb0 = zero, sb1 = zero, sw0 = zero, sw1 = zero;
+	double sg = 0;
+	for (int r = 0; r < rows; r++) {
+		float g = gc[(size_t)(r / m) * ldc + r % m];
+		prior_unit_back(scratch + (size_t)r * 16, g, b10, b11, w20, w21, &sb0, &sb1, &sw0, &sw1);
+		sg += g;
+	}
+	_mm256_storeu_ps(db1, sb0);
+	_mm256_storeu_ps(db1 + 8, sb1);
+	_mm256_storeu_ps(dw2, sw0);
+	_mm256_storeu_ps(dw2 + 8, sw1);
+	*db2 = (float)sg;
+	// dk [rows×d]: row r = Σ_t du[r][t] w1ᵀ[t]
+	rows_axpy(rows, 16, d, 1, scratch, 16, 1, w1t, d, dk, ldk);
+	// dw1 [d×16]: row e = Σ_r k[r][e] du[r]
+	rows_axpy(d, rows, 16, 1, k, 1, ldk, scratch, 16, dw1, 16);
+}
+
+// lgamma_pos is log Γ(x) for x > 0 lane by lane, as lgammaFast
+// (fusedbayes.go) computes it: x < 6 moves to z = x + 6 by the recurrence,
+// then Stirling's series to z⁻⁷.
+__attribute__((target("avx2,fma")))
+static inline __m256 lgamma_pos(__m256 x) {
+	const __m256 one = _mm256_set1_ps(1.0f), six = _mm256_set1_ps(6.0f);
+	__m256 small = _mm256_cmp_ps(x, six, _CMP_LT_OQ);
+	__m256 prod = _mm256_mul_ps(_mm256_mul_ps(x, _mm256_add_ps(x, one)),
+	                            _mm256_mul_ps(_mm256_add_ps(x, _mm256_set1_ps(2.0f)), _mm256_add_ps(x, _mm256_set1_ps(3.0f))));
+	prod = _mm256_mul_ps(prod, _mm256_mul_ps(_mm256_add_ps(x, _mm256_set1_ps(4.0f)), _mm256_add_ps(x, _mm256_set1_ps(5.0f))));
+	__m256 shift = _mm256_and_ps(small, log_pos(_mm256_blendv_ps(one, prod, small)));
+	__m256 z = _mm256_add_ps(x, _mm256_and_ps(small, six));
+	__m256 iz = _mm256_div_ps(one, z), iz2 = _mm256_mul_ps(iz, iz);
+	__m256 s = _mm256_fnmadd_ps(iz2, _mm256_set1_ps(1.0f / 1680), _mm256_set1_ps(1.0f / 1260));
+	s = _mm256_fnmadd_ps(iz2, s, _mm256_set1_ps(1.0f / 360));
+	s = _mm256_fnmadd_ps(iz2, s, _mm256_set1_ps(1.0f / 12));
+	s = _mm256_mul_ps(iz, s);
+	__m256 r = _mm256_fmsub_ps(_mm256_sub_ps(z, _mm256_set1_ps(0.5f)), log_pos(z), z);
+	r = _mm256_add_ps(r, _mm256_set1_ps(0.9189385332046728f));
+	return _mm256_sub_ps(_mm256_add_ps(r, s), shift);
+}
+
+// digamma_pos is ψ(x) for x > 0 lane by lane, as digammaFast
+// (fusedbayes.go) computes it: ψ(x) = ψ(x+6) − Σ_{i<6} 1/(x+i) for x < 6,
+// and the asymptotic series at z ≥ 6.
+__attribute__((target("avx2,fma")))
+static inline __m256 digamma_pos(__m256 x) {
+	const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f), six = _mm256_set1_ps(6.0f);
+	__m256 small = _mm256_cmp_ps(x, six, _CMP_LT_OQ);
+	__m256 x2 = _mm256_add_ps(x, two), x4 = _mm256_add_ps(x, _mm256_set1_ps(4.0f));
+	__m256 a = _mm256_mul_ps(x, _mm256_add_ps(x, one)), b = _mm256_mul_ps(x2, _mm256_add_ps(x, _mm256_set1_ps(3.0f))),
+	       c = _mm256_mul_ps(x4, _mm256_add_ps(x, _mm256_set1_ps(5.0f)));
+	__m256 x2p1 = _mm256_fmadd_ps(two, x, one);
+	__m256 shift = _mm256_add_ps(_mm256_div_ps(x2p1, a), _mm256_div_ps(_mm256_add_ps(x2p1, _mm256_set1_ps(4.0f)), b));
+	shift = _mm256_add_ps(shift, _mm256_div_ps(_mm256_add_ps(x2p1, _mm256_set1_ps(8.0f)), c));
+	shift = _mm256_and_ps(small, shift);
+	__m256 z = _mm256_add_ps(x, _mm256_and_ps(small, six));
+	__m256 iz = _mm256_div_ps(one, z), iz2 = _mm256_mul_ps(iz, iz);
+	__m256 s = _mm256_fnmadd_ps(iz2, _mm256_set1_ps(1.0f / 240), _mm256_set1_ps(1.0f / 252));
+	s = _mm256_fnmadd_ps(iz2, s, _mm256_set1_ps(1.0f / 120));
+	s = _mm256_fnmadd_ps(iz2, s, _mm256_set1_ps(1.0f / 12));
+	s = _mm256_mul_ps(iz2, s);
+	__m256 r = _mm256_fnmadd_ps(_mm256_set1_ps(0.5f), iz, log_pos(z));
+	return _mm256_sub_ps(_mm256_sub_ps(r, s), shift);
+}
+
+// prior_logits sets c [m] to the contextual prior network's logits of the
+// m keys k (rows strided by ldk, d wide; fusedbayesprior.go), its hidden
+// width padded to 16 in w1 [d×16], b1 and w2 [16]: c_j = b2 + w2 · ReLU(k_j
+// w1 + b1), with the hidden units k_j w1 in u [m×16].
+__attribute__((target("avx2,fma")))
+static void prior_logits(const float *k, int ldk, int m, int d, const float *w1, const float *b1, const float *w2,
+                         float b2, float *u, float *c) {
+	rows_axpy(m, d, 16, 1, k, ldk, 1, w1, 16, u, 16);
+	const __m256 zero = _mm256_setzero_ps();
+	const __m256 b10 = _mm256_loadu_ps(b1), b11 = _mm256_loadu_ps(b1 + 8);
+	const __m256 w20 = _mm256_loadu_ps(w2), w21 = _mm256_loadu_ps(w2 + 8);
+	for (int j = 0; j < m; j++) {
+		__m256 h0 = _mm256_max_ps(zero, _mm256_add_ps(_mm256_loadu_ps(u + 16 * j), b10));
+		__m256 h1 = _mm256_max_ps(zero, _mm256_add_ps(_mm256_loadu_ps(u + 16 * j + 8), b11));
+		c[j] = b2 + hsum(_mm256_fmadd_ps(h1, w21, _mm256_mul_ps(h0, w20)));
+	}
+}
+
+// pf_bayes_head runs one float32 head of BayesAttentionSample without a
+// causal mask (fusedbayessample.go) whole: the prior of the visible keys
+// (p = softmax of the contextual prior network's logits, prior_logits
+// with w1, b1, w2, b2, or 1/|V| when w1 is NULL), the KL's per-key
+// coefficients, pf_bayes_attn_head, and from its sums the head's Σ KL_ij
+// (into *sum) and ∂Σ KL/∂c for a unit gradient (into dc [m], when w1 is
+// given), as klHeadCoefs, klCoefs.value and klPriorGrad compute them.
+// kc holds the settings: kind (0 Weibull, 1 log-normal), the noise scale
+// (1/k or σ), β₀, A = γ/k + lgamma(1+1/k) − log β₀, the per-weight
+// constant c0, the log-normal shift (σ₀² − σ²)/2 and 1/(2σ₀²). α, lgamma α
+// and ψ α are float32 vector functions here (lgamma_pos, digamma_pos). It
+// returns 0 without computing anything when no key is visible or no query
+// real (the Go loop handles those heads), 1 otherwise.
+__attribute__((target("avx2,fma")))
+int pf_bayes_head(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m, int d,
+                  int dv, float scale, const float *mask, const float *qmask, const float *noise, const float *w1,
+                  const float *b1, const float *w2, float b2, const double *kc, float *p, float *x, float *out, int ldo, float *dc, double *sum) {
+	const int kind = (int)kc[0];
+	const double rate = kc[2], A = kc[3], c0 = kc[4], shift = kc[5], inv2s02 = kc[6];
+	const float floor_ = 1e-8f; // BayesAlphaFloor
+	int nr = n, nv = 0;
+	if (qmask) {
+		nr = 0;
+		for (int i = 0; i < n; i++) nr += qmask[i] != 0;
+	}
+	float keep[MAXW], pp[MAXW], lp[MAXW], al[MAXW], lg[MAXW], ps[MAXW], av[MAXW], bv[MAXW], cs[MAXW];
+	const int m8 = (m + 7) & ~7;
+	for (int j = 0; j < m8; j++) {
+		int vis = j < m && (!mask || mask[j] != 0);
+		keep[j] = vis ? 1.0f : 0.0f;
+		nv += vis;
+	}
+	if (nr == 0 || nv == 0) return 0;
+	float cbuf[MAXW], ubuf[MAXW * 16], cmx = -INFINITY;
+	const float *c = NULL;
+	if (w1) {
+		prior_logits(k, ldk, m, d, w1, b1, w2, b2, ubuf, cbuf);
+		c = cbuf;
+		for (int j = 0; j < m; j++)
+			if (keep[j] != 0 && c[j] > cmx) cmx = c[j];
+	}
+	const __m256 zero = _mm256_setzero_ps();
+	// the prior: p and log p at the visible keys, 0 elsewhere
+	if (c) {
+		__m256 vm = _mm256_set1_ps(cmx), zs = zero;
+		for (int j = 0; j < m8; j += 8) {
+			__m256 vis = _mm256_cmp_ps(_mm256_loadu_ps(keep + j), zero, _CMP_NEQ_OQ);
+			__m256 cv = _mm256_and_ps(vis, _mm256_loadu_ps(c + j)); // cbuf is MAXW wide
+			__m256 e = _mm256_and_ps(vis, exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(cv, vm))));
+			_mm256_storeu_ps(lp + j, cv);
+			_mm256_storeu_ps(pp + j, e);
+			zs = _mm256_add_ps(zs, e);
+		}
+		float z = hsum(zs), lz = cmx + logf(z);
+		__m256 vz = _mm256_set1_ps(1 / z), vl = _mm256_set1_ps(lz);
+		for (int j = 0; j < m8; j += 8) {
+			__m256 vis = _mm256_cmp_ps(_mm256_loadu_ps(keep + j), zero, _CMP_NEQ_OQ);
+			_mm256_storeu_ps(pp + j, _mm256_mul_ps(_mm256_loadu_ps(pp + j), vz));
+			_mm256_storeu_ps(lp + j, _mm256_and_ps(vis, _mm256_sub_ps(_mm256_loadu_ps(lp + j), vl)));
+		}
+	} else {
+		float pc = 1.0f / (float)nv, lpc = -logf((float)nv);
+		for (int j = 0; j < m8; j++) {
+			pp[j] = keep[j] != 0 ? pc : 0;
+			lp[j] = keep[j] != 0 ? lpc : 0;
+		}
+	}
+	double sumA = 0, sumLg = 0, sumEa = 0, sumEb = 0;
+	float g = 1;
+	if (kind == 0) {
+		const __m256 vr = _mm256_set1_ps((float)rate), vf = _mm256_set1_ps(floor_), one = _mm256_set1_ps(1.0f);
+		for (int j = 0; j < m8; j += 8) {
+			__m256 vis = _mm256_cmp_ps(_mm256_loadu_ps(keep + j), zero, _CMP_NEQ_OQ);
+			__m256 a = _mm256_mul_ps(vr, _mm256_max_ps(_mm256_loadu_ps(pp + j), vf));
+			__m256 ax = _mm256_blendv_ps(one, a, vis); // masked lanes: lgamma and ψ of 1, then 0
+			_mm256_storeu_ps(al + j, _mm256_and_ps(vis, a));
+			_mm256_storeu_ps(lg + j, _mm256_and_ps(vis, lgamma_pos(ax)));
+			_mm256_storeu_ps(ps + j, _mm256_and_ps(vis, digamma_pos(ax)));
+		}
+		for (int j = 0; j < m; j++) {
+			av[j] = al[j];
+			bv[j] = keep[j] != 0 && pp[j] > floor_ ? al[j] : 0;
+			sumA += al[j];
+			sumLg += lg[j];
+			sumEa += bv[j];
+			sumEb += bv[j] * (A + ps[j]);
+		}
+	} else {
+		g = (float)(2 * inv2s02);
+		for (int j = 0; j < m; j++) {
+			av[j] = keep[j] != 0 ? (float)(shift - lp[j]) : 0;
+			bv[j] = 0;
+		}
+	}
+	double agg[2];
+	double rows = pf_bayes_attn_head(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, qmask, noise, kind,
+	                                 (float)kc[1], av, bv, g, p, x, out, ldo, cs, agg);
+	if (kind == 0) {
+		*sum = rows + nr * (A * sumA + rate + sumLg + nv * c0);
+	} else {
+		*sum = (double)nr * nv * c0 + inv2s02 * rows;
+	}
+	if (!c) return 1;
+	const double lsum = agg[0];
+	if (kind == 0) {
+		double etot = nr * sumEb + lsum * sumEa - agg[1];
+		for (int j = 0; j < m; j++) {
+			double r = 0;
+			if (keep[j] != 0 && pp[j] > floor_) {
+				r = nr * (double)al[j] * (A + ps[j]) + (double)al[j] * (lsum - cs[j]) - pp[j] * etot;
+			} else if (keep[j] != 0) {
+				r = -pp[j] * etot;
+			}
+			dc[j] = (float)r;
+		}
+		return 1;
+	}
+	for (int j = 0; j < m; j++)
+		dc[j] = keep[j] != 0 ? (float)(-g * ((double)cs[j] - lsum + nr * (double)av[j] - pp[j] * agg[1])) : 0;
+	return 1;
+}
+
+// pf_bayes_head_bwd is one float32 head of BayesAttentionSample's backward
+// pass: attention's (pf_attn_head_bwd without dropout), with gx·x [n×m]
+// (the KL's score gradient, which pf_bayes_attn_head saved for a unit gx)
+// added to dS before the products that the sample and the KL share, and
+// with w1 the contextual prior
+// network's, from dc [m] = ∂L/∂c (the KL's saved unit gradient times its
+// upstream gradient): with the hidden units u = k w1 + b1 recomputed,
+//   du = dc w2 [u > 0],  dk += du w1ᵀ (w1t [16×d]),  dw1 [d×16] = kᵀ du,
+//   db1 [16] = Σ du,  dw2 [16] = Σ dc ReLU(u),  *db2 = Σ dc,
+// over the head's m keys.
+__attribute__((target("avx2,fma")))
+void pf_bayes_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g, int ldg,
+                       const float *p, int n, int m, int d, int dv, float scale, const float *x, float gx, float *dq,
+                       float *dk, float *dvv, const float *w1, const float *w1t, const float *b1, const float *w2,
+                       const float *dc, float *dw1, float *db1, float *dw2, float *db2) {
+	attn_head_bwd(q, ldq, k, ldk, v, ldv, g, ldg, p, NULL, n, m, d, dv, scale, dq, dk, dvv, x, gx);
+	if (!w1) return;
+	float u[MAXW * 16], dkp[MAXW * MAXW];
+	rows_axpy(m, d, 16, 1, k, ldk, 1, w1, 16, u, 16);
+	const __m256 zero = _mm256_setzero_ps();
+	const __m256 b10 = _mm256_loadu_ps(b1), b11 = _mm256_loadu_ps(b1 + 8);
+	const __m256 w20 = _mm256_loadu_ps(w2), w21 = _mm256_loadu_ps(w2 + 8);
+	__m256 sb0 = zero, sb1 = zero, sw0 = zero, sw1 = zero;
+	float sg = 0;
+	for (int j = 0; j < m; j++) {
+		prior_unit_back(u + 16 * j, dc[j], b10, b11, w20, w21, &sb0, &sb1, &sw0, &sw1);
+		sg += dc[j];
+	}
+	_mm256_storeu_ps(db1, sb0);
+	_mm256_storeu_ps(db1 + 8, sb1);
+	_mm256_storeu_ps(dw2, sw0);
+	_mm256_storeu_ps(dw2 + 8, sw1);
+	*db2 = sg;
+	// dk rows += du w1ᵀ
+	rows_axpy(m, 16, d, 1, u, 16, 1, w1t, d, dkp, d);
+	for (int j = 0; j < m; j++) add_rows(dkp + (size_t)j * d, dk + (size_t)j * ldk, d);
+	// dw1 [d×16]: row e = Σ_j k[j][e] du[j]
+	rows_axpy(d, m, 16, 1, k, 1, ldk, u, 16, dw1, 16);
+}

@@ -1,0 +1,184 @@
+//go:build cgo && !purego
+
+package kernels
+
+// #include "kernels.h"
+import "C"
+
+// AttnHeadOK reports whether attention.c takes a head of n queries, m
+// keys and widths d, dv: d and dv multiples of 8 up to 64, any m up to 64,
+// and n rows of m rounded up to 8 in its 64×64 scratch.
+func AttnHeadOK(n, m, d, dv int) bool {
+	m8 := (m + 7) &^ 7
+	return hasAVX2() != 0 && n > 0 && m > 0 && d > 0 && dv > 0 && d%8 == 0 && dv%8 == 0 &&
+		m <= 64 && d <= 64 && dv <= 64 && n*m8 <= 64*64
+}
+
+// AttnHeadFwd32 runs attention.c's forward for one head: p [n×m] gets the
+// weights and out (rows strided by ldo) the readout (p ⊙ drop) v, or p v
+// when drop [n×m] is nil. It reports whether it did.
+func AttnHeadFwd32(q []float32, ldq int, k []float32, ldk int, v []float32, ldv, n, m, d, dv int,
+	scale float32, mask []float32, causal bool, drop, p, out []float32, ldo int) bool {
+	if !AttnHeadOK(n, m, d, dv) || len(p) < n*m || (drop != nil && len(drop) < n*m) {
+		return false
+	}
+	var mp, dp *C.float
+	if mask != nil {
+		mp = (*C.float)(&mask[0])
+	}
+	if drop != nil {
+		dp = (*C.float)(&drop[0])
+	}
+	C.pf_attn_head_fwd((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
+		C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, cbool(causal), dp,
+		(*C.float)(&p[0]), (*C.float)(&out[0]), C.int(ldo))
+	return true
+}
+
+// AttnHeadBwd32 runs attention.c's backward for one head from its weights
+// p [n×m] and dropout mask drop [n×m] (nil: none), writing dq, dk, dv
+// (strided as q, k, v). It reports whether it did.
+func AttnHeadBwd32(q []float32, ldq int, k []float32, ldk int, v []float32, ldv int, g []float32, ldg int,
+	p, drop []float32, n, m, d, dv int, scale float32, dq, dk, dvv []float32) bool {
+	if !AttnHeadOK(n, m, d, dv) || len(p) < n*m || (drop != nil && len(drop) < n*m) {
+		return false
+	}
+	var dp *C.float
+	if drop != nil {
+		dp = (*C.float)(&drop[0])
+	}
+	C.pf_attn_head_bwd((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
+		(*C.float)(&g[0]), C.int(ldg), (*C.float)(&p[0]), dp, C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale),
+		(*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dvv[0]))
+	return true
+}
+
+// AttnHeadFwdBias32 is AttnHeadFwd32 with an additive score bias [n×m]
+// (attention.c's pf_attn_head_fwd_bias): p ← softmax(q kᵀ·scale + bias)
+// over the visible keys. It reports whether it ran.
+func AttnHeadFwdBias32(q []float32, ldq int, k []float32, ldk int, v []float32, ldv, n, m, d, dv int,
+	scale float32, mask []float32, causal bool, bias, drop, p, out []float32, ldo int) bool {
+	if !AttnHeadOK(n, m, d, dv) || len(p) < n*m || len(bias) < n*m || (drop != nil && len(drop) < n*m) {
+		return false
+	}
+	var mp, dp *C.float
+	if mask != nil {
+		mp = (*C.float)(&mask[0])
+	}
+	if drop != nil {
+		dp = (*C.float)(&drop[0])
+	}
+	C.pf_attn_head_fwd_bias((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
+		C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, cbool(causal), (*C.float)(&bias[0]), dp,
+		(*C.float)(&p[0]), (*C.float)(&out[0]), C.int(ldo))
+	return true
+}
+
+// KLHead32 runs attention.c's pf_bayes_kl_head on one float32 head
+// without a causal mask (q, k: the head's first rows, strided by ld; mask
+// [m], qmask [n] or nil; a, b [m]), and reports whether it did. Without dq
+// it returns the head's sum; with dq, dk, colsum [m] and agg [2] it runs
+// the backward pass. See bayesKLHeadC.
+func KLHead32(q []float32, k []float32, ld, n, m, d int, scale float32, mask, qmask []float32, kind int,
+	a, b []float32, g float32, dq, dk, colsum []float32, agg *[2]float64) (float64, bool) {
+	if !AttnHeadOK(n, m, d, 8) || len(a) < m || (b != nil && len(b) < m) {
+		return 0, false
+	}
+	var mp, qp, bp, dqp, dkp, csp *C.float
+	if mask != nil {
+		mp = (*C.float)(&mask[0])
+	}
+	if qmask != nil {
+		qp = (*C.float)(&qmask[0])
+	}
+	if b != nil {
+		bp = (*C.float)(&b[0])
+	}
+	if dq != nil {
+		dqp, dkp, csp = (*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&colsum[0])
+	}
+	r := C.pf_bayes_kl_head((*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld), C.int(n), C.int(m), C.int(d),
+		C.float(scale), mp, qp, C.int(kind), (*C.float)(&a[0]), bp, C.float(g), dqp, dkp, csp, (*C.double)(&agg[0]))
+	return float64(r), true
+}
+
+// PriorHead32 runs attention.c's pf_prior_head (see there) on one head:
+// rows = B·M rows of k, hidden width padded to 16 in w1 [d×16], w1t
+// [16×d], b1, w2 [16]; c or gc laid out [B, ·, M] with rows of examples
+// ldc apart; scratch [rows×16]. With gc it writes dk, dw1 [d×16], db1,
+// dw2 [16] and db2 [1]. It reports whether it ran (AVX2 and FMA, d a
+// multiple of 8 up to 64).
+func PriorHead32(k []float32, ldk, rows, m, d int, w1, w1t, b1, w2 []float32, b2 float32, c, gc []float32, ldc int,
+	scratch, dk, dw1, db1, dw2, db2 []float32) bool {
+	if hasAVX2() == 0 || d%8 != 0 || d > 64 || rows == 0 || len(scratch) < rows*16 {
+		return false
+	}
+	if gc == nil {
+		C.pf_prior_head((*C.float)(&k[0]), C.int(ldk), C.int(rows), C.int(m), C.int(d), (*C.float)(&w1[0]),
+			(*C.float)(&w1t[0]), (*C.float)(&b1[0]), (*C.float)(&w2[0]), C.float(b2), (*C.float)(&c[0]), nil, C.int(ldc),
+			(*C.float)(&scratch[0]), nil, nil, nil, nil, nil)
+		return true
+	}
+	C.pf_prior_head((*C.float)(&k[0]), C.int(ldk), C.int(rows), C.int(m), C.int(d), (*C.float)(&w1[0]),
+		(*C.float)(&w1t[0]), (*C.float)(&b1[0]), (*C.float)(&w2[0]), C.float(b2), nil, (*C.float)(&gc[0]), C.int(ldc),
+		(*C.float)(&scratch[0]), (*C.float)(&dk[0]), (*C.float)(&dw1[0]), (*C.float)(&db1[0]), (*C.float)(&dw2[0]),
+		(*C.float)(&db2[0]))
+	return true
+}
+
+// SampleHeadFits reports whether attention.c takes a Bayesian attention
+// head of these sizes.
+func SampleHeadFits(n, m, d, dv int) bool { return AttnHeadOK(n, m, d, dv) }
+
+// BayesHead32 runs attention.c's pf_bayes_head on one float32 head
+// without a causal mask (q, k, v, out: the head's first rows, q and k
+// strided by ld, v and out by ldv; mask [m], qmask [n] or nil; net the
+// head's prior network or nil; noise, p, x [n×m]; dc [m]; kc the
+// settings, see there). It reports whether it ran, and returns the head's
+// Σ KL_ij.
+func BayesHead32(q []float32, ld int, k, v []float32, ldv, n, m, d, dv int, scale float32, mask, qmask, noise []float32,
+	net *PriorNet32, kc *[7]float64, p, x, out, dc []float32) (float64, bool) {
+	if !AttnHeadOK(n, m, d, dv) || len(noise) < n*m || len(p) < n*m || len(x) < n*m || (net != nil && len(dc) < m) {
+		return 0, false
+	}
+	var mp, qp, w1, b1, w2, dcp *C.float
+	var b2 C.float
+	if mask != nil {
+		mp = (*C.float)(&mask[0])
+	}
+	if qmask != nil {
+		qp = (*C.float)(&qmask[0])
+	}
+	if net != nil {
+		w1, b1, w2, b2, dcp = (*C.float)(&net.W1[0]), (*C.float)(&net.B1[0]), (*C.float)(&net.W2[0]), C.float(net.B2), (*C.float)(&dc[0])
+	}
+	var sum C.double
+	ran := C.pf_bayes_head((*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld), (*C.float)(&v[0]), C.int(ldv),
+		C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, qp, (*C.float)(&noise[0]), w1, b1, w2, b2,
+		(*C.double)(&kc[0]), (*C.float)(&p[0]), (*C.float)(&x[0]), (*C.float)(&out[0]), C.int(ldv), dcp, &sum)
+	return float64(sum), ran != 0
+}
+
+// BayesHeadBwd32 runs attention.c's pf_bayes_head_bwd on one float32
+// head: attention's backward pass from the weights p [n×m] and the
+// readout's gradient g (strided as v), with gx·x [n×m] added to dS, and
+// with net the prior network's from dc [m], its parameters' gradients
+// into pg [16·d + 33] (dW1 [d×16], db1, dw2 [16], db2). It reports whether
+// it did.
+func BayesHeadBwd32(q []float32, ld int, k, v []float32, ldv int, g, p, x []float32, n, m, d, dv int, scale, gx float32,
+	dq, dk, dvv []float32, net *PriorNet32, dc, pg []float32) bool {
+	if !AttnHeadOK(n, m, d, dv) || len(p) < n*m || len(x) < n*m || (net != nil && (len(dc) < m || len(pg) < 16*d+33)) {
+		return false
+	}
+	var w1, w1t, b1, w2, dcp, dw1, db1, dw2, db2 *C.float
+	if net != nil {
+		w1, w1t, b1, w2 = (*C.float)(&net.W1[0]), (*C.float)(&net.W1t[0]), (*C.float)(&net.B1[0]), (*C.float)(&net.W2[0])
+		dcp, dw1, db1, dw2, db2 = (*C.float)(&dc[0]), (*C.float)(&pg[0]), (*C.float)(&pg[16*d]), (*C.float)(&pg[16*d+16]),
+			(*C.float)(&pg[16*d+32])
+	}
+	C.pf_bayes_head_bwd((*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld), (*C.float)(&v[0]), C.int(ldv),
+		(*C.float)(&g[0]), C.int(ldv), (*C.float)(&p[0]), C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale),
+		(*C.float)(&x[0]), C.float(gx), (*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dvv[0]),
+		w1, w1t, b1, w2, dcp, dw1, db1, dw2, db2)
+	return true
+}

@@ -1,0 +1,46 @@
+//go:build !cgo || purego
+
+package kernels
+
+// Without cgo, attention heads run in Go (graph/fusedattention.go,
+// fusedbayes.go, fusedbayessample.go): every binding reports false.
+
+func AttnHeadOK(int, int, int, int) bool { return false }
+
+// AttnHeadFwd32 and AttnHeadBwd32 have no pure-Go fast path: attention
+// runs its matrix products.
+func AttnHeadFwd32([]float32, int, []float32, int, []float32, int, int, int, int, int,
+	float32, []float32, bool, []float32, []float32, []float32, int) bool {
+	return false
+}
+func AttnHeadBwd32([]float32, int, []float32, int, []float32, int, []float32, int,
+	[]float32, []float32, int, int, int, int, float32, []float32, []float32, []float32) bool {
+	return false
+}
+
+func AttnHeadFwdBias32([]float32, int, []float32, int, []float32, int, int, int, int, int,
+	float32, []float32, bool, []float32, []float32, []float32, []float32, int) bool {
+	return false
+}
+
+func KLHead32([]float32, []float32, int, int, int, int, float32, []float32, []float32, int,
+	[]float32, []float32, float32, []float32, []float32, []float32, *[2]float64) (float64, bool) {
+	return 0, false
+}
+
+func PriorHead32([]float32, int, int, int, int, []float32, []float32, []float32, []float32, float32, []float32,
+	[]float32, int, []float32, []float32, []float32, []float32, []float32, []float32) bool {
+	return false
+}
+
+func BayesHead32([]float32, int, []float32, []float32, int, int, int, int, int, float32, []float32, []float32,
+	[]float32, *PriorNet32, *[7]float64, []float32, []float32, []float32, []float32) (float64, bool) {
+	return 0, false
+}
+
+func BayesHeadBwd32([]float32, int, []float32, []float32, int, []float32, []float32, []float32, int, int, int, int,
+	float32, float32, []float32, []float32, []float32, *PriorNet32, []float32, []float32) bool {
+	return false
+}
+
+func SampleHeadFits(int, int, int, int) bool { return false }

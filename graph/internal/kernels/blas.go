@@ -1,0 +1,106 @@
+package kernels
+
+import (
+	"runtime"
+)
+
+// Float is the element type of the kernels' values: a graph's dtypes.
+type Float interface{ float32 | float64 }
+
+// Gemm computes c ← α·op(a)·op(b) + β·c on row-major matrices with leading
+// dimensions lda, ldb, ldc, so heads can be strided views of [B, N, H·d].
+// op(a) is [m×k] and op(b) [k×n]. Large products are split by rows over
+// two goroutines.
+func Gemm[T Float](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	GemmBias(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nil)
+}
+
+// GemmBias is Gemm, or with a non-nil bias [n], c ← bias + α·op(a)·op(b)
+// on every row (beta ignored): the values of copying bias into c's rows
+// and taking β = 1, without the copy pass where the kernel can fuse it.
+func GemmBias[T Float](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int, bias []T) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if cols := splitColumns(c, m, n, k); cols > 0 && runtime.GOMAXPROCS(0) > 1 {
+		// Few rows and many columns (a weight gradient of a wide output
+		// layer, say): split the columns, so each thread packs only its
+		// half of B.
+		bOff := cols
+		if tB {
+			bOff = cols * ldb
+		}
+		RunShares(2, func(w int) {
+			if w == 0 {
+				gemmKernel(tA, tB, m, cols, k, alpha, a, lda, b, ldb, beta, c, ldc, bias)
+				return
+			}
+			var rest []T
+			if bias != nil {
+				rest = bias[cols:]
+			}
+			gemmKernel(tA, tB, m, n-cols, k, alpha, a, lda, b[bOff:], ldb, beta, c[cols:], ldc, rest)
+		})
+		return
+	}
+	if m >= 16 && m*n*k >= 1<<18 && runtime.GOMAXPROCS(0) > 1 {
+		half := m / 2
+		aOff := half * lda
+		if tA {
+			aOff = half
+		}
+		RunShares(2, func(w int) {
+			if w == 0 {
+				gemmKernel(tA, tB, half, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias)
+				return
+			}
+			gemmKernel(tA, tB, m-half, n, k, alpha, a[aOff:], lda, b, ldb, beta, c[half*ldc:], ldc, bias)
+		})
+		return
+	}
+	gemmKernel(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias)
+}
+
+// splitColumns returns where to split a float32 product's columns between
+// two threads, or 0 to split its rows (or not at all). It splits columns
+// when there are few rows (a weight gradient xᵀ·g over many tokens, say:
+// each thread then packs half of B rather than all of it), at a multiple
+// of 16 that
+// leaves both halves 16 or more wide with k ≥ 32: then every element is
+// computed by gemm.c's packed kernel, as without the split, and the
+// values do not depend on the number of threads.
+func splitColumns[T Float](c []T, m, n, k int) int {
+	if _, ok := any(c).([]float32); !ok || !packedGemm() || m > 128 || n < 32 || k < 32 || m*n*k < 1<<18 {
+		return 0
+	}
+	return n / 32 * 16
+}
+
+// ParallelFor runs f(i) for i in [0, n) on up to GOMAXPROCS goroutines
+// (the caller and workers.go's helpers), each with its own worker index
+// for scratch space: worker w takes i ≡ w (mod workers). Gorgonia's tape
+// machine runs one op at a time, so this is how a step uses both cores.
+func ParallelFor(n int, f func(worker, i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for i := range n {
+			f(0, i)
+		}
+		return
+	}
+	RunShares(workers, func(w int) {
+		for i := w; i < n; i += workers {
+			f(w, i)
+		}
+	})
+}
+
+// scaleRows sets c ← β·c on an m×n block, the whole of gemm when k = 0.
+func scaleRows[T Float](m, n int, beta T, c []T, ldc int) {
+	for i := range m {
+		row := c[i*ldc : i*ldc+n]
+		for j := range row {
+			row[j] *= beta
+		}
+	}
+}

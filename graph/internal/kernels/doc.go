@@ -1,0 +1,49 @@
+// Package kernels is the arithmetic under graph's fused ops: the C
+// kernels with their Go bindings, the matrix-product wrapper, the worker
+// pool that splits a kernel over the cores, the fast exponential, the
+// dropout mask streams, and EM attention's per-problem forward and
+// backward passes. Its API is plain slices and ints; it imports neither
+// Gorgonia nor its tensors (a test keeps it so), and package graph is its
+// only caller (graph/fused*.go, emattention.go, dropout.go, noise.go hold
+// the Gorgonia side).
+//
+// # The C files
+//
+// Each C file has one binding, X_cgo.go for X.c, and its pure-Go twin
+// X_purego.go; kernels.h declares every C entry point, by file.
+//
+//	gemm.c       row-major sgemm/dgemm: AVX2/FMA packed kernel, portable C otherwise (Gemm, GemmBias)
+//	softmax.c    row softmax, row exponentials, row max and sum, scale-and-shift (SoftmaxRows32, ExpRow, MaxSum32, ScaleShift32)
+//	layernorm.c  layer norm rows, forward and backward (LayerNormFwd32, LayerNormBwd32)
+//	vec.c        column sums, Adam, product, repeated add, ReLU and its gradient, bit for bit their Go loops (ColSum32, Adam32, ...)
+//	attention.c  one attention head forward and backward, with dropout or a score bias; the Bayesian heads: KL rows, prior network, sampled head (AttnHead*, KLHead32, PriorHead32, BayesHead*)
+//	bayes.c      Weibull noise, scale·log(−log u) (WeibullLogNoise32, WeibullBiasFast32)
+//	dropout.c    counter-based dropout masks, portable and AVX2 (FillMask; FillMaskGo is the Go reference)
+//	em.c         one EM attention problem, forward and backward (EMForwardC, EMBackwardC; EMForward, EMBackward in emgroup.go and emgroupback.go are the Go reference)
+//
+// and the headers simd.h (horizontal sums and maxima, exp_le0, an 8×8
+// transpose: the helpers several C files share) and bayes.h (log_pos,
+// log_fast, the Weibull bias; bayes.c and attention.c).
+//
+// # Build tags
+//
+// The C files and the X_cgo.go bindings build with cgo and without the
+// purego tag (//go:build cgo && !purego). With -tags purego, or
+// CGO_ENABLED=0, the X_purego.go twins build instead: Gemm runs gonum's
+// pure-Go BLAS, and every other binding reports false (or does nothing
+// and says so), so graph runs its Go loops; EM problems run
+// emgroup.go's Go code; FillMask is FillMaskGo. The results of a purego
+// build are the Go paths' (the same masks and noise; float32 sums may
+// round differently from the C kernels).
+//
+// # CPU dispatch
+//
+// The C is compiled for any x86-64 (-O3, no -mavx2): the AVX2/FMA
+// functions carry __attribute__((target("avx2,fma"))), and gemm.c's
+// pf_has_avx2 asks the CPU once, at run time (hasAVX2). Without AVX2 and
+// FMA, gemm.c and dropout.c run their portable C loops and the other
+// bindings report false, so the caller takes its Go loop. Nothing depends
+// on the number of threads: RunShares and ParallelFor split work by index,
+// and Gemm splits rows (or, where gemm.c's packed kernel computes every
+// element, columns) so that each element is computed the same way.
+package kernels

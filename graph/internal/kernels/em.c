@@ -1,0 +1,1168 @@
+//go:build cgo && !purego
+
+// One problem (one example and head) of EMAttention, forward and backward,
+// in float32 with AVX2/FMA: emForward (emgroup.go) and emBackward with
+// emPropagateBack (emgroupback.go), step for step, so that a problem costs
+// one cgo call per pass instead of one per matrix product, and the
+// [N×M] loops run 8 lanes at a time. The Go code documents each step and
+// its equation in em/MATH.md; the comments here only name the step.
+//
+// The sizes are any N, M, d, dv ≥ 1. Matrices inside a problem are dense
+// [rows×cols] (the trace, as cutTrace lays it out), inputs and gradient
+// destinations are strided views (row i at i·ld). Products are computed
+// as rows of scaled rows (rows_axpy's scheme in attention.c, with any
+// width: the last vector of a row is loaded and stored under a lane mask).
+// Exponentials are exp_le0 (simd.h), the function softmax.c's pf_exp_row
+// and the Go float32 path use; a softmax row is kept in registers and
+// reduced in another order than Go's, and products and dot products sum
+// in another order than gemm.c and Go, so the results agree with the Go
+// float32 path to rounding, not bit for bit. Column sums run down the
+// rows a block of columns at a time, in registers, and row dots eight
+// rows per reduction tree. Nothing depends on the thread that runs a
+// problem.
+#include <math.h>
+#include <string.h>
+#include <immintrin.h>
+#include "kernels.h"
+#include "simd.h"
+
+#define EM_NEG_INF (-1e9f) // MaskNegInf
+
+// Hyperparameter indices: emHyper's order.
+enum { H_ALPHA0, H_BETA0, H_THETA_XI, H_A_ALPHA, H_B_ALPHA, H_THETA_MU, H_A_BETA, H_B_BETA, H_PI };
+
+// em_p is one problem: emProblem and the EMSpec flags. iv and fv in the
+// entry points hold its scalars (em_cgo.go fills them in this order).
+typedef struct {
+	int n, m, d, dv, ldq, ldk, ldv, ldx;
+	int tk, tp, tv, adapt_alpha, adapt_beta, adapt_pi, pr;
+	const float *q, *xi0, *mu0, *vals, *km, *qm, *in_s, *logits;
+	float h[9], size_s, real_memory;
+} em_p;
+
+// em_tr points into one problem's trace buffer, laid out as cutTrace cuts
+// it; the per-iteration parts are reached through the macros below.
+typedef struct {
+	float *lp0, *pi0, *kn0, *vn0, *dk, *xi, *al, *wk, *nk, *ak, *ep, *ep2, *mu, *be, *lp, *wp, *np, *bp, *wi, *r, *f,
+	    *pz;
+} em_tr;
+
+#define DK(t) (tr.dk + (size_t)(t) * nm)
+#define XI(t) (tr.xi + (size_t)((t) - 1) * m * d) // t ≥ 1
+#define AL(t) (tr.al + (size_t)(t) * m)
+#define WK(t) (tr.wk + (size_t)(t) * nm)
+#define NK(t) (tr.nk + (size_t)(t) * m)
+#define AK(t) (tr.ak + (size_t)(t) * m * d)
+#define EP(t) (tr.ep + (size_t)(t) * nm)
+#define EP2(t) (tr.ep2 + (size_t)(t) * nm)
+#define MU(t) (tr.mu + (size_t)((t) - 1) * m * dv) // t ≥ 1
+#define BE(t) (tr.be + (size_t)(t) * m)
+#define LP(t) (tr.lp + (size_t)(t) * m)
+#define WP(t) (tr.wp + (size_t)(t) * nm)
+#define NP(t) (tr.np + (size_t)(t) * m)
+#define BP(t) (tr.bp + (size_t)(t) * m * dv)
+#define WI(t) (tr.wi + (size_t)(t) * nm)
+#define RO(t) (tr.r + (size_t)(t) * n * dv)
+#define FV(t) (tr.f + (size_t)(t) * nm)
+#define PZ(t) (tr.pz + (size_t)(t) * n)
+
+// cut_trace is cutTrace: the same parts in the same order.
+static em_tr cut_trace(const em_p *p, float *buf) {
+	const size_t n = p->n, m = p->m, d = p->d, dv = p->dv, nm = n * m;
+	const size_t tk = p->tk, tp = p->tp, tv = p->tv;
+	em_tr t;
+#define TAKE(k) (buf += (k), buf - (k))
+	t.lp0 = TAKE(m), t.pi0 = TAKE(m), t.kn0 = TAKE(m), t.vn0 = TAKE(m);
+	t.dk = TAKE((tk + 1) * nm);
+	t.xi = TAKE(tk * m * d);
+	t.al = TAKE((tk + 1) * m);
+	t.wk = TAKE(tk * nm), t.nk = TAKE(tk * m), t.ak = TAKE(tk * m * d);
+	t.ep = TAKE(tp * nm), t.ep2 = TAKE(tp * nm);
+	t.mu = TAKE(tp * m * dv);
+	t.be = TAKE((tp + 1) * m), t.lp = TAKE((tp + 1) * m);
+	t.wp = TAKE(tp * nm), t.np = TAKE(tp * m), t.bp = TAKE(tp * m * dv);
+	t.wi = TAKE((tv + 1) * nm), t.r = TAKE((tv + 1) * n * dv);
+	t.f = TAKE(tv * nm), t.pz = TAKE(tv * n);
+#undef TAKE
+	return t;
+}
+
+static void unpack(em_p *p, const int *iv, const float *fv) {
+	p->n = iv[0], p->m = iv[1], p->d = iv[2], p->dv = iv[3];
+	p->ldq = iv[4], p->ldk = iv[5], p->ldv = iv[6], p->ldx = iv[7];
+	p->tk = iv[8], p->tp = iv[9], p->tv = iv[10];
+	p->adapt_alpha = iv[11], p->adapt_beta = iv[12], p->adapt_pi = iv[13], p->pr = iv[14];
+	for (int i = 0; i < 9; i++) p->h[i] = fv[i];
+	p->size_s = fv[9], p->real_memory = fv[10];
+}
+
+static inline int real_key(const em_p *p, int j) { return !p->km || p->km[j] != 0; }
+static inline int real_query(const em_p *p, int i) { return !p->qm || p->qm[i] != 0; }
+
+// update_beta is EMSpec.updateBeta.
+static inline int update_beta(const em_p *p, int t) { return p->adapt_beta && (t < p->tp - 1 || p->tv > 0); }
+
+// scratch hands out consecutive pieces of the caller's scratch; over is
+// set when they do not fit (the entry points then return −1).
+typedef struct {
+	float *at;
+	long left;
+	int over;
+} scratch;
+
+static float *take(scratch *s, long k) {
+	if (k > s->left) {
+		s->over = 1;
+		return NULL;
+	}
+	float *x = s->at;
+	s->at += k, s->left -= k;
+	return x;
+}
+
+// lanes is the mask of the first k lanes (0 < k ≤ 8).
+__attribute__((target("avx2,fma")))
+static inline __m256i lanes(int k) {
+	return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// mm_block computes R rows of mm's result at NV vectors of columns, the
+// last under the lane mask tail when TAIL: R·NV ≤ 8 accumulators. R, NV
+// and TAIL are constants at every call, so the loops unroll.
+__attribute__((always_inline, target("avx2,fma")))
+static inline void mm_block(const int R, const int NV, const int TAIL, int nt, float alpha, const float *c, int ldc,
+                            int cst, const float *x, int ldx, int acc, float *out, int ldo, __m256i tail) {
+	__m256 s[8], xv[4];
+	for (int i = 0; i < R * NV; i++) s[i] = _mm256_setzero_ps();
+	for (int t = 0; t < nt; t++) {
+		const float *xt = x + (size_t)t * ldx;
+		for (int v = 0; v < NV; v++)
+			xv[v] = TAIL && v == NV - 1 ? _mm256_maskload_ps(xt + 8 * v, tail) : _mm256_loadu_ps(xt + 8 * v);
+		for (int r = 0; r < R; r++) {
+			__m256 b = _mm256_broadcast_ss(c + (size_t)r * ldc + (size_t)t * cst);
+			for (int v = 0; v < NV; v++) s[r * NV + v] = _mm256_fmadd_ps(b, xv[v], s[r * NV + v]);
+		}
+	}
+	const __m256 va = _mm256_set1_ps(alpha);
+	for (int r = 0; r < R; r++)
+		for (int v = 0; v < NV; v++) {
+			float *o = out + (size_t)r * ldo + 8 * v;
+			__m256 y = _mm256_mul_ps(va, s[r * NV + v]);
+			if (TAIL && v == NV - 1) {
+				if (acc) y = _mm256_add_ps(_mm256_maskload_ps(o, tail), y);
+				_mm256_maskstore_ps(o, tail, y);
+			} else {
+				if (acc) y = _mm256_add_ps(_mm256_loadu_ps(o), y);
+				_mm256_storeu_ps(o, y);
+			}
+		}
+}
+
+#define MM_ROWS(R, NV, TAIL)                                                                                  \
+	do {                                                                                                      \
+		int r = 0;                                                                                            \
+		for (; r + (R) <= nr; r += (R))                                                                       \
+			mm_block((R), (NV), (TAIL), nt, alpha, c + (size_t)r * ldc, ldc, cst, x + j, ldx, acc,            \
+			         out + (size_t)r * ldo + j, ldo, tail);                                                   \
+		for (; r < nr; r++)                                                                                   \
+			mm_block(1, (NV), (TAIL), nt, alpha, c + (size_t)r * ldc, ldc, cst, x + j, ldx, acc,              \
+			         out + (size_t)r * ldo + j, ldo, tail);                                                   \
+	} while (0)
+
+// mm sets out[r][:w] = α Σ_t c[r·ldc + t·cst] x[t][:w] for r < nr (acc = 0),
+// or adds it (acc = 1); x's rows are strided by ldx, out's by ldo. With
+// cst = 1 c is [nr×nt] row-major; with ldc = 1 and cst = its row length,
+// c is read transposed. Lanes run along out's rows: nr and nt are a few
+// dozen, w 8–256.
+__attribute__((target("avx2,fma")))
+static void mm(int nr, int nt, int w, float alpha, const float *c, int ldc, int cst, const float *x, int ldx, int acc,
+               float *out, int ldo) {
+	if (nr <= 0 || w <= 0) return;
+	if (nt <= 0) {
+		if (!acc)
+			for (int r = 0; r < nr; r++) memset(out + (size_t)r * ldo, 0, sizeof(float) * (size_t)w);
+		return;
+	}
+	__m256i tail = _mm256_setzero_si256();
+	int j = 0;
+	for (; j + 16 <= w; j += 16) MM_ROWS(4, 2, 0);
+	if (j + 8 <= w) {
+		MM_ROWS(8, 1, 0);
+		j += 8;
+	}
+	if (j < w) {
+		tail = lanes(w - j);
+		MM_ROWS(8, 1, 1);
+	}
+}
+
+// transpose8 stores the 8×8 block at x (rows strided by ldx) transposed
+// at t (rows strided by ldt), in registers: unpack, shuffle, swap halves.
+__attribute__((always_inline, target("avx2,fma")))
+static inline void transpose8(const float *x, size_t ldx, float *t, size_t ldt) {
+	__m256 r[8], c[8];
+	for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(x + (size_t)i * ldx);
+	transpose8_regs(r, c);
+	for (int i = 0; i < 8; i++) _mm256_storeu_ps(t + (size_t)i * ldt, c[i]);
+}
+
+// transpose sets t [w×rows] to x [rows×w]ᵀ (x's rows strided by ldx):
+// 8×8 blocks in registers, the edges one element at a time (one scalar
+// store per element, each to another row of t, cost more than the
+// products that read t).
+__attribute__((target("avx2,fma")))
+static void transpose(const float *x, int ldx, int rows, int w, float *t) {
+	const int r8 = rows & ~7, w8 = w & ~7;
+	for (int r = 0; r < r8; r += 8)
+		for (int k = 0; k < w8; k += 8) transpose8(x + (size_t)r * ldx + k, ldx, t + (size_t)k * rows + r, rows);
+	for (int k = w8; k < w; k++)
+		for (int r = 0; r < r8; r++) t[(size_t)k * rows + r] = x[(size_t)r * ldx + k];
+	for (int k = 0; k < w; k++)
+		for (int r = r8; r < rows; r++) t[(size_t)k * rows + r] = x[(size_t)r * ldx + k];
+}
+
+// dot is Σ_k a_k b_k over k < n.
+__attribute__((target("avx2,fma")))
+static float dot(const float *a, const float *b, int n) {
+	__m256 s = _mm256_setzero_ps();
+	int k = 0;
+	for (; k + 8 <= n; k += 8) s = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s);
+	float r = hsum(s);
+	for (; k < n; k++) r += a[k] * b[k];
+	return r;
+}
+
+// hsum8x8 is the vector of the lane sums of v[0…7]: lane i is the sum of
+// v[i]'s lanes (one reduction tree for eight rows instead of eight).
+__attribute__((always_inline, target("avx2,fma")))
+static inline __m256 hsum8x8(const __m256 *v) {
+	__m256 t0 = _mm256_hadd_ps(v[0], v[1]), t1 = _mm256_hadd_ps(v[2], v[3]);
+	__m256 t2 = _mm256_hadd_ps(v[4], v[5]), t3 = _mm256_hadd_ps(v[6], v[7]);
+	__m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+	return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// row_dots sets out[i] = a_i · b_i for rows a_i, b_i [w] (strided by lda,
+// ldb; b's stride may be 0: one vector), eight rows at a time.
+__attribute__((target("avx2,fma")))
+static void row_dots(int rows, int w, const float *a, int lda, const float *b, int ldb, float *out) {
+	const int w8 = w & ~7;
+	const __m256i tail = lanes(w - w8);
+	int i = 0;
+	for (; i + 8 <= rows; i += 8) {
+		__m256 acc[8];
+		for (int r = 0; r < 8; r++) {
+			const float *ar = a + (size_t)(i + r) * lda, *br = b + (size_t)(i + r) * ldb;
+			__m256 s = _mm256_setzero_ps();
+			int k = 0;
+			for (; k < w8; k += 8) s = _mm256_fmadd_ps(_mm256_loadu_ps(ar + k), _mm256_loadu_ps(br + k), s);
+			if (k < w) s = _mm256_fmadd_ps(_mm256_maskload_ps(ar + k, tail), _mm256_maskload_ps(br + k, tail), s);
+			acc[r] = s;
+		}
+		_mm256_storeu_ps(out + i, hsum8x8(acc));
+	}
+	for (; i < rows; i++) out[i] = dot(a + (size_t)i * lda, b + (size_t)i * ldb, w);
+}
+
+// sq_norms is sqNorms: out[i] = ‖x_i‖² for rows x_i [w] strided by ld.
+__attribute__((target("avx2,fma")))
+static void sq_norms(const float *x, int rows, int w, int ld, float *out) {
+	for (int i = 0; i < rows; i++) out[i] = dot(x + (size_t)i * ld, x + (size_t)i * ld, w);
+}
+
+// col_sums is colSums: out[j] = Σ_i x_ij for x [n×m], i in order.
+__attribute__((target("avx2,fma")))
+static void col_sums(int n, int m, const float *x, float *out) {
+	int j = 0;
+	for (; j + 8 <= m; j += 8) { // a block of columns down all rows, in a register
+		__m256 acc = _mm256_setzero_ps();
+		for (int i = 0; i < n; i++) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + (size_t)i * m + j));
+		_mm256_storeu_ps(out + j, acc);
+	}
+	for (; j < m; j++) {
+		float acc = 0;
+		for (int i = 0; i < n; i++) acc += x[(size_t)i * m + j];
+		out[j] = acc;
+	}
+}
+
+// add_col_sums adds Σ_i x_ij to out[j] for x [n×m], i in order, a block
+// of columns at a time in a register.
+__attribute__((target("avx2,fma")))
+static void add_col_sums(int n, int m, const float *x, float *out) {
+	int j = 0;
+	for (; j + 8 <= m; j += 8) {
+		__m256 acc = _mm256_loadu_ps(out + j);
+		for (int i = 0; i < n; i++) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + (size_t)i * m + j));
+		_mm256_storeu_ps(out + j, acc);
+	}
+	for (; j < m; j++) {
+		float acc = out[j];
+		for (int i = 0; i < n; i++) acc += x[(size_t)i * m + j];
+		out[j] = acc;
+	}
+}
+
+// add_row adds v [m] to every row of x [n×m].
+__attribute__((target("avx2,fma")))
+static void add_row(int n, int m, float *x, const float *v) {
+	for (int i = 0; i < n; i++) {
+		float *xr = x + (size_t)i * m;
+		int j = 0;
+		for (; j + 8 <= m; j += 8) _mm256_storeu_ps(xr + j, _mm256_add_ps(_mm256_loadu_ps(xr + j), _mm256_loadu_ps(v + j)));
+		for (; j < m; j++) xr[j] += v[j];
+	}
+}
+
+// dist is emDist: out [n×m] = max(0, aa_i − 2 a_i·c_j + cc_j), for a
+// [n×w] and c [m×w]; ct is scratch [w×m].
+__attribute__((target("avx2,fma")))
+static void dist(int n, int m, int w, const float *a, int lda, const float *c, int ldc, const float *aa,
+                 const float *cc, float *out, float *ct) {
+	transpose(c, ldc, m, w, ct);
+	mm(n, w, m, -2, a, lda, 1, ct, m, 0, out, m);
+	for (int i = 0; i < n; i++) {
+		float *row = out + (size_t)i * m, ai = aa[i];
+		for (int j = 0; j < m; j++) {
+			float x = row[j] + ai + cc[j];
+			row[j] = x < 0 ? 0 : x;
+		}
+	}
+}
+
+// dist_back is emDistBack: g [n×m] becomes G = g ⊙ [D > 0], and
+// da_i += 2 (Σ_j G_ij) a_i − 2 Σ_j G_ij c_j, dc_j += 2 (Σ_i G_ij) c_j −
+// 2 Σ_i G_ij a_i; da or dc may be NULL. rs [n] and cs [m] are scratch.
+__attribute__((target("avx2,fma")))
+static void dist_back(int n, int m, int w, const float *a, int lda, const float *c, int ldc, const float *dd, float *g,
+                      float *da, int ldda, float *dc, int lddc, float *rs, float *cs) {
+	const __m256 zero = _mm256_setzero_ps();
+	for (int i = 0; i < n; i++) {
+		float *row = g + (size_t)i * m;
+		const float *d = dd + (size_t)i * m;
+		__m256 s = zero;
+		int j = 0;
+		for (; j + 8 <= m; j += 8) {
+			__m256 x = _mm256_and_ps(_mm256_cmp_ps(_mm256_loadu_ps(d + j), zero, _CMP_GT_OQ), _mm256_loadu_ps(row + j));
+			_mm256_storeu_ps(row + j, x);
+			s = _mm256_add_ps(s, x);
+		}
+		float t = hsum(s);
+		for (; j < m; j++) {
+			if (!(d[j] > 0)) row[j] = 0;
+			t += row[j];
+		}
+		rs[i] = t;
+	}
+	col_sums(n, m, g, cs);
+	if (da) {
+		for (int i = 0; i < n; i++) {
+			if (rs[i] == 0) continue;
+			const float *ai = a + (size_t)i * lda;
+			float *di = da + (size_t)i * ldda, f = 2 * rs[i];
+			for (int k = 0; k < w; k++) di[k] += f * ai[k];
+		}
+		mm(n, m, w, -2, g, m, 1, c, ldc, 1, da, ldda);
+	}
+	if (dc) {
+		for (int j = 0; j < m; j++) {
+			if (cs[j] == 0) continue;
+			const float *cj = c + (size_t)j * ldc;
+			float *dj = dc + (size_t)j * lddc, f = 2 * cs[j];
+			for (int k = 0; k < w; k++) dj[k] += f * cj[k];
+		}
+		mm(m, n, w, -2, g, 1, m, a, lda, 1, dc, lddc);
+	}
+}
+
+// row_top is the largest score of a row over the real keys, NaN if one of
+// them is NaN (emSoftmax's max).
+__attribute__((target("avx2,fma")))
+static float row_top(const float *x, int m, const float *km) {
+	const __m256 zero = _mm256_setzero_ps(), ninf = _mm256_set1_ps(-INFINITY);
+	__m256 vmx = ninf, nan = zero;
+	int j = 0;
+	for (; j + 8 <= m; j += 8) {
+		__m256 v = _mm256_loadu_ps(x + j);
+		if (km) v = _mm256_blendv_ps(ninf, v, _mm256_cmp_ps(_mm256_loadu_ps(km + j), zero, _CMP_NEQ_UQ));
+		nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+		vmx = _mm256_max_ps(vmx, v);
+	}
+	float l[8], top = -INFINITY;
+	_mm256_storeu_ps(l, vmx);
+	for (int k = 0; k < 8; k++) top = l[k] > top ? l[k] : top;
+	int isnan = _mm256_movemask_ps(nan) != 0;
+	for (; j < m; j++) {
+		if (km && km[j] == 0) continue;
+		if (x[j] != x[j]) isnan = 1;
+		top = x[j] > top ? x[j] : top;
+	}
+	return isnan ? NAN : top;
+}
+
+// hsum_d is the sum of the 8 lanes of v, added in double and rounded to
+// float once (as emSoftmax's sum, which accumulates in double).
+__attribute__((always_inline, target("avx2,fma")))
+static inline float hsum_d(__m256 v) {
+	__m256d a = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+	__m128d h = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+	return (float)_mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+}
+
+// softmax_long is softmax for one row of any length: a pass for the max
+// (row_top), one for e^(s − max) and its sum, one for the division.
+__attribute__((target("avx2,fma")))
+static void softmax_long(const float *src, float *dst, int m, const float *km) {
+	const int m8 = m & ~7;
+	const __m256 zero = _mm256_setzero_ps(), vt = _mm256_set1_ps(row_top(src, m, km));
+	__m256 acc = zero, et = zero;
+	int j = 0;
+	for (; j < m8; j += 8) {
+		__m256 e = exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(_mm256_loadu_ps(src + j), vt)));
+		if (km) e = _mm256_and_ps(e, _mm256_cmp_ps(_mm256_loadu_ps(km + j), zero, _CMP_NEQ_UQ));
+		acc = _mm256_add_ps(acc, e);
+		_mm256_storeu_ps(dst + j, e);
+	}
+	const __m256i tail = lanes(m - j);
+	if (j < m) {
+		__m256 x = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_maskload_ps(src + j, tail), _mm256_castsi256_ps(tail));
+		et = exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(x, vt)));
+		if (km) et = _mm256_and_ps(et, _mm256_cmp_ps(_mm256_maskload_ps(km + j, tail), zero, _CMP_NEQ_UQ));
+		acc = _mm256_add_ps(acc, et);
+	}
+	const __m256 vz = _mm256_set1_ps(hsum_d(acc));
+	for (j = 0; j < m8; j += 8) _mm256_storeu_ps(dst + j, _mm256_div_ps(_mm256_loadu_ps(dst + j), vz));
+	if (j < m) {
+		float t[8];
+		_mm256_storeu_ps(t, _mm256_div_ps(et, vz));
+		for (int l = 0; j + l < m; l++) dst[j + l] = t[l];
+	}
+}
+
+// softmax_nv is softmax's loop over the rows for rows of NV vectors, the
+// last under the lane mask tail, R rows at a time (the last rows one at
+// a time) so that one row's exponentials overlap another's reductions.
+// NV and R are constants at every call, so that the rows stay in
+// registers from their load to their store.
+__attribute__((always_inline, target("avx2,fma")))
+static inline void softmax_nv(const int NV, const int R, int n, int m, const float *s, float *w, const float *rows,
+                              const __m256 *keep, __m256i tail) {
+	const __m256 zero = _mm256_setzero_ps(), ninf = _mm256_set1_ps(-INFINITY);
+	for (int i = 0; i < n; i += R) {
+		if (i + R > n) {
+			softmax_nv(NV, 1, n - i, m, s + (size_t)i * m, w + (size_t)i * m, rows ? rows + i : NULL, keep, tail);
+			return;
+		}
+		__m256 x[R][NV], vt[R], acc[R];
+		for (int r = 0; r < R; r++) {
+			const float *src = s + (size_t)(i + r) * m;
+			__m256 vmx = ninf, nan = zero;
+			for (int v = 0; v < NV; v++) {
+				__m256 y = v == NV - 1 ? _mm256_maskload_ps(src + 8 * v, tail) : _mm256_loadu_ps(src + 8 * v);
+				x[r][v] = _mm256_blendv_ps(ninf, y, keep[v]);
+				nan = _mm256_or_ps(nan, _mm256_cmp_ps(x[r][v], x[r][v], _CMP_UNORD_Q));
+				vmx = _mm256_max_ps(vmx, x[r][v]);
+			}
+			// a NaN score makes the row NaN, as emSoftmax's max does
+			vt[r] = _mm256_or_ps(_mm256_set1_ps(hmax_maxps(vmx)), _mm256_set1_ps(_mm256_movemask_ps(nan) ? NAN : 0));
+		}
+		for (int r = 0; r < R; r++) {
+			acc[r] = zero;
+			for (int v = 0; v < NV; v++) {
+				x[r][v] = exp_le0(_mm256_min_ps(zero, _mm256_sub_ps(x[r][v], vt[r])));
+				acc[r] = _mm256_add_ps(acc[r], x[r][v]);
+			}
+		}
+		for (int r = 0; r < R; r++) {
+			float *dst = w + (size_t)(i + r) * m;
+			if (rows && rows[i + r] == 0) {
+				memset(dst, 0, sizeof(float) * (size_t)m);
+				continue;
+			}
+			const __m256 vz = _mm256_set1_ps(hsum_d(acc[r]));
+			for (int v = 0; v < NV - 1; v++) _mm256_storeu_ps(dst + 8 * v, _mm256_div_ps(x[r][v], vz));
+			if (m == 8 * NV) {
+				_mm256_storeu_ps(dst + 8 * (NV - 1), _mm256_div_ps(x[r][NV - 1], vz));
+			} else {
+				float t[8];
+				_mm256_storeu_ps(t, _mm256_div_ps(x[r][NV - 1], vz));
+				for (int l = 0; 8 * (NV - 1) + l < m; l++) dst[8 * (NV - 1) + l] = t[l];
+			}
+		}
+	}
+}
+
+// softmax is emSoftmax: w [n×m] = softmax_j of s over the real keys, rows
+// outside rows (NULL: none) 0; padded keys get weight exactly 0 (s may be
+// w). The exponentials are exp_le0, as pf_exp_row computes them, summed
+// added in double, and the row is divided by the sum. A row of up to
+// 64 scores stays in registers (softmax_nv), the last vector under a lane
+// mask (padded lanes −∞, whose exponential is 0); longer rows take
+// softmax_long's passes.
+__attribute__((target("avx2,fma")))
+static void softmax(const em_p *p, float *s, float *w, const float *rows) {
+	const int n = p->n, m = p->m, nv = (m + 7) / 8;
+	const float *km = p->km;
+	if (m > 64) {
+		for (int i = 0; i < n; i++) {
+			if (rows && rows[i] == 0)
+				memset(w + (size_t)i * m, 0, sizeof(float) * (size_t)m);
+			else
+				softmax_long(s + (size_t)i * m, w + (size_t)i * m, m, km);
+		}
+		return;
+	}
+	const __m256 zero = _mm256_setzero_ps();
+	const __m256i tail = lanes(m - 8 * (nv - 1));
+	// keep[v]: the lanes of vector v that are real keys inside the row
+	__m256 keep[8];
+	for (int v = 0; v < nv; v++) {
+		__m256i in = v == nv - 1 ? tail : _mm256_set1_epi32(-1);
+		keep[v] = _mm256_castsi256_ps(in);
+		if (km)
+			keep[v] = _mm256_and_ps(keep[v], _mm256_cmp_ps(_mm256_maskload_ps(km + 8 * v, in), zero, _CMP_NEQ_UQ));
+	}
+	switch (nv) {
+	case 1: softmax_nv(1, 4, n, m, s, w, rows, keep, tail); break;
+	case 2: softmax_nv(2, 4, n, m, s, w, rows, keep, tail); break;
+	case 3: softmax_nv(3, 2, n, m, s, w, rows, keep, tail); break;
+	case 4: softmax_nv(4, 2, n, m, s, w, rows, keep, tail); break;
+	case 5: softmax_nv(5, 2, n, m, s, w, rows, keep, tail); break;
+	case 6: softmax_nv(6, 2, n, m, s, w, rows, keep, tail); break;
+	case 7: softmax_nv(7, 2, n, m, s, w, rows, keep, tail); break;
+	default: softmax_nv(8, 1, n, m, s, w, rows, keep, tail); break;
+	}
+}
+
+// softmax_back is emSoftmaxBack: dw_ij ← w_ij (dw_ij − Σ_k w_ik dw_ik);
+// rs [n] is scratch.
+__attribute__((target("avx2,fma")))
+static void softmax_back(int n, int m, const float *w, float *dw, float *rs) {
+	row_dots(n, m, w, m, dw, m, rs);
+	for (int i = 0; i < n; i++) {
+		const float *wr = w + (size_t)i * m;
+		float *dr = dw + (size_t)i * m, s = rs[i];
+		const __m256 vs = _mm256_set1_ps(s);
+		int j = 0;
+		for (; j + 8 <= m; j += 8)
+			_mm256_storeu_ps(dr + j, _mm256_mul_ps(_mm256_loadu_ps(wr + j), _mm256_sub_ps(_mm256_loadu_ps(dr + j), vs)));
+		for (; j < m; j++) dr[j] = wr[j] * (dr[j] - s);
+	}
+}
+
+// gaussian is emGaussian with addRows fused: out_ij = (k/2) log λ_j −
+// (λ_j/2) D_ij + base_ij + row_j, base and row optional. cols is
+// scratch [2m].
+__attribute__((target("avx2,fma")))
+static void gaussian(int n, int m, int k, const float *lambda, const float *dd, const float *base, const float *row,
+                     float *out, float *cols) {
+	float half = (float)k / 2, *logs = cols, *hl = cols + m, prev = NAN, lp = 0;
+	for (int j = 0; j < m; j++) {
+		if (!(lambda[j] == prev)) // precisions not adapted are all one value
+			prev = lambda[j], lp = half * (float)log((double)prev);
+		logs[j] = lp;
+		hl[j] = lambda[j] * 0.5f;
+	}
+	for (int i = 0; i < n; i++) {
+		const float *d = dd + (size_t)i * m, *b = base ? base + (size_t)i * m : NULL;
+		float *o = out + (size_t)i * m;
+		int j = 0;
+#define GAUSS_LOOP(B, ROW)                                                                                               \
+	for (; j + 8 <= m; j += 8) {                                                                                       \
+		__m256 x = _mm256_sub_ps(_mm256_loadu_ps(logs + j), _mm256_mul_ps(_mm256_loadu_ps(hl + j), _mm256_loadu_ps(d + j))); \
+		if (B) x = _mm256_add_ps(x, _mm256_loadu_ps(b + j));                                                           \
+		if (ROW) x = _mm256_add_ps(x, _mm256_loadu_ps(row + j));                                                       \
+		_mm256_storeu_ps(o + j, x);                                                                                    \
+	}
+		if (b && row) GAUSS_LOOP(1, 1)
+		else if (b) GAUSS_LOOP(1, 0)
+		else if (row) GAUSS_LOOP(0, 1)
+		else GAUSS_LOOP(0, 0)
+#undef GAUSS_LOOP
+		for (; j < m; j++) {
+			float x = logs[j] - hl[j] * d[j];
+			if (b) x += b[j];
+			if (row) x += row[j];
+			o[j] = x;
+		}
+	}
+}
+
+// gaussian_back is emGaussianBack: dλ_j += Σ_i ds_ij (k/(2λ_j) − D_ij/2)
+// and dd_ij = −(λ_j/2) ds_ij (dd may be NULL). cols is scratch [2m].
+__attribute__((target("avx2,fma")))
+static void gaussian_back(int n, int m, int k, const float *lambda, const float *dist, const float *ds,
+                          float *dlambda, float *dd, float *cols) {
+	const float half = (float)k / 2;
+	const __m256 vh = _mm256_set1_ps(0.5f), vhalf = _mm256_set1_ps(half), vm = _mm256_set1_ps(-0.5f);
+	int j = 0;
+	for (; j + 8 <= m; j += 8) { // a block of columns down all rows
+		const __m256 lam = _mm256_loadu_ps(lambda + j), inv = _mm256_div_ps(vhalf, lam), hl = _mm256_mul_ps(vm, lam);
+		__m256 acc = _mm256_loadu_ps(dlambda + j);
+		for (int i = 0; i < n; i++) {
+			const size_t at = (size_t)i * m + j;
+			__m256 gv = _mm256_loadu_ps(ds + at);
+			acc = _mm256_add_ps(acc, _mm256_mul_ps(gv, _mm256_sub_ps(inv, _mm256_mul_ps(_mm256_loadu_ps(dist + at), vh))));
+			if (dd) _mm256_storeu_ps(dd + at, _mm256_mul_ps(hl, gv));
+		}
+		_mm256_storeu_ps(dlambda + j, acc);
+	}
+	for (; j < m; j++) {
+		float inv = half / lambda[j], hl = -lambda[j] / 2, acc = dlambda[j];
+		for (int i = 0; i < n; i++) {
+			const size_t at = (size_t)i * m + j;
+			acc += ds[at] * (inv - dist[at] / 2);
+			if (dd) dd[at] = hl * ds[at];
+		}
+		dlambda[j] = acc;
+	}
+	(void)cols;
+}
+
+// centres is emCentres: n_j = Σ_i w_ij, A = wᵀx [m×width], c_j = (θ c⁰_j
+// + λ_j A_j) / (θ + λ_j n_j) for the real units, c⁰_j for padded ones.
+__attribute__((target("avx2,fma")))
+static void centres(const em_p *p, const float *w, const float *x, int ldx, int width, const float *c0, int ldc0,
+                    const float *lambda, float theta, float *nn, float *a, float *c) {
+	const int n = p->n, m = p->m;
+	col_sums(n, m, w, nn);
+	mm(m, n, width, 1, w, 1, m, x, ldx, 0, a, width);
+	for (int j = 0; j < m; j++) {
+		float *cj = c + (size_t)j * width;
+		const float *c0j = c0 + (size_t)j * ldc0, *aj = a + (size_t)j * width;
+		if (!real_key(p, j)) {
+			memcpy(cj, c0j, sizeof(float) * (size_t)width);
+			continue;
+		}
+		const float den = theta + lambda[j] * nn[j], l = lambda[j];
+		const __m256 vth = _mm256_set1_ps(theta), vl = _mm256_set1_ps(l), vd = _mm256_set1_ps(den);
+		int k = 0;
+		for (; k + 8 <= width; k += 8)
+			_mm256_storeu_ps(cj + k, _mm256_div_ps(_mm256_fmadd_ps(vth, _mm256_loadu_ps(c0j + k),
+			                                                      _mm256_mul_ps(vl, _mm256_loadu_ps(aj + k))), vd));
+		for (; k < width; k++) cj[k] = (theta * c0j[k] + l * aj[k]) / den;
+	}
+}
+
+// spreads sets out[j] = Σ_i w_ij D_ij, i in order.
+__attribute__((target("avx2,fma")))
+static void spreads(int n, int m, const float *w, const float *dd, float *out) {
+	int j = 0;
+	for (; j + 8 <= m; j += 8) {
+		__m256 acc = _mm256_setzero_ps();
+		for (int i = 0; i < n; i++)
+			acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(w + (size_t)i * m + j), _mm256_loadu_ps(dd + (size_t)i * m + j)));
+		_mm256_storeu_ps(out + j, acc);
+	}
+	for (; j < m; j++) {
+		float acc = 0;
+		for (int i = 0; i < n; i++) acc += w[(size_t)i * m + j] * dd[(size_t)i * m + j];
+		out[j] = acc;
+	}
+}
+
+// precision is emPrecision: λ_j = (a − 1 + (k/2) n_j) / (b + ½ Σ_i w_ij
+// D_ij) for the real units, old_j for padded ones. sp is scratch [m].
+__attribute__((target("avx2,fma")))
+static void precision(const em_p *p, const float *w, const float *dd, const float *nn, float a_extra, float b, int k,
+                      const float *old, float *out, float *sp) {
+	spreads(p->n, p->m, w, dd, sp);
+	float half = (float)k / 2;
+	for (int j = 0; j < p->m; j++) out[j] = real_key(p, j) ? (a_extra + half * nn[j]) / (b + sp[j] / 2) : old[j];
+}
+
+// precision_back is emPrecisionBack: the gradient through precision's λ
+// of the real units, given dλ, to a − 1 (*da), b (*db), n, the weights
+// (dw) and the distances (dd); a padded unit passes dλ on to dold. sp is
+// scratch [m].
+__attribute__((target("avx2,fma")))
+static void precision_back(const em_p *p, const float *w, const float *dist, const float *nn, const float *dlambda,
+                           const float *lambda, float brate, int k, float *da, float *db, float *dn, float *dw,
+                           float *dd, float *dold, float *sp) {
+	const int n = p->n, m = p->m;
+	spreads(n, m, w, dist, sp);
+	float sa = *da, sb = *db; // in registers: da and db may alias the arrays
+	for (int j = 0; j < m; j++) {
+		if (!real_key(p, j)) {
+			dold[j] += dlambda[j];
+			sp[j] = 0;
+			continue;
+		}
+		float den = brate + sp[j] / 2, dnum = dlambda[j] / den, dden = -dlambda[j] * lambda[j] / den;
+		sa += dnum;
+		dn[j] += (float)k / 2 * dnum;
+		sb += dden;
+		sp[j] = dden / 2; // now d spread_j
+	}
+	*da = sa, *db = sb;
+	for (int i = 0; i < n; i++) {
+		const float *wr = w + (size_t)i * m, *dr = dist + (size_t)i * m;
+		float *gw = dw + (size_t)i * m, *gd = dd + (size_t)i * m;
+		int j = 0;
+		for (; j + 8 <= m; j += 8) {
+			__m256 v = _mm256_loadu_ps(sp + j);
+			_mm256_storeu_ps(gw + j, _mm256_add_ps(_mm256_loadu_ps(gw + j), _mm256_mul_ps(v, _mm256_loadu_ps(dr + j))));
+			_mm256_storeu_ps(gd + j, _mm256_add_ps(_mm256_loadu_ps(gd + j), _mm256_mul_ps(v, _mm256_loadu_ps(wr + j))));
+		}
+		for (; j < m; j++) {
+			gw[j] += sp[j] * dr[j];
+			gd[j] += sp[j] * wr[j];
+		}
+	}
+}
+
+// centres_back is emCentresBack: the gradient through centres' c, given
+// dc [m×width], to θ (*dtheta), c⁰ (dc0), λ, n, the weights (dw) and x
+// (dx, may be NULL). da [m×width] and ct [width×m] are scratch.
+__attribute__((target("avx2,fma")))
+static void centres_back(const em_p *p, const float *w, const float *x, int ldx, float *dx, int lddx, int width,
+                         const float *c0, int ldc0, float *dc0, int lddc0, const float *lambda, float theta,
+                         const float *nn, const float *a, const float *c, const float *dc, float *dtheta,
+                         float *dlambda, float *dn, float *dw, float *da, float *ct) {
+	const int n = p->n, m = p->m;
+	float dth = *dtheta;
+	__m256 vdth = _mm256_setzero_ps();
+	for (int j = 0; j < m; j++) {
+		const float *dcj = dc + (size_t)j * width;
+		float *daj = da + (size_t)j * width, *dc0j = dc0 + (size_t)j * lddc0;
+		if (!real_key(p, j)) {
+			for (int k = 0; k < width; k++) dc0j[k] += dcj[k];
+			memset(daj, 0, sizeof(float) * (size_t)width);
+			continue;
+		}
+		const float *cj = c + (size_t)j * width, *c0j = c0 + (size_t)j * ldc0, *aj = a + (size_t)j * width;
+		float l = lambda[j], den = theta + l * nn[j], dden = -dot(dcj, cj, width) / den, dl = 0;
+		const __m256 vden = _mm256_set1_ps(den), vth = _mm256_set1_ps(theta), vl = _mm256_set1_ps(l);
+		__m256 vdl = _mm256_setzero_ps();
+		int k = 0;
+		for (; k + 8 <= width; k += 8) {
+			__m256 dnum = _mm256_div_ps(_mm256_loadu_ps(dcj + k), vden);
+			vdth = _mm256_fmadd_ps(dnum, _mm256_loadu_ps(c0j + k), vdth);
+			_mm256_storeu_ps(dc0j + k, _mm256_add_ps(_mm256_loadu_ps(dc0j + k), _mm256_mul_ps(vth, dnum)));
+			vdl = _mm256_fmadd_ps(dnum, _mm256_loadu_ps(aj + k), vdl);
+			_mm256_storeu_ps(daj + k, _mm256_mul_ps(vl, dnum));
+		}
+		for (; k < width; k++) {
+			float dnum = dcj[k] / den;
+			dth += dnum * c0j[k];
+			dc0j[k] += theta * dnum;
+			dl += dnum * aj[k];
+			daj[k] = l * dnum;
+		}
+		dth += dden;
+		dlambda[j] += (dl + hsum(vdl)) + dden * nn[j];
+		dn[j] += dden * l;
+	}
+	*dtheta = dth + hsum(vdth);
+	transpose(da, width, m, width, ct);
+	mm(n, width, m, 1, x, ldx, 1, ct, m, 1, dw, m);
+	if (dx) mm(n, m, width, 1, w, m, 1, da, width, 1, dx, lddx);
+}
+
+// log_softmax is emLogSoftmax, in double as there: z ← log-softmax of z
+// over the real units (MaskNegInf at padded ones), pi ← its softmax.
+__attribute__((target("avx2,fma")))
+static void log_softmax(const em_p *p, float *z, float *pi) {
+	const int m = p->m;
+	double top = -INFINITY, total = 0;
+	for (int j = 0; j < m; j++)
+		if (real_key(p, j)) {
+			double x = z[j];
+			top = x != x || top != top ? NAN : (x > top ? x : top); // math.Max
+		}
+	// the exponentials 8 at a time (exp_le0; a padded unit's lane is
+	// −∞, whose exponential is 0), summed in double
+	const __m256 zero = _mm256_setzero_ps(), ninf = _mm256_set1_ps(-INFINITY), vt = _mm256_set1_ps((float)top);
+	__m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+	for (int j = 0; j < m; j += 8) {
+		const __m256i in = lanes(m - j < 8 ? m - j : 8);
+		__m256 keep = _mm256_castsi256_ps(in);
+		if (p->km) keep = _mm256_and_ps(keep, _mm256_cmp_ps(_mm256_maskload_ps(p->km + j, in), zero, _CMP_NEQ_UQ));
+		__m256 x = _mm256_blendv_ps(ninf, _mm256_sub_ps(_mm256_maskload_ps(z + j, in), vt), keep);
+		__m256 e = exp_le0(_mm256_min_ps(zero, x));
+		s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+		s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+	}
+	double lanes4[4];
+	_mm256_storeu_pd(lanes4, _mm256_add_pd(s0, s1));
+	total = (lanes4[0] + lanes4[1]) + (lanes4[2] + lanes4[3]);
+	float lse = (float)(top + log(total));
+	for (int j = 0; j < m; j++) z[j] = real_key(p, j) ? z[j] - lse : EM_NEG_INF;
+	for (int j = 0; j < m; j += 8) {
+		const int k = m - j < 8 ? m - j : 8;
+		const __m256i in = lanes(k);
+		__m256 keep = _mm256_castsi256_ps(in);
+		if (p->km) keep = _mm256_and_ps(keep, _mm256_cmp_ps(_mm256_maskload_ps(p->km + j, in), zero, _CMP_NEQ_UQ));
+		__m256 e = exp_le0(_mm256_min_ps(zero, _mm256_blendv_ps(ninf, _mm256_maskload_ps(z + j, in), keep)));
+		float t[8];
+		_mm256_storeu_ps(t, e);
+		for (int l = 0; l < k; l++) pi[j + l] = t[l];
+	}
+}
+
+// add_rows_into adds x [rows×w] (dense) into y (rows strided by ld).
+static void add_rows_into(int rows, int w, const float *x, float *y, int ld) {
+	for (int i = 0; i < rows; i++)
+		for (int k = 0; k < w; k++) y[(size_t)i * ld + k] += x[(size_t)i * w + k];
+}
+
+// pf_em_forward is emForward for one problem. iv holds N, M, d, dv, the
+// input strides ldq, ldk, ldv, ldx, T_k, T_p, T_v, the flags AdaptAlpha,
+// AdaptBeta, AdaptPi and whether propagation runs (emPropagates); fv the
+// nine hyperparameters (emHyper's order), |S| and the number of real
+// memory units. q [N×d] (rows at ldq), xi0 [M×d] (ldk), mu0 [M×dv] (ldv),
+// vals [N×dv] (ldx; NULL without propagation); km [M], qm [N], in_s [N]
+// (annotated and real) and logits [M] may be NULL. trace holds
+// emTraceSize values, filled as emForward fills cutTrace's parts; scratch
+// holds ns values (emCScratchSize). It returns 0, or −1 when the scratch
+// is too small.
+__attribute__((target("avx2,fma")))
+int pf_em_forward(const int *iv, const float *fv, const float *q, const float *xi0, const float *mu0,
+                  const float *vals, const float *km, const float *qm, const float *in_s, const float *logits,
+                  float *trace, float *scr, long ns) {
+	em_p P, *p = &P;
+	unpack(p, iv, fv);
+	p->q = q, p->xi0 = xi0, p->mu0 = mu0, p->vals = vals, p->km = km, p->qm = qm, p->in_s = in_s, p->logits = logits;
+	const int n = p->n, m = p->m, d = p->d, dv = p->dv, tk = p->tk, tp = p->tp, tv = p->tv;
+	const size_t nm = (size_t)n * m;
+	const float *h = p->h;
+	em_tr tr = cut_trace(p, trace);
+	scratch sc = {scr, ns, 0};
+	// kf: the adapted key term K_ij, then K_ij + log π_j of the readout
+	// [N×M]; the forward pass reads them, the backward pass does not
+	float *qq = take(&sc, n), *cc = take(&sc, m > n ? m : n), *sbuf = take(&sc, nm), *vv = take(&sc, n), *kf = take(&sc, nm),
+	      *ct = take(&sc, (long)m * (d > dv ? d : dv)), *cols = take(&sc, 2 * m), *sp = take(&sc, m);
+	if (sc.over) return -1;
+
+	// §2: the initial mixing prior.
+	sq_norms(xi0, m, d, p->ldk, tr.kn0);
+	sq_norms(mu0, m, dv, p->ldv, tr.vn0);
+	for (int j = 0; j < m; j++)
+		tr.lp0[j] = logits ? logits[j] : h[H_ALPHA0] / 2 * tr.kn0[j] + h[H_BETA0] / 2 * tr.vn0[j];
+	log_softmax(p, tr.lp0, tr.pi0);
+
+	// §4: key adaptation.
+	sq_norms(q, n, d, p->ldq, qq);
+	for (int j = 0; j < m; j++) AL(0)[j] = h[H_ALPHA0];
+	dist(n, m, d, q, p->ldq, xi0, p->ldk, qq, tr.kn0, DK(0), ct);
+	for (int t = 0; t < tk; t++) {
+		gaussian(n, m, d, AL(t), DK(t), NULL, tr.lp0, sbuf, cols);
+		softmax(p, sbuf, WK(t), qm);
+		centres(p, WK(t), q, p->ldq, d, xi0, p->ldk, AL(t), h[H_THETA_XI], NK(t), AK(t), XI(t + 1));
+		sq_norms(XI(t + 1), m, d, d, cc);
+		dist(n, m, d, q, p->ldq, XI(t + 1), d, qq, cc, DK(t + 1), ct);
+		if (p->adapt_alpha)
+			precision(p, WK(t), DK(t + 1), NK(t), h[H_A_ALPHA], h[H_B_ALPHA], d, AL(t), AL(t + 1), sp);
+		else
+			memcpy(AL(t + 1), AL(t), sizeof(float) * (size_t)m);
+	}
+	gaussian(n, m, d, AL(tk), DK(tk), NULL, NULL, kf, cols);
+
+	// §5: value propagation.
+	for (int j = 0; j < m; j++) BE(0)[j] = h[H_BETA0];
+	memcpy(LP(0), tr.lp0, sizeof(float) * (size_t)m);
+	const float *mu = mu0, *beta = BE(0), *log_pi = tr.lp0;
+	int ldmu = p->ldv;
+	if (p->pr) {
+		sq_norms(vals, n, dv, p->ldx, vv);
+		float log_den = (float)log((double)(h[H_PI] * p->real_memory + p->size_s));
+		for (int t = 0; t < tp; t++) {
+			const float *mu_old = t > 0 ? MU(t) : mu0;
+			int ld_old = t > 0 ? dv : p->ldv;
+			sq_norms(mu_old, m, dv, ld_old, cc);
+			dist(n, m, dv, vals, p->ldx, mu_old, ld_old, vv, cc, EP(t), ct);
+			gaussian(n, m, dv, BE(t), EP(t), kf, LP(t), sbuf, cols);
+			softmax(p, sbuf, WP(t), in_s);
+			centres(p, WP(t), vals, p->ldx, dv, mu0, p->ldv, BE(t), h[H_THETA_MU], NP(t), BP(t), MU(t + 1));
+			if (update_beta(p, t)) {
+				sq_norms(MU(t + 1), m, dv, dv, cc);
+				dist(n, m, dv, vals, p->ldx, MU(t + 1), dv, vv, cc, EP2(t), ct);
+				precision(p, WP(t), EP2(t), NP(t), h[H_A_BETA], h[H_B_BETA], dv, BE(t), BE(t + 1), sp);
+			} else {
+				memcpy(BE(t + 1), BE(t), sizeof(float) * (size_t)m);
+			}
+			if (p->adapt_pi) {
+				for (int j = 0; j < m; j++)
+					LP(t + 1)[j] = real_key(p, j) ? (float)log((double)(NP(t)[j] + h[H_PI])) - log_den : EM_NEG_INF;
+			} else {
+				memcpy(LP(t + 1), LP(t), sizeof(float) * (size_t)m);
+			}
+		}
+		mu = MU(tp), ldmu = dv, beta = BE(tp), log_pi = LP(tp);
+	}
+
+	// §3: value inference of every query unit.
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < m; j++) kf[(size_t)i * m + j] += log_pi[j];
+	const float *s0 = kf;
+	softmax(p, kf, WI(0), NULL);
+	mm(n, m, dv, 1, WI(0), m, 1, mu, ldmu, 0, RO(0), dv);
+	if (tv > 0) sq_norms(mu, m, dv, ldmu, cc);
+	for (int t = 0; t < tv; t++) {
+		sq_norms(RO(t), n, dv, dv, qq);
+		dist(n, m, dv, RO(t), dv, mu, ldmu, qq, cc, FV(t), ct);
+		gaussian(n, m, dv, beta, FV(t), s0, NULL, sbuf, cols);
+		float *w = WI(t + 1), *pz = PZ(t), *r = RO(t + 1);
+		softmax(p, sbuf, w, NULL);
+		for (int i = 0; i < n; i++) {
+			pz[i] = dot(w + (size_t)i * m, beta, m);
+			for (int j = 0; j < m; j++) sbuf[(size_t)i * m + j] = w[(size_t)i * m + j] * beta[j]; // w_ij β_j
+		}
+		mm(n, m, dv, 1, sbuf, m, 1, mu, ldmu, 0, r, dv);
+		for (int i = 0; i < n; i++)
+			for (int k = 0; k < dv; k++) r[(size_t)i * dv + k] /= pz[i];
+	}
+	return 0;
+}
+
+// The backward scratch: emBackScratch's buffers and the C helpers' own.
+typedef struct {
+	float *kf, *s0, *w, *g, *d, *p;  // [N×M]
+	float *r, *r2, *u;               // [N×dv]
+	float *rs, *dp;                  // [N]
+	float *cs, *dn, *lp0;            // [M]
+	float *xi[2], *al[2], *mu[2], *be[2], *lp[2];
+	float *da, *ct;                  // [M×max(d, dv)]
+	float *cols, *sp;                // [2M], [M]
+} em_bs;
+
+// propagate_back is emPropagateBack: from the adjoints of the propagated
+// μ, β and log π (b->mu[0], b->be[0], b->lp[0]) to μ⁰, β⁰, the initial log
+// π (added to b->lp0), the annotated values, the key term (b->kf) and the
+// hyperparameters.
+__attribute__((target("avx2,fma")))
+static void propagate_back(const em_p *p, em_tr tr, float *gvals, int gldx, float *gmu0, int gldv, float *gh,
+                           em_bs *b) {
+	const int n = p->n, m = p->m, dv = p->dv;
+	const size_t nm = (size_t)n * m;
+	const float *h = p->h;
+	float *dmu = b->mu[0], *dbe = b->be[0], *dlp = b->lp[0];
+	float pi_count = h[H_PI] * p->real_memory + p->size_s;
+	for (int t = p->tp - 1; t >= 0; t--) {
+		const float *w = WP(t), *nn = NP(t), *bv = BP(t), *mu_new = MU(t + 1), *be_old = BE(t), *be_new = BE(t + 1);
+		const float *mu_old = t > 0 ? MU(t) : p->mu0;
+		int ld_old = t > 0 ? dv : p->ldv;
+		float *dmu_old = b->mu[1], *dbe_old = b->be[1], *dlp_old = b->lp[1], *dw = b->w, *dn = b->dn;
+		memset(dmu_old, 0, sizeof(float) * (size_t)m * dv);
+		memset(dbe_old, 0, sizeof(float) * (size_t)m);
+		memset(dlp_old, 0, sizeof(float) * (size_t)m);
+		memset(dw, 0, sizeof(float) * nm);
+		memset(dn, 0, sizeof(float) * (size_t)m);
+		if (p->adapt_pi) {
+			float total = 0;
+			for (int j = 0; j < m; j++)
+				if (real_key(p, j)) {
+					float c = dlp[j] / (nn[j] + h[H_PI]);
+					dn[j] += c;
+					gh[H_PI] += c;
+					total += dlp[j];
+				}
+			gh[H_PI] -= total * p->real_memory / pi_count;
+		} else {
+			memcpy(dlp_old, dlp, sizeof(float) * (size_t)m);
+		}
+		if (update_beta(p, t)) {
+			memset(b->g, 0, sizeof(float) * nm);
+			precision_back(p, w, EP2(t), nn, dbe, be_new, h[H_B_BETA], dv, &gh[H_A_BETA], &gh[H_B_BETA], dn, dw, b->g,
+			               dbe_old, b->sp);
+			dist_back(n, m, dv, p->vals, p->ldx, mu_new, dv, EP2(t), b->g, gvals, gldx, dmu, dv, b->rs, b->cs);
+		} else {
+			memcpy(dbe_old, dbe, sizeof(float) * (size_t)m);
+		}
+		centres_back(p, w, p->vals, p->ldx, gvals, gldx, dv, p->mu0, p->ldv, gmu0, gldv, be_old, h[H_THETA_MU], nn, bv,
+		             mu_new, dmu, &gh[H_THETA_MU], dbe_old, dn, dw, b->da, b->ct);
+		add_row(n, m, dw, dn);
+		softmax_back(n, m, w, dw, b->rs);
+		for (size_t k = 0; k < nm; k++) b->kf[k] += dw[k];
+		add_col_sums(n, m, dw, dlp_old);
+		gaussian_back(n, m, dv, be_old, EP(t), dw, dbe_old, b->g, b->cols);
+		dist_back(n, m, dv, p->vals, p->ldx, mu_old, ld_old, EP(t), b->g, gvals, gldx, dmu_old, dv, b->rs, b->cs);
+		b->mu[0] = dmu_old, b->mu[1] = dmu;
+		b->be[0] = dbe_old, b->be[1] = dbe;
+		b->lp[0] = dlp_old, b->lp[1] = dlp;
+		dmu = dmu_old, dbe = dbe_old, dlp = dlp_old;
+	}
+	add_rows_into(m, dv, dmu, gmu0, gldv);
+	for (int j = 0; j < m; j++) {
+		gh[H_BETA0] += dbe[j]; // padded units too: their β is β⁰
+		if (real_key(p, j)) b->lp0[j] += dlp[j];
+	}
+}
+
+// add_weight_seed adds the weights' seed sw [N×M] (NULL: none) to dw at
+// the real query units.
+static void add_weight_seed(const em_p *p, const float *sw, float *dw) {
+	if (!sw) return;
+	for (int i = 0; i < p->n; i++)
+		if (real_query(p, i))
+			for (int j = 0; j < p->m; j++) dw[(size_t)i * p->m + j] += sw[(size_t)i * p->m + j];
+}
+
+// pf_em_backward is emBackward for one problem: it adds the gradients of
+// the problem's inputs to gq [N×d], gxi0 [M×d], gmu0 [M×dv], gvals [N×dv]
+// (strided by gld[0…3]; gvals may be NULL), glogits [M] (NULL for the
+// linked prior) and gh [9], given the seeds (the gradients of the
+// outputs, each NULL when 0): sr [N×dv] strided by iv[15], sw [N×M], and
+// the mixture's sxi [M×d], sal, smu [M×dv], sbe and slp [M]. iv, fv and
+// the inputs are pf_em_forward's, trace what it filled; scratch holds ns
+// values. It returns 0, or −1 when the scratch is too small.
+__attribute__((target("avx2,fma")))
+int pf_em_backward(const int *iv, const float *fv, const float *q, const float *xi0, const float *mu0,
+                   const float *vals, const float *km, const float *qm, const float *in_s, const float *logits,
+                   float *trace, const float *sr, const float *sw, const float *sxi, const float *sal,
+                   const float *smu, const float *sbe, const float *slp, float *gq, float *gxi0, float *gmu0,
+                   float *gvals, float *glogits, float *gh, const int *gld, float *scr, long ns) {
+	em_p P, *p = &P;
+	unpack(p, iv, fv);
+	p->q = q, p->xi0 = xi0, p->mu0 = mu0, p->vals = vals, p->km = km, p->qm = qm, p->in_s = in_s, p->logits = logits;
+	const int n = p->n, m = p->m, d = p->d, dv = p->dv, tk = p->tk, tp = p->tp, tv = p->tv, ldr = iv[15];
+	const int gldq = gld[0], gldk = gld[1], gldv = gld[2], gldx = gld[3];
+	const size_t nm = (size_t)n * m;
+	const float *h = p->h;
+	em_tr tr = cut_trace(p, trace);
+	scratch sc = {scr, ns, 0};
+	const long wmax = d > dv ? d : dv;
+	em_bs B, *b = &B;
+	b->kf = take(&sc, nm), b->s0 = take(&sc, nm), b->w = take(&sc, nm), b->g = take(&sc, nm), b->d = take(&sc, nm),
+	b->p = take(&sc, nm);
+	b->r = take(&sc, (long)n * dv), b->r2 = take(&sc, (long)n * dv), b->u = take(&sc, (long)n * dv);
+	b->rs = take(&sc, n), b->dp = take(&sc, n);
+	b->cs = take(&sc, m), b->dn = take(&sc, m), b->lp0 = take(&sc, m);
+	for (int i = 0; i < 2; i++)
+		b->xi[i] = take(&sc, (long)m * d), b->al[i] = take(&sc, m), b->mu[i] = take(&sc, (long)m * dv),
+		b->be[i] = take(&sc, m), b->lp[i] = take(&sc, m);
+	b->da = take(&sc, m * wmax), b->ct = take(&sc, m * wmax), b->cols = take(&sc, 2 * m), b->sp = take(&sc, m);
+	if (sc.over) return -1;
+
+	if (tv > 0) memset(b->s0, 0, sizeof(float) * nm);
+	memset(b->lp0, 0, sizeof(float) * (size_t)m);
+	memset(b->xi[0], 0, sizeof(float) * (size_t)m * d);
+	memset(b->al[0], 0, sizeof(float) * (size_t)m);
+	memset(b->mu[0], 0, sizeof(float) * (size_t)m * dv);
+	memset(b->be[0], 0, sizeof(float) * (size_t)m);
+	memset(b->lp[0], 0, sizeof(float) * (size_t)m);
+	if (sxi) memcpy(b->xi[0], sxi, sizeof(float) * (size_t)m * d);
+	if (sal) memcpy(b->al[0], sal, sizeof(float) * (size_t)m);
+	if (smu) memcpy(b->mu[0], smu, sizeof(float) * (size_t)m * dv);
+	if (sbe) memcpy(b->be[0], sbe, sizeof(float) * (size_t)m);
+	if (slp)
+		for (int j = 0; j < m; j++)
+			if (real_key(p, j)) b->lp[0][j] = slp[j];
+	const float *mu = mu0, *beta = BE(0);
+	int ldmu = p->ldv;
+	if (p->pr) mu = MU(tp), ldmu = dv, beta = BE(tp);
+	float *dmu = b->mu[0], *dbe = b->be[0], *dlp = b->lp[0];
+
+	// §3 backward. The outputs are the last readout and weights, 0 at
+	// padded query units.
+	float *dr = b->r, *dr_prev = b->r2;
+	memset(dr, 0, sizeof(float) * (size_t)n * dv);
+	if (sr)
+		for (int i = 0; i < n; i++)
+			if (real_query(p, i)) memcpy(dr + (size_t)i * dv, sr + (size_t)i * ldr, sizeof(float) * (size_t)dv);
+	transpose(mu, ldmu, m, dv, b->ct); // μᵀ [dv×M], for the products into [N×M] until §5
+	for (int t = tv; t >= 1; t--) {
+		const float *w = WI(t), *r = RO(t), *pz = PZ(t - 1), *r_prev = RO(t - 1), *f = FV(t - 1);
+		// r_i = u_i / P_i with u = (w ⊙ β) μ and P_i = Σ_j w_ij β_j.
+		float *du = b->u, *dp = b->w, *precise = b->p;
+		for (int i = 0; i < n; i++) {
+			const float *dri = dr + (size_t)i * dv, *ri = r + (size_t)i * dv;
+			float *dui = du + (size_t)i * dv;
+			for (int k = 0; k < dv; k++) dui[k] = dri[k] / pz[i];
+			b->dp[i] = -dot(dri, ri, dv) / pz[i];
+		}
+		mm(n, dv, m, 1, du, dv, 1, b->ct, m, 0, dp, m);
+		for (int i = 0; i < n; i++)
+			for (int j = 0; j < m; j++) precise[(size_t)i * m + j] = w[(size_t)i * m + j] * beta[j];
+		mm(m, n, dv, 1, precise, 1, m, du, dv, 1, dmu, dv);
+		for (int i = 0; i < n; i++) {
+			float dpi = b->dp[i];
+			for (int j = 0; j < m; j++) {
+				float x = dp[(size_t)i * m + j] + dpi;
+				dbe[j] += x * w[(size_t)i * m + j];
+				dp[(size_t)i * m + j] = x * beta[j];
+			}
+		}
+		if (t == tv) add_weight_seed(p, sw, dp);
+		softmax_back(n, m, w, dp, b->rs);
+		for (size_t k = 0; k < nm; k++) b->s0[k] += dp[k];
+		gaussian_back(n, m, dv, beta, f, dp, dbe, b->g, b->cols);
+		memset(dr_prev, 0, sizeof(float) * (size_t)n * dv);
+		dist_back(n, m, dv, r_prev, dv, mu, ldmu, f, b->g, dr_prev, dv, dmu, dv, b->rs, b->cs);
+		float *x = dr;
+		dr = dr_prev, dr_prev = x;
+	}
+	float *dw0 = b->w;
+	mm(n, dv, m, 1, dr, dv, 1, b->ct, m, 0, dw0, m);
+	mm(m, n, dv, 1, WI(0), 1, m, dr, dv, 1, dmu, dv);
+	if (tv == 0) add_weight_seed(p, sw, dw0);
+	softmax_back(n, m, WI(0), dw0, b->rs);
+	// the readout's scores K_ij + log π_j: their adjoint starts the key
+	// term's (b->kf, which propagation adds to) and adds to log π's
+	if (tv > 0)
+		for (size_t k = 0; k < nm; k++) b->kf[k] = b->s0[k] + dw0[k];
+	else
+		memcpy(b->kf, dw0, sizeof(float) * nm);
+	add_col_sums(n, m, b->kf, dlp);
+
+	// §5 backward.
+	if (p->pr) {
+		propagate_back(p, tr, gvals, gldx, gmu0, gldv, gh, b);
+	} else {
+		add_rows_into(m, dv, dmu, gmu0, gldv);
+		for (int j = 0; j < m; j++) {
+			gh[H_BETA0] += dbe[j]; // padded units too: their β is β⁰
+			b->lp0[j] += dlp[j];
+		}
+	}
+
+	// §4 backward.
+	float *dd = b->d, *dxi = b->xi[0], *dal = b->al[0];
+	gaussian_back(n, m, d, AL(tk), DK(tk), b->kf, dal, dd, b->cols);
+	for (int t = tk - 1; t >= 0; t--) {
+		const float *w = WK(t), *nn = NK(t), *a = AK(t), *xi_new = XI(t + 1), *al_old = AL(t), *al_new = AL(t + 1),
+		            *d_new = DK(t + 1);
+		float *dxi_old = b->xi[1], *dal_old = b->al[1], *dw = b->w, *dn = b->dn;
+		memset(dxi_old, 0, sizeof(float) * (size_t)m * d);
+		memset(dal_old, 0, sizeof(float) * (size_t)m);
+		memset(dw, 0, sizeof(float) * nm);
+		memset(dn, 0, sizeof(float) * (size_t)m);
+		if (p->adapt_alpha)
+			precision_back(p, w, d_new, nn, dal, al_new, h[H_B_ALPHA], d, &gh[H_A_ALPHA], &gh[H_B_ALPHA], dn, dw, dd,
+			               dal_old, b->sp);
+		else
+			memcpy(dal_old, dal, sizeof(float) * (size_t)m);
+		dist_back(n, m, d, q, p->ldq, xi_new, d, d_new, dd, gq, gldq, dxi, d, b->rs, b->cs);
+		centres_back(p, w, q, p->ldq, gq, gldq, d, xi0, p->ldk, gxi0, gldk, al_old, h[H_THETA_XI], nn, a, xi_new, dxi,
+		             &gh[H_THETA_XI], dal_old, dn, dw, b->da, b->ct);
+		add_row(n, m, dw, dn);
+		softmax_back(n, m, w, dw, b->rs);
+		add_col_sums(n, m, dw, b->lp0);
+		gaussian_back(n, m, d, al_old, DK(t), dw, dal_old, dd, b->cols);
+		b->xi[0] = dxi_old, b->xi[1] = dxi;
+		b->al[0] = dal_old, b->al[1] = dal;
+		dxi = dxi_old, dal = dal_old;
+	}
+	dist_back(n, m, d, q, p->ldq, xi0, p->ldk, DK(0), dd, gq, gldq, gxi0, gldk, b->rs, b->cs);
+	add_rows_into(m, d, dxi, gxi0, gldk);
+	for (int j = 0; j < m; j++) gh[H_ALPHA0] += dal[j]; // padded units too: their α is α⁰
+
+	// §2 backward: log π⁰ = z − logsumexp(z) over the real units.
+	float total = 0;
+	for (int j = 0; j < m; j++)
+		if (real_key(p, j)) total += b->lp0[j];
+	for (int j = 0; j < m; j++) {
+		if (!real_key(p, j)) continue;
+		float dz = b->lp0[j] - tr.pi0[j] * total;
+		if (logits) {
+			glogits[j] += dz;
+			continue;
+		}
+		gh[H_ALPHA0] += dz * tr.kn0[j] / 2;
+		gh[H_BETA0] += dz * tr.vn0[j] / 2;
+		float fa = dz * h[H_ALPHA0], fb = dz * h[H_BETA0];
+		for (int k = 0; k < d; k++) gxi0[(size_t)j * gldk + k] += fa * xi0[(size_t)j * p->ldk + k];
+		for (int k = 0; k < dv; k++) gmu0[(size_t)j * gldv + k] += fb * mu0[(size_t)j * p->ldv + k];
+	}
+	return 0;
+}

@@ -1,0 +1,107 @@
+//go:build cgo && !purego
+
+package kernels
+
+// #include "kernels.h"
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// EMUseC selects em.c for float32 problems when the CPU has AVX2 and FMA;
+// tests turn it off to run the Go path, the reference, beside it.
+var EMUseC = true
+
+// EMCAvailable reports whether float32 problems run in em.c.
+func EMCAvailable() bool { return EMUseC && hasAVX2() != 0 }
+
+// emCCall is one call's scalars and scratch, pooled: a problem is small,
+// and allocating its scratch (or letting the scalars escape) would cost a
+// visible part of it.
+type emCCall struct {
+	iv  [16]C.int
+	fv  [11]C.float
+	gld [4]C.int
+	buf []float32
+}
+
+var emCCalls = sync.Pool{New: func() any { return new(emCCall) }}
+
+// emCScratchSize is the scratch em.c asks of either pass (it checks, and
+// fails the call rather than run past it): the forward's N + max(M, N) +
+// 2NM + N + M·max(d, dv) + 3M, the backward's EMBackScratchSize with its
+// transposes and per-unit columns.
+func emCScratchSize(n, m, d, dv int) int {
+	return 6*n*m + 3*n*dv + 4*n + max(m, n) + 2*m*d + 2*m*dv + 2*m*max(d, dv) + 16*m
+}
+
+// setup fills c's scalars for p (em.c's unpack has their order) and sizes
+// its scratch.
+func (c *emCCall) setup(s EMSpec, p *EMProblem[float32], pr bool) {
+	c.iv = [16]C.int{C.int(p.N), C.int(p.M), C.int(p.D), C.int(p.Dv), C.int(p.Ldq), C.int(p.Ldk), C.int(p.Ldv), C.int(p.Ldx),
+		C.int(s.KeyIters), C.int(s.PropagateIters), C.int(s.ValueIters), cbool(s.AdaptAlpha), cbool(s.AdaptBeta), cbool(s.AdaptPi), cbool(pr)}
+	for i, x := range p.H {
+		c.fv[i] = C.float(x)
+	}
+	c.fv[9], c.fv[10] = C.float(p.SizeS), C.float(p.RealMemory)
+	if size := emCScratchSize(p.N, p.M, p.D, p.Dv); len(c.buf) < size {
+		c.buf = make([]float32, size)
+	}
+}
+
+// cptr is x's first element for C, or NULL for an empty slice.
+func cptr(x []float32) *C.float {
+	if len(x) == 0 {
+		return nil
+	}
+	return (*C.float)(unsafe.Pointer(&x[0]))
+}
+
+// EMForwardC runs EMForward in em.c for a float32 problem and reports
+// whether it did. The trace is the flat buffer CutTrace cut tr from: its
+// first part, lp0, starts it.
+func EMForwardC[T Float](s EMSpec, p *EMProblem[T], tr *EMTrace[T]) bool {
+	p32, ok := any(p).(*EMProblem[float32])
+	if !ok || !EMCAvailable() {
+		return false
+	}
+	tr32 := any(tr).(*EMTrace[float32])
+	tr32.Pr = EMPropagates(s, p32)
+	c := emCCalls.Get().(*emCCall)
+	c.setup(s, p32, tr32.Pr)
+	rc := C.pf_em_forward(&c.iv[0], &c.fv[0], cptr(p32.Q), cptr(p32.Xi0), cptr(p32.Mu0), cptr(p32.Vals),
+		cptr(p32.KeyMask), cptr(p32.QueryMask), cptr(p32.InS), cptr(p32.Logits), cptr(tr32.Lp0),
+		cptr(c.buf), C.long(len(c.buf)))
+	emCCalls.Put(c)
+	if rc != 0 {
+		panic(fmt.Sprintf("em.c forward: scratch of %d too small", len(c.buf)))
+	}
+	return true
+}
+
+// EMBackwardC runs EMBackward in em.c for a float32 problem and reports
+// whether it did; tr.pr says whether propagation ran, as for EMBackward.
+func EMBackwardC[T Float](s EMSpec, p *EMProblem[T], tr *EMTrace[T], seed *EMSeeds[T], g *EMGrads[T]) bool {
+	p32, ok := any(p).(*EMProblem[float32])
+	if !ok || !EMCAvailable() {
+		return false
+	}
+	tr32, s32, g32 := any(tr).(*EMTrace[float32]), any(seed).(*EMSeeds[float32]), any(g).(*EMGrads[float32])
+	c := emCCalls.Get().(*emCCall)
+	c.setup(s, p32, tr32.Pr)
+	c.iv[15] = C.int(s32.Ldr)
+	c.gld = [4]C.int{C.int(g32.Ldq), C.int(g32.Ldk), C.int(g32.Ldv), C.int(g32.Ldx)}
+	rc := C.pf_em_backward(&c.iv[0], &c.fv[0], cptr(p32.Q), cptr(p32.Xi0), cptr(p32.Mu0), cptr(p32.Vals),
+		cptr(p32.KeyMask), cptr(p32.QueryMask), cptr(p32.InS), cptr(p32.Logits), cptr(tr32.Lp0),
+		cptr(s32.Readout), cptr(s32.Weights), cptr(s32.Xi), cptr(s32.Alpha), cptr(s32.Mu), cptr(s32.Beta), cptr(s32.LogPi),
+		cptr(g32.Q), cptr(g32.Xi0), cptr(g32.Mu0), cptr(g32.Vals), cptr(g32.Logits), (*C.float)(unsafe.Pointer(&g32.H[0])),
+		&c.gld[0], cptr(c.buf), C.long(len(c.buf)))
+	emCCalls.Put(c)
+	if rc != 0 {
+		panic(fmt.Sprintf("em.c backward: scratch of %d too small", len(c.buf)))
+	}
+	return true
+}

@@ -1,0 +1,16 @@
+//go:build !cgo || purego
+
+package kernels
+
+// Without cgo, EM attention's problems run in Go (emgroup.go,
+// emgroupback.go) in both dtypes.
+
+var EMUseC = false
+
+func EMCAvailable() bool { return false }
+
+func EMForwardC[T Float](EMSpec, *EMProblem[T], *EMTrace[T]) bool { return false }
+
+func EMBackwardC[T Float](EMSpec, *EMProblem[T], *EMTrace[T], *EMSeeds[T], *EMGrads[T]) bool {
+	return false
+}

@@ -1,0 +1,360 @@
+//go:build cgo && !purego
+
+// Row-major matrix products for probformer's custom ops: an AVX2/FMA
+// register-blocked kernel, chosen at run time, and a portable fallback.
+#include <stdlib.h>
+#include <string.h>
+#include <immintrin.h>
+#include <stdio.h>
+#include "kernels.h"
+
+// oom ends the process with a message: a failed allocation inside a
+// matrix product has no caller to return an error to.
+static void oom(const char *what) {
+	fprintf(stderr, "probformer: out of memory in the matrix kernel (%s)\n", what);
+	abort();
+}
+
+int pf_has_avx2(void) {
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+// The portable kernels: C += alpha·A·B, with A [m×k], B [k×n].
+// A is read as a(i, p) = A[i·rsa + p·csa], so a transposed A needs no copy.
+#define PORTABLE(NAME, T)                                                      \
+	static void NAME(int m, int n, int k, T alpha, const T *A, int rsa, int csa, \
+	                 const T *B, int ldb, T *C, int ldc) {                     \
+		for (int i = 0; i < m; i++) {                                          \
+			T *c = C + (size_t)i * ldc;                                        \
+			for (int p = 0; p < k; p++) {                                      \
+				T a = alpha * A[(size_t)i * rsa + (size_t)p * csa];            \
+				const T *b = B + (size_t)p * ldb;                              \
+				for (int j = 0; j < n; j++) c[j] += a * b[j];                  \
+			}                                                                  \
+		}                                                                      \
+	}
+PORTABLE(sgemm_portable, float)
+PORTABLE(dgemm_portable, double)
+
+// sgemm_avx2 keeps a 4×16 block of C in eight registers while it runs over
+// k: per step two loads of B, four broadcasts of A and eight FMAs.
+__attribute__((target("avx2,fma")))
+static void sgemm_avx2(int m, int n, int k, float alpha, const float *A, int rsa, int csa,
+                       const float *B, int ldb, float *C, int ldc) {
+	__m256 va = _mm256_set1_ps(alpha);
+	int i = 0;
+	for (; i + 4 <= m; i += 4) {
+		const float *a0 = A + (size_t)i * rsa, *a1 = a0 + rsa, *a2 = a1 + rsa, *a3 = a2 + rsa;
+		int j = 0;
+		for (; j + 16 <= n; j += 16) {
+			__m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00;
+			__m256 c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+			for (int p = 0; p < k; p++) {
+				const float *b = B + (size_t)p * ldb + j;
+				__m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+				__m256 x = _mm256_broadcast_ss(a0 + (size_t)p * csa);
+				c00 = _mm256_fmadd_ps(x, b0, c00); c01 = _mm256_fmadd_ps(x, b1, c01);
+				x = _mm256_broadcast_ss(a1 + (size_t)p * csa);
+				c10 = _mm256_fmadd_ps(x, b0, c10); c11 = _mm256_fmadd_ps(x, b1, c11);
+				x = _mm256_broadcast_ss(a2 + (size_t)p * csa);
+				c20 = _mm256_fmadd_ps(x, b0, c20); c21 = _mm256_fmadd_ps(x, b1, c21);
+				x = _mm256_broadcast_ss(a3 + (size_t)p * csa);
+				c30 = _mm256_fmadd_ps(x, b0, c30); c31 = _mm256_fmadd_ps(x, b1, c31);
+			}
+			float *c = C + (size_t)i * ldc + j;
+#define ST(R, V0, V1)                                                                       \
+	_mm256_storeu_ps(c + (size_t)(R) * ldc, _mm256_fmadd_ps(va, V0, _mm256_loadu_ps(c + (size_t)(R) * ldc)));         \
+	_mm256_storeu_ps(c + (size_t)(R) * ldc + 8, _mm256_fmadd_ps(va, V1, _mm256_loadu_ps(c + (size_t)(R) * ldc + 8)));
+			ST(0, c00, c01) ST(1, c10, c11) ST(2, c20, c21) ST(3, c30, c31)
+#undef ST
+		}
+		for (; j + 8 <= n; j += 8) {
+			__m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+			for (int p = 0; p < k; p++) {
+				__m256 b0 = _mm256_loadu_ps(B + (size_t)p * ldb + j);
+				c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a0 + (size_t)p * csa), b0, c0);
+				c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a1 + (size_t)p * csa), b0, c1);
+				c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a2 + (size_t)p * csa), b0, c2);
+				c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a3 + (size_t)p * csa), b0, c3);
+			}
+			float *c = C + (size_t)i * ldc + j;
+			_mm256_storeu_ps(c, _mm256_fmadd_ps(va, c0, _mm256_loadu_ps(c)));
+			_mm256_storeu_ps(c + ldc, _mm256_fmadd_ps(va, c1, _mm256_loadu_ps(c + ldc)));
+			_mm256_storeu_ps(c + 2 * (size_t)ldc, _mm256_fmadd_ps(va, c2, _mm256_loadu_ps(c + 2 * (size_t)ldc)));
+			_mm256_storeu_ps(c + 3 * (size_t)ldc, _mm256_fmadd_ps(va, c3, _mm256_loadu_ps(c + 3 * (size_t)ldc)));
+		}
+		if (j < n) {
+			sgemm_portable(4, n - j, k, alpha, a0, rsa, csa, B + j, ldb, C + (size_t)i * ldc + j, ldc);
+		}
+	}
+	for (; i < m; i++) {
+		const float *a = A + (size_t)i * rsa;
+		int j = 0;
+		for (; j + 8 <= n; j += 8) {
+			__m256 c0 = _mm256_setzero_ps();
+			for (int p = 0; p < k; p++) {
+				c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + (size_t)p * csa), _mm256_loadu_ps(B + (size_t)p * ldb + j), c0);
+			}
+			float *c = C + (size_t)i * ldc + j;
+			_mm256_storeu_ps(c, _mm256_fmadd_ps(va, c0, _mm256_loadu_ps(c)));
+		}
+		if (j < n) {
+			sgemm_portable(1, n - j, k, alpha, a, rsa, csa, B + j, ldb, C + (size_t)i * ldc + j, ldc);
+		}
+	}
+}
+
+// dgemm_avx2 is sgemm_avx2 for doubles: a 4×8 block in eight registers.
+__attribute__((target("avx2,fma")))
+static void dgemm_avx2(int m, int n, int k, double alpha, const double *A, int rsa, int csa,
+                       const double *B, int ldb, double *C, int ldc) {
+	__m256d va = _mm256_set1_pd(alpha);
+	int i = 0;
+	for (; i + 4 <= m; i += 4) {
+		const double *a0 = A + (size_t)i * rsa, *a1 = a0 + rsa, *a2 = a1 + rsa, *a3 = a2 + rsa;
+		int j = 0;
+		for (; j + 8 <= n; j += 8) {
+			__m256d c00 = _mm256_setzero_pd(), c01 = c00, c10 = c00, c11 = c00;
+			__m256d c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+			for (int p = 0; p < k; p++) {
+				const double *b = B + (size_t)p * ldb + j;
+				__m256d b0 = _mm256_loadu_pd(b), b1 = _mm256_loadu_pd(b + 4);
+				__m256d x = _mm256_broadcast_sd(a0 + (size_t)p * csa);
+				c00 = _mm256_fmadd_pd(x, b0, c00); c01 = _mm256_fmadd_pd(x, b1, c01);
+				x = _mm256_broadcast_sd(a1 + (size_t)p * csa);
+				c10 = _mm256_fmadd_pd(x, b0, c10); c11 = _mm256_fmadd_pd(x, b1, c11);
+				x = _mm256_broadcast_sd(a2 + (size_t)p * csa);
+				c20 = _mm256_fmadd_pd(x, b0, c20); c21 = _mm256_fmadd_pd(x, b1, c21);
+				x = _mm256_broadcast_sd(a3 + (size_t)p * csa);
+				c30 = _mm256_fmadd_pd(x, b0, c30); c31 = _mm256_fmadd_pd(x, b1, c31);
+			}
+			double *c = C + (size_t)i * ldc + j;
+#define ST(R, V0, V1)                                                                       \
+	_mm256_storeu_pd(c + (size_t)(R) * ldc, _mm256_fmadd_pd(va, V0, _mm256_loadu_pd(c + (size_t)(R) * ldc)));         \
+	_mm256_storeu_pd(c + (size_t)(R) * ldc + 4, _mm256_fmadd_pd(va, V1, _mm256_loadu_pd(c + (size_t)(R) * ldc + 4)));
+			ST(0, c00, c01) ST(1, c10, c11) ST(2, c20, c21) ST(3, c30, c31)
+#undef ST
+		}
+		if (j < n) {
+			dgemm_portable(4, n - j, k, alpha, a0, rsa, csa, B + j, ldb, C + (size_t)i * ldc + j, ldc);
+		}
+	}
+	if (i < m) {
+		dgemm_portable(m - i, n, k, alpha, A + (size_t)i * rsa, rsa, csa, B, ldb, C + (size_t)i * ldc, ldc);
+	}
+}
+
+// KC is the depth of one pass over k: each element of C gets α·(its sum
+// over KC consecutive products, accumulated in order) added per pass, in
+// every code path, so a result does not depend on how C is tiled or split
+// between threads.
+#define KC 128
+
+// SMALL_BT is the most elements of a transposed B (an attention head's
+// keys, say) copied on the stack rather than the heap.
+#define SMALL_BT 2048
+
+#define SCALE_C(T)                                                             \
+	static void scale_c_##T(int m, int n, T beta, T *C, int ldc) {             \
+		for (int i = 0; i < m; i++) {                                          \
+			T *c = C + (size_t)i * ldc;                                        \
+			if (beta == 0) memset(c, 0, sizeof(T) * (size_t)n);               \
+			else if (beta != 1) for (int j = 0; j < n; j++) c[j] *= beta;      \
+		}                                                                      \
+	}
+SCALE_C(float)
+SCALE_C(double)
+
+// The public entry points follow BLAS: C ← α·op(A)·op(B) + β·C. A
+// transposed A is read through its strides; a transposed B is copied to
+// its plain layout first, since the kernel loads rows of B as vectors.
+#define GEMM(NAME, T, AVX, PORT)                                                       \
+	void NAME(int avx2, int transA, int transB, int m, int n, int k, T alpha,            \
+	          const T *A, int lda, const T *B, int ldb, T beta, T *C, int ldc) {        \
+		scale_c_##T(m, n, beta, C, ldc);                                               \
+		if (m == 0 || n == 0 || k == 0) return;                                        \
+		T *bt = NULL, small[SMALL_BT];                                                 \
+		int rsa = transA ? 1 : lda, csa = transA ? lda : 1;                            \
+		if (transB) { /* B is [n×k]: make it [k×n], on the stack when small */        \
+			bt = (size_t)k * n <= SMALL_BT ? small : malloc(sizeof(T) * (size_t)k * n); \
+			if (!bt) oom("transposing B");                                             \
+			for (int j = 0; j < n; j++)                                                \
+				for (int p = 0; p < k; p++) bt[(size_t)p * n + j] = B[(size_t)j * ldb + p]; \
+			B = bt; ldb = n;                                                           \
+		}                                                                              \
+		/* k in chunks of KC, so the rows of B in use stay in cache */                 \
+		for (int p0 = 0; p0 < k; p0 += KC) {                                           \
+			int kc = k - p0 < KC ? k - p0 : KC;                                        \
+			const T *a = A + (size_t)p0 * csa, *b = B + (size_t)p0 * ldb;              \
+			if (avx2) AVX(m, n, kc, alpha, a, rsa, csa, b, ldb, C, ldc);               \
+			else PORT(m, n, kc, alpha, a, rsa, csa, b, ldb, C, ldc);                   \
+		}                                                                              \
+		if (bt != small) free(bt);                                                     \
+	}
+GEMM(pf_dgemm, double, dgemm_avx2, dgemm_portable)
+GEMM(sgemm_direct, float, sgemm_avx2, sgemm_portable)
+
+// The packed float32 path, for products large enough to repay packing
+// (after Goto & van de Geijn 2008): per pass over KC values of k, B's block
+// is copied into zero-padded panels of 16 columns, so the 6×16
+// micro-kernel reads it contiguously with no edge cases, whatever the
+// transpose. A is read in place through its strides (each value is
+// broadcast, so its layout costs little, and for C's narrow rows packing
+// A costs more than it saves). The 12 accumulators take 6 broadcasts and
+// 2 loads per 12 FMAs.
+#define MR 6
+#define NR 16
+#define NC 1024
+
+// Each thread keeps its packing buffer between calls; it lives as long as
+// the thread (Go's threads are few and long-lived), and is never freed.
+static __thread float *pack_b;
+static __thread size_t pack_b_cap;
+
+static float *grow(float **buf, size_t *cap, size_t n) {
+	if (*cap < n) {
+		free(*buf);
+		*buf = aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64);
+		*cap = *buf ? n : 0;
+		if (!*buf) oom("packing B");
+	}
+	return *buf;
+}
+
+// micro_6x16 adds α·(A's mr rows · a B panel) to the mr×nr block at C.
+// Row r of A is read as a[r·rsa + p·csa]; rows past mr repeat row 0 and
+// their sums are dropped.
+__attribute__((target("avx2,fma")))
+static void micro_6x16(int kc, const float *a, int rsa, int csa, const float *b, float alpha,
+                       const float *Cin, int ldcin, float *C, int ldc, int mr, int nr) {
+	const float *a0 = a, *a1 = mr > 1 ? a + rsa : a, *a2 = mr > 2 ? a + 2 * (size_t)rsa : a;
+	const float *a3 = mr > 3 ? a + 3 * (size_t)rsa : a, *a4 = mr > 4 ? a + 4 * (size_t)rsa : a;
+	const float *a5 = mr > 5 ? a + 5 * (size_t)rsa : a;
+	__m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+	__m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+	for (int p = 0; p < kc; p++) {
+		size_t o = (size_t)p * csa;
+		__m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+		__m256 x = _mm256_broadcast_ss(a0 + o);
+		c00 = _mm256_fmadd_ps(x, b0, c00); c01 = _mm256_fmadd_ps(x, b1, c01);
+		x = _mm256_broadcast_ss(a1 + o);
+		c10 = _mm256_fmadd_ps(x, b0, c10); c11 = _mm256_fmadd_ps(x, b1, c11);
+		x = _mm256_broadcast_ss(a2 + o);
+		c20 = _mm256_fmadd_ps(x, b0, c20); c21 = _mm256_fmadd_ps(x, b1, c21);
+		x = _mm256_broadcast_ss(a3 + o);
+		c30 = _mm256_fmadd_ps(x, b0, c30); c31 = _mm256_fmadd_ps(x, b1, c31);
+		x = _mm256_broadcast_ss(a4 + o);
+		c40 = _mm256_fmadd_ps(x, b0, c40); c41 = _mm256_fmadd_ps(x, b1, c41);
+		x = _mm256_broadcast_ss(a5 + o);
+		c50 = _mm256_fmadd_ps(x, b0, c50); c51 = _mm256_fmadd_ps(x, b1, c51);
+		b += NR;
+	}
+	__m256 va = _mm256_set1_ps(alpha);
+	if (mr == MR && nr == NR) {
+#define ST(R, V0, V1)                                                                              \
+	_mm256_storeu_ps(C + (size_t)(R) * ldc, _mm256_fmadd_ps(va, V0, _mm256_loadu_ps(Cin + (size_t)(R) * ldcin))); \
+	_mm256_storeu_ps(C + (size_t)(R) * ldc + 8, _mm256_fmadd_ps(va, V1, _mm256_loadu_ps(Cin + (size_t)(R) * ldcin + 8)));
+		ST(0, c00, c01) ST(1, c10, c11) ST(2, c20, c21) ST(3, c30, c31) ST(4, c40, c41) ST(5, c50, c51)
+#undef ST
+		return;
+	}
+	// An edge block: the same sums, added element by element with the
+	// same fused multiply-add.
+	float t[MR * NR] __attribute__((aligned(32)));
+	_mm256_store_ps(t + 0, c00); _mm256_store_ps(t + 8, c01);
+	_mm256_store_ps(t + 16, c10); _mm256_store_ps(t + 24, c11);
+	_mm256_store_ps(t + 32, c20); _mm256_store_ps(t + 40, c21);
+	_mm256_store_ps(t + 48, c30); _mm256_store_ps(t + 56, c31);
+	_mm256_store_ps(t + 64, c40); _mm256_store_ps(t + 72, c41);
+	_mm256_store_ps(t + 80, c50); _mm256_store_ps(t + 88, c51);
+	for (int i = 0; i < mr; i++) {
+		float *c = C + (size_t)i * ldc;
+		const float *cin = Cin + (size_t)i * ldcin;
+		for (int j = 0; j < nr; j++) c[j] = __builtin_fmaf(alpha, t[i * NR + j], cin[j]);
+	}
+}
+
+// pack_b_block copies op(B)[p0:p0+kc, j0:j0+nc] into panels of NR columns,
+// zero-padded: panel q holds row p at bp[q·kc·NR + p·NR].
+static void pack_b_block(int transB, const float *B, int ldb, int p0, int kc, int j0, int nc, float *bp) {
+	for (int q = 0; q * NR < nc; q++) {
+		float *dst = bp + (size_t)q * kc * NR;
+		int w = nc - q * NR < NR ? nc - q * NR : NR;
+		int j = j0 + q * NR;
+		if (!transB) {
+			for (int p = 0; p < kc; p++) {
+				const float *src = B + (size_t)(p0 + p) * ldb + j;
+				float *d = dst + (size_t)p * NR;
+				int c = 0;
+				for (; c < w; c++) d[c] = src[c];
+				for (; c < NR; c++) d[c] = 0;
+			}
+		} else {
+			for (int c = 0; c < NR; c++) {
+				if (c < w) {
+					const float *src = B + (size_t)(j + c) * ldb + p0;
+					for (int p = 0; p < kc; p++) dst[(size_t)p * NR + c] = src[p];
+				} else {
+					for (int p = 0; p < kc; p++) dst[(size_t)p * NR + c] = 0;
+				}
+			}
+		}
+	}
+}
+
+// sgemm_packed adds α·op(A)·op(B) to C (β already applied), or with bias
+// given sets C to bias (repeated on every row) + α·op(A)·op(B), C's old
+// values unread. It returns 0 if the packing buffer cannot be allocated.
+static int sgemm_packed(int transA, int transB, int m, int n, int k, float alpha,
+                        const float *A, int lda, const float *B, int ldb, float *C, int ldc, const float *bias) {
+	int ncMax = n < NC ? n : NC;
+	int kcMax = k < KC ? k : KC;
+	float *bp = grow(&pack_b, &pack_b_cap, (size_t)kcMax * ((ncMax + NR - 1) / NR) * NR);
+	if (!bp) return 0;
+	int rsa = transA ? 1 : lda, csa = transA ? lda : 1;
+	for (int j0 = 0; j0 < n; j0 += NC) {
+		int nc = n - j0 < NC ? n - j0 : NC;
+		for (int p0 = 0; p0 < k; p0 += KC) {
+			int kc = k - p0 < KC ? k - p0 : KC;
+			pack_b_block(transB, B, ldb, p0, kc, j0, nc, bp);
+			const float *a = A + (size_t)p0 * csa;
+			for (int i0 = 0; i0 < m; i0 += MR) {
+				int mr = m - i0 < MR ? m - i0 : MR;
+				for (int q = 0; q * NR < nc; q++) {
+					int nr = nc - q * NR < NR ? nc - q * NR : NR;
+					float *c = C + (size_t)i0 * ldc + j0 + q * NR;
+					if (bias && p0 == 0) { // the first pass adds to the bias
+						micro_6x16(kc, a + (size_t)i0 * rsa, rsa, csa, bp + (size_t)q * kc * NR, alpha,
+						           bias + j0 + q * NR, 0, c, ldc, mr, nr);
+					} else {
+						micro_6x16(kc, a + (size_t)i0 * rsa, rsa, csa, bp + (size_t)q * kc * NR, alpha,
+						           c, ldc, c, ldc, mr, nr);
+					}
+				}
+			}
+		}
+	}
+	return 1;
+}
+
+// pf_sgemm takes the packed path when the CPU has AVX2 and FMA and a row
+// of C is long enough to fill the micro-kernel. The choice depends on n
+// and k only, never on m, so splitting C's rows between threads cannot
+// change which code computes an element. With bias given (β is then
+// ignored), C ← bias + α·op(A)·op(B), bias repeated on every row: the
+// same values as copying bias into C and taking β = 1.
+void pf_sgemm(int avx2, int transA, int transB, int m, int n, int k, float alpha,
+              const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+              const float *bias) {
+	if (avx2 && n >= NR && k >= 32 && m > 0) {
+		if (!bias) scale_c_float(m, n, beta, C, ldc);
+		if (sgemm_packed(transA, transB, m, n, k, alpha, A, lda, B, ldb, C, ldc, bias)) return;
+		beta = 1; // no memory for the buffer: fall back, C already scaled
+	}
+	if (bias) {
+		for (int i = 0; i < m; i++) memcpy(C + (size_t)i * ldc, bias, sizeof(float) * (size_t)n);
+		beta = 1;
+	}
+	sgemm_direct(avx2, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}

@@ -1,0 +1,83 @@
+// Every C entry point of package kernels, by the C file that defines it.
+// Each C file includes this header, so the compiler checks these
+// declarations against the definitions; each Go binding (X_cgo.go for X.c)
+// includes it to call them.
+#ifndef PF_KERNELS_H
+#define PF_KERNELS_H
+#include <stddef.h>
+#include <stdint.h>
+
+// gemm.c (gemm_cgo.go)
+int pf_has_avx2(void);
+void pf_sgemm(int avx2, int transA, int transB, int m, int n, int k, float alpha,
+              const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+              const float *bias);
+void pf_dgemm(int avx2, int transA, int transB, int m, int n, int k, double alpha,
+              const double *A, int lda, const double *B, int ldb, double beta, double *C, int ldc);
+
+// softmax.c (softmax_cgo.go)
+void pf_softmax_rows(float *p, int n, int m, const float *mask, int causal);
+double pf_exp_row(const float *src, float *dst, int n, float shift);
+void pf_max_sum(const float *x, int n, float *mx, double *sum);
+void pf_scale_shift(float *d, int n, float scale, float off);
+
+// layernorm.c (layernorm_cgo.go)
+void pf_layernorm_fwd(const float *x, const float *g, const float *b, float *y, int rows, int d, float eps,
+                      float *mean, float *rstd);
+void pf_layernorm_bwd(const float *x, const float *g, const float *go, const float *mean, const float *rstd,
+                      float *dx, float *dgamma, float *dbeta, int rows, int d);
+
+// vec.c (vec_cgo.go)
+void pf_colsum(const float *x, int rows, int d, float *s);
+void pf_adam_f32(float *w, const float *g, double *m, double *v, int n, const double *c);
+void pf_mul(const float *a, const float *b, float *y, int n);
+void pf_add_repeat(const float *a, const float *b, float *y, int n, int d);
+void pf_relu_grad(const float *x, const float *g, float *y, int n);
+void pf_relu(const float *x, float *y, int n);
+
+// attention.c (attention_cgo.go): softmax attention heads, and the
+// Bayesian heads (KL, prior network, sampled head) built on them.
+void pf_attn_head_fwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                      int n, int m, int d, int dv, float scale, const float *mask, int causal,
+                      const float *drop, float *p, float *out, int ldo);
+void pf_attn_head_fwd_bias(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                           int n, int m, int d, int dv, float scale, const float *mask, int causal,
+                           const float *bias, const float *drop, float *p, float *out, int ldo);
+void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                      const float *g, int ldg, const float *p, const float *drop, int n, int m, int d, int dv,
+                      float scale, float *dq, float *dk, float *dvv);
+double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n, int m, int d, float scale,
+                        const float *mask, const float *qmask, int kind, const float *a, const float *b, float g,
+                        float *dq, float *dk, float *colsum, double *agg);
+int pf_bayes_head(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m, int d,
+                  int dv, float scale, const float *mask, const float *qmask, const float *noise, const float *w1,
+                  const float *b1, const float *w2, float b2, const double *kc, float *p, float *x, float *out,
+                  int ldo, float *dc, double *sum);
+void pf_bayes_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g,
+                       int ldg, const float *p, int n, int m, int d, int dv, float scale, const float *x, float gx,
+                       float *dq, float *dk, float *dvv, const float *w1, const float *w1t, const float *b1,
+                       const float *w2, const float *dc, float *dw1, float *db1, float *dw2, float *db2);
+void pf_prior_head(const float *k, int ldk, int rows, int m, int d, const float *w1, const float *w1t,
+                   const float *b1, const float *w2, float b2, float *c, const float *gc, int ldc,
+                   float *scratch, float *dk, float *dw1, float *db1, float *dw2, float *db2);
+
+// bayes.c (bayes_cgo.go)
+void pf_weibull_log_noise(const float *u, float *b, int n, float scale);
+void pf_weibull_bias_fast(const float *u, float *b, int n, float scale);
+
+// dropout.c (dropout_cgo.go)
+void pf_dropout_f32(int kernel, float *m, size_t n, uint64_t seed, uint64_t first, uint64_t thr, float scale);
+void pf_dropout_f64(int kernel, double *m, size_t n, uint64_t seed, uint64_t first, uint64_t thr, double scale);
+int pf_dropout_has_avx2(void);
+
+// em.c (em_cgo.go)
+int pf_em_forward(const int *iv, const float *fv, const float *q, const float *xi0, const float *mu0,
+                  const float *vals, const float *km, const float *qm, const float *in_s, const float *logits,
+                  float *trace, float *scr, long ns);
+int pf_em_backward(const int *iv, const float *fv, const float *q, const float *xi0, const float *mu0,
+                   const float *vals, const float *km, const float *qm, const float *in_s, const float *logits,
+                   float *trace, const float *sr, const float *sw, const float *sxi, const float *sal,
+                   const float *smu, const float *sbe, const float *slp, float *gq, float *gxi0, float *gmu0,
+                   float *gvals, float *glogits, float *gh, const int *gld, float *scr, long ns);
+
+#endif

@@ -1,0 +1,32 @@
+//go:build cgo && !purego
+
+package kernels
+
+// #include "kernels.h"
+import "C"
+
+// LayerNormFwd32 runs layernorm.c's forward over the rows of x (row length
+// d = len(g), a multiple of 8), filling y and each row's mean and rstd,
+// and reports whether it did.
+func LayerNormFwd32(x, g, b, y []float32, eps float64, mean, rstd []float32) bool {
+	d := len(g)
+	if hasAVX2() == 0 || d%8 != 0 || len(x) == 0 || len(x)%d != 0 || len(mean) != len(x)/d {
+		return false
+	}
+	C.pf_layernorm_fwd((*C.float)(&x[0]), (*C.float)(&g[0]), (*C.float)(&b[0]), (*C.float)(&y[0]),
+		C.int(len(x)/d), C.int(d), C.float(eps), (*C.float)(&mean[0]), (*C.float)(&rstd[0]))
+	return true
+}
+
+// LayerNormBwd32 runs layernorm.c's backward: dx, and dgamma and dbeta
+// accumulated (the caller zeroes them), from the forward's statistics.
+func LayerNormBwd32(x, g, gOut, mean, rstd, dx, dgamma, dbeta []float32) bool {
+	d := len(g)
+	if hasAVX2() == 0 || d%8 != 0 || len(x) == 0 || len(x)%d != 0 || len(mean) != len(x)/d {
+		return false
+	}
+	C.pf_layernorm_bwd((*C.float)(&x[0]), (*C.float)(&g[0]), (*C.float)(&gOut[0]), (*C.float)(&mean[0]),
+		(*C.float)(&rstd[0]), (*C.float)(&dx[0]), (*C.float)(&dgamma[0]), (*C.float)(&dbeta[0]),
+		C.int(len(x)/d), C.int(d))
+	return true
+}

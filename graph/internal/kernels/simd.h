@@ -1,0 +1,100 @@
+// Small AVX2 helpers shared by the C kernels.
+#ifndef PF_SIMD_H
+#define PF_SIMD_H
+#include <math.h>
+#include <immintrin.h>
+
+// hsum is the sum of the 8 lanes of v, in a fixed order.
+__attribute__((target("avx2,fma")))
+static inline float hsum(__m256 v) {
+	__m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_add_ss(h, _mm_movehdup_ps(h));
+	return _mm_cvtss_f32(h);
+}
+
+// The horizontal maxima of the 8 lanes of v. They agree on lanes that are
+// all numbers except, among lanes equal to ±0, on which zero they return,
+// and they differ on NaN lanes; each caller keeps the one whose rule its
+// results were made with, so none is swapped for another:
+//
+//   - hmax_maxps folds with maxps (the high half onto the low, then pairs);
+//     maxps returns its second operand when either is NaN, so a NaN lane
+//     may or may not come out: for callers that test for NaN themselves
+//     (em.c's softmax rows);
+//   - hmax_nan is NaN if any lane is NaN, and hmax_maxps otherwise
+//     (attention.c's sampled Bayesian head, pf_bayes_attn_head);
+//   - hmax_seq runs through lanes 0…7 in order, taking a lane that is
+//     larger than the running max or is NaN: NaN if any lane is NaN, and
+//     the first of equal lanes (attention.c's KL rows, kl_rows).
+__attribute__((always_inline, target("avx2,fma")))
+static inline float hmax_maxps(__m256 v) {
+	__m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_max_ss(h, _mm_movehdup_ps(h));
+	return _mm_cvtss_f32(h);
+}
+
+__attribute__((target("avx2,fma")))
+static inline float hmax_nan(__m256 v) {
+	if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) return NAN;
+	return hmax_maxps(v);
+}
+
+__attribute__((target("avx2,fma")))
+static inline float hmax_seq(__m256 v) {
+	float l[8];
+	_mm256_storeu_ps(l, v);
+	float mx = l[0];
+	for (int i = 1; i < 8; i++) mx = (l[i] > mx || l[i] != l[i]) ? l[i] : mx;
+	return mx;
+}
+
+// exp_le0 is e^x for x ≤ 0 to a relative error below 3e-7, as exp32 in
+// fastexp.go computes it: x = k·ln2 + r with |r| ≤ ln2/2 (ln2 split in two
+// for an exact reduction), a degree-6 Taylor polynomial for e^r, and k
+// added to the exponent bits; 0 below −87.
+__attribute__((target("avx2,fma")))
+static inline __m256 exp_le0(__m256 x) {
+	__m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
+	__m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+	                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+	r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+	__m256 p = _mm256_set1_ps(1.0f / 720);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+	__m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(k), 23);
+	__m256 y = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+	return _mm256_andnot_ps(under, y);
+}
+
+// transpose8_regs sets c[i] to column i of the 8×8 block whose rows are
+// r[0…7], in registers: unpack pairs, shuffle quads, swap 128-bit halves.
+// em.c and attention.c transpose through it, 8×8 blocks at a time.
+__attribute__((always_inline, target("avx2,fma")))
+static inline void transpose8_regs(const __m256 r[8], __m256 c[8]) {
+	__m256 u[8], s[8];
+	for (int i = 0; i < 8; i += 2) {
+		u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+		u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+	}
+	for (int i = 0; i < 8; i += 4) {
+		s[i] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+		s[i + 1] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+		s[i + 2] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+		s[i + 3] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+	}
+	// s[i] holds column i of rows 0–3 in its low half and column i+4 in
+	// its high half; s[i+4] the same for rows 4–7.
+	for (int i = 0; i < 4; i++) {
+		c[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
+		c[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
+	}
+}
+
+#endif

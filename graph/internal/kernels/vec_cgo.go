@@ -1,0 +1,66 @@
+//go:build cgo && !purego
+
+package kernels
+
+// #include "kernels.h"
+import "C"
+
+// ColSum32 runs vec.c's column sums of x [rows×len(s)] into s, the values
+// of colSum, and reports whether it did.
+func ColSum32(x, s []float32) bool {
+	d := len(s)
+	if hasAVX2() == 0 || d == 0 || len(x) == 0 || len(x)%d != 0 {
+		return false
+	}
+	C.pf_colsum((*C.float)(&x[0]), C.int(len(x)/d), C.int(d), (*C.float)(&s[0]))
+	return true
+}
+
+// Adam32 runs vec.c's Adam update on float32 weights, the values of
+// adamUpdate; c holds scale, lr, β₁, 1−β₁, β₂, 1−β₂, bc1, bc2, ε, decay.
+func Adam32(w, g []float32, m, v []float64, c *[10]float64) bool {
+	n := len(w)
+	if hasAVX2() == 0 || n == 0 || len(g) != n || len(m) != n || len(v) != n {
+		return false
+	}
+	C.pf_adam_f32((*C.float)(&w[0]), (*C.float)(&g[0]), (*C.double)(&m[0]), (*C.double)(&v[0]), C.int(n),
+		(*C.double)(&c[0]))
+	return true
+}
+
+// Mul32, AddRepeat32 and ReluGrad32 run vec.c's element-wise loops, the
+// values of mulInto, addRepeat and reluGrad32, and report whether they
+// did.
+func Mul32(a, b, y []float32) bool {
+	if hasAVX2() == 0 || len(a) == 0 || len(b) < len(a) || len(y) < len(a) {
+		return false
+	}
+	C.pf_mul((*C.float)(&a[0]), (*C.float)(&b[0]), (*C.float)(&y[0]), C.int(len(a)))
+	return true
+}
+
+func AddRepeat32(a, b, y []float32) bool {
+	if hasAVX2() == 0 || len(a) == 0 || len(b) == 0 || len(a)%len(b) != 0 || len(y) < len(a) {
+		return false
+	}
+	C.pf_add_repeat((*C.float)(&a[0]), (*C.float)(&b[0]), (*C.float)(&y[0]), C.int(len(a)), C.int(len(b)))
+	return true
+}
+
+func ReluGrad32(x, g, y []float32) bool {
+	if hasAVX2() == 0 || len(x) == 0 || len(g) < len(x) || len(y) < len(x) {
+		return false
+	}
+	C.pf_relu_grad((*C.float)(&x[0]), (*C.float)(&g[0]), (*C.float)(&y[0]), C.int(len(x)))
+	return true
+}
+
+// Relu32 runs vec.c's max(x, 0), the values of Go's max, and reports
+// whether it did.
+func Relu32(x, y []float32) bool {
+	if hasAVX2() == 0 || len(x) == 0 || len(y) < len(x) {
+		return false
+	}
+	C.pf_relu((*C.float)(&x[0]), (*C.float)(&y[0]), C.int(len(x)))
+	return true
+}

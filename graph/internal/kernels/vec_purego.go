@@ -1,0 +1,16 @@
+//go:build !cgo || purego
+
+package kernels
+
+// ColSum32 and Adam32 have no pure-Go fast path: callers run their Go
+// loops.
+func ColSum32(_, _ []float32) bool                               { return false }
+func Adam32(_, _ []float32, _, _ []float64, _ *[10]float64) bool { return false }
+
+// Mul32, AddRepeat32 and ReluGrad32 have no pure-Go fast path.
+func Mul32(_, _, _ []float32) bool       { return false }
+func AddRepeat32(_, _, _ []float32) bool { return false }
+func ReluGrad32(_, _, _ []float32) bool  { return false }
+
+// Relu32 has no pure-Go fast path.
+func Relu32(_, _ []float32) bool { return false }

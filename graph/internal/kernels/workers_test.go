@@ -1,0 +1,101 @@
+package kernels
+
+import (
+	"runtime"
+	"sync/atomic"
+	"testing"
+)
+
+// TestRunShares: every share runs exactly once, with its own index, for
+// any number of shares and cores, also when a share starts a nested
+// section (which then finds the helpers busy and runs on its caller).
+func TestRunShares(t *testing.T) {
+	for _, procs := range []int{1, 2, 4} {
+		prev := runtime.GOMAXPROCS(procs)
+		for _, c := range []struct{ n, nested int }{{0, 0}, {1, 0}, {2, 0}, {3, 0}, {9, 0}, {2, 2}, {3, 4}} {
+			counts := make([]atomic.Int32, c.n)
+			var inner atomic.Int32
+			for range 50 {
+				RunShares(c.n, func(w int) {
+					counts[w].Add(1)
+					RunShares(c.nested, func(int) { inner.Add(1) })
+				})
+			}
+			for w := range counts {
+				if got := counts[w].Load(); got != 50 {
+					t.Errorf("GOMAXPROCS %d, %d shares: share %d ran %d times, want 50", procs, c.n, w, got)
+				}
+			}
+			if got, want := inner.Load(), int32(50*c.n*c.nested); got != want {
+				t.Errorf("GOMAXPROCS %d, %d shares × %d nested: %d nested runs, want %d", procs, c.n, c.nested, got, want)
+			}
+		}
+		runtime.GOMAXPROCS(prev)
+	}
+}
+
+// TestRunSharesPanic: a share that panics, on the caller or on a helper,
+// panics on the caller after every share has finished, and leaves the
+// helpers free: the next section runs all its shares again.
+func TestRunSharesPanic(t *testing.T) {
+	prev := runtime.GOMAXPROCS(2)
+	defer runtime.GOMAXPROCS(prev)
+	for _, bad := range []int{0, 1} {
+		var ran atomic.Int32
+		func() {
+			defer func() {
+				if r := recover(); r != "share failed" {
+					t.Errorf("share %d panics: recovered %v, want the share's panic", bad, r)
+				}
+			}()
+			RunShares(2, func(w int) {
+				ran.Add(1)
+				if w == bad {
+					panic("share failed")
+				}
+			})
+		}()
+		if got := ran.Load(); got != 2 {
+			t.Errorf("share %d panics: %d shares ran, want 2", bad, got)
+		}
+		var again atomic.Int32
+		for range 20 {
+			RunShares(2, func(int) { again.Add(1) })
+		}
+		if got := again.Load(); got != 40 {
+			t.Errorf("after a panic in share %d: %d shares ran in 20 sections of 2", bad, got)
+		}
+	}
+	var busy int
+	if hs := helpers.helpers.Load(); hs != nil {
+		for _, h := range *hs {
+			if h.busy.Load() {
+				busy++
+			}
+		}
+	}
+	if busy != 0 {
+		t.Errorf("%d helpers left claimed after the panics", busy)
+	}
+}
+
+// TestSplitRange: the parts cover [0, n) once, in order-free disjoint
+// pieces whose inner bounds fall on multiples of align.
+func TestSplitRange(t *testing.T) {
+	for _, c := range []struct{ n, align int }{{0, 8}, {5, 8}, {MinPart, 8}, {2*MinPart + 3, 8}, {65536, 64}, {3 * MinPart, 100}} {
+		seen := make([]atomic.Int32, c.n)
+		SplitRange(c.n, c.align, func(lo, hi int) {
+			if lo%c.align != 0 || (hi != c.n && hi%c.align != 0) {
+				t.Errorf("n %d align %d: part [%d, %d) not aligned", c.n, c.align, lo, hi)
+			}
+			for i := lo; i < hi; i++ {
+				seen[i].Add(1)
+			}
+		})
+		for i := range seen {
+			if seen[i].Load() != 1 {
+				t.Fatalf("n %d align %d: element %d covered %d times", c.n, c.align, i, seen[i].Load())
+			}
+		}
+	}
+}
