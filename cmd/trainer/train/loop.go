@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -120,6 +121,9 @@ type Loop struct {
 	// started is when this session's training loop began.
 	started     time.Time
 	interrupted bool
+	// lastGood is the newest step checkpoint known to be whole, "" if
+	// there is none yet: what an error in the run points to.
+	lastGood string
 	// tracked are the tracked values of the last step, averaged over the
 	// processes in a data-parallel run.
 	tracked map[string]float64
@@ -227,7 +231,9 @@ func (l *Loop) Interrupted() bool { return l.interrupted }
 // Restore puts a checkpoint's parameters, optimizer state, generators,
 // weight average and loop state back, so that Run continues the run
 // exactly. With a run directory, the metrics logged after the checkpoint's
-// step are dropped and the temporary files of a killed run removed.
+// step are dropped and the temporary files of a killed run removed, under
+// the directory's lock (LockRunDir): Restore fails with a *LockedError if
+// another process writes the run.
 func (l *Loop) Restore(ck *graph.Checkpoint) error {
 	if err := ck.Restore(l.params); err != nil {
 		return err
@@ -262,10 +268,20 @@ func (l *Loop) Restore(ck *graph.Checkpoint) error {
 	if l.set.Dir == "" || !l.lead() {
 		return nil
 	}
-	if err := TruncateMetrics(l.set.Dir, l.step); err != nil {
+	if _, err := os.Stat(l.set.Dir); errors.Is(err, fs.ErrNotExist) {
+		return nil // a run directory still to be made holds nothing to tidy
+	}
+	release, err := LockRunDir(l.set.Dir)
+	if err != nil {
 		return err
 	}
-	RemoveStaleTemps(l.set.Dir)
+	defer release()
+	if err := TruncateMetrics(l.set.Dir, l.step); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	if err := RemoveStaleTemps(l.set.Dir); err != nil {
+		return fmt.Errorf("resume: remove temporary files: %w", err)
+	}
 	return nil
 }
 
@@ -375,15 +391,27 @@ func (l *Loop) save() (string, error) {
 	return path, PruneCheckpoints(l.set.Dir, l.set.KeepCheckpoints)
 }
 
-// record appends one JSON line to metrics.jsonl.
+// record appends one JSON line to metrics.jsonl. Its error (a full disk,
+// say) names the step and the last checkpoint, which is what a resume
+// would start from.
 func (l *Loop) record(fields map[string]any) error {
 	fields["step"] = l.step
 	line, err := json.Marshal(fields)
 	if err != nil {
-		return err
+		return fmt.Errorf("step %d: metrics: %w", l.step, err)
 	}
-	_, err = l.log.Write(append(line, '\n'))
-	return err
+	if _, err = l.log.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("step %d: metrics log: %w; %s", l.step, err, l.lastCheckpoint())
+	}
+	return nil
+}
+
+// lastCheckpoint says which step checkpoint a resume would start from.
+func (l *Loop) lastCheckpoint() string {
+	if l.lastGood == "" {
+		return "no step checkpoint was written yet"
+	}
+	return "the last checkpoint is " + l.lastGood
 }
 
 // validate scores the validation split (with the weight average, if the
@@ -442,7 +470,11 @@ func (l *Loop) Evaluate(split string) (m map[string]float64, err error) {
 // Run trains until Settings.Steps, appending to the run directory's
 // metrics.jsonl, validating and checkpointing at the configured cadences
 // and at the last step. When ctx is done it saves a step checkpoint and
-// returns nil (Interrupted then reports true). A non-finite loss or
+// returns nil (Interrupted then reports true). It holds the run
+// directory's lock (LockRunDir) while it runs, and fails at once with a
+// *LockedError if another process writes the directory; a program that
+// writes the directory itself before Run (a config file, say) takes the
+// lock first and holds it until Run returns. A non-finite loss or
 // gradient stops it with an error naming the step and the last good
 // checkpoint (see Divergence).
 func (l *Loop) Run(ctx context.Context) (err error) {
@@ -456,13 +488,18 @@ func (l *Loop) Run(ctx context.Context) (err error) {
 	if err := os.MkdirAll(l.set.Dir, 0o755); err != nil {
 		return fmt.Errorf("run directory: %w", err)
 	}
+	release, err := LockRunDir(l.set.Dir)
+	if err != nil {
+		return err
+	}
+	defer release()
 	f, err := os.OpenFile(filepath.Join(l.set.Dir, MetricsFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if e := f.Close(); err == nil {
-			err = e
+		if e := f.Close(); err == nil && e != nil {
+			err = fmt.Errorf("step %d: metrics log: %w; %s", l.step, e, l.lastCheckpoint())
 		}
 	}()
 	l.log = f
@@ -497,9 +534,9 @@ func (l *Loop) runInfo() RunInfo {
 func (l *Loop) run(ctx context.Context, p Progress) error {
 	s := l.set
 	l.interrupted = false
-	lastGood := ""
+	l.lastGood = ""
 	if steps, _ := StepCheckpoints(s.Dir); len(steps) > 0 {
-		lastGood = steps[len(steps)-1]
+		l.lastGood = steps[len(steps)-1]
 	}
 	start := s.Clock()
 	l.started = start
@@ -527,7 +564,7 @@ func (l *Loop) run(ctx context.Context, p Progress) error {
 		loss, norm, err := l.TrainStep(next)
 		var div *Divergence
 		if errors.As(err, &div) {
-			return diverged(next, div, lastGood)
+			return diverged(next, div, l.lastGood)
 		}
 		if err != nil {
 			return err
@@ -582,7 +619,7 @@ func (l *Loop) run(ctx context.Context, p Progress) error {
 				return fmt.Errorf("step %d: %w", l.step, err)
 			}
 			if path != "" {
-				lastGood = path
+				l.lastGood = path
 			}
 		}
 	}

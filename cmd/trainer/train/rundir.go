@@ -102,6 +102,56 @@ func LatestCheckpoint(dir string, warn io.Writer) (*graph.Checkpoint, string, er
 	return nil, "", fmt.Errorf("resume: %s holds no loadable checkpoint", dir)
 }
 
+// ReadRunCheckpoint reads the checkpoint that path names, as
+// ResolveCheckpoint resolves it: a file is read as it is; a run
+// directory gives its best checkpoint when preferBest, else its newest
+// step checkpoint. When that one does not load, the directory's other
+// checkpoints are tried (the step checkpoints newest first, then
+// best.ckpt), and the first that loads is used, with one line on warn
+// (which may be nil) naming what was skipped and what is used instead. It
+// returns the checkpoint and its path.
+func ReadRunCheckpoint(path string, preferBest bool, warn io.Writer) (*graph.Checkpoint, string, error) {
+	first, err := ResolveCheckpoint(path, preferBest)
+	if err != nil {
+		return nil, "", err
+	}
+	ck, firstErr := graph.ReadCheckpoint(first)
+	if firstErr == nil {
+		return ck, first, nil
+	}
+	if info, err := os.Stat(path); err != nil || !info.IsDir() {
+		return nil, "", firstErr
+	}
+	steps, err := StepCheckpoints(path)
+	if err != nil {
+		return nil, "", firstErr
+	}
+	slices.Reverse(steps)
+	candidates := append(steps, filepath.Join(path, BestCheckpoint))
+	skipped := []string{firstErr.Error()}
+	for _, c := range candidates {
+		if c == first {
+			continue
+		}
+		if _, err := os.Stat(c); err != nil {
+			continue
+		}
+		ck, err := graph.ReadCheckpoint(c)
+		if err != nil {
+			skipped = append(skipped, err.Error())
+			continue
+		}
+		if warn != nil {
+			fmt.Fprintf(warn, "warning: skipping %s; using %s instead\n", strings.Join(skipped, "; skipping "), c)
+		}
+		return ck, c, nil
+	}
+	if len(skipped) == 1 {
+		return nil, "", firstErr
+	}
+	return nil, "", fmt.Errorf("%s holds no loadable checkpoint: %s", path, strings.Join(skipped, "; "))
+}
+
 // PruneCheckpoints deletes all but the newest keep step checkpoints.
 func PruneCheckpoints(dir string, keep int) error {
 	steps, err := StepCheckpoints(dir)
@@ -118,30 +168,54 @@ func PruneCheckpoints(dir string, keep int) error {
 }
 
 // TruncateMetrics drops the lines of metrics.jsonl logged after step, so a
-// resumed run's log reads as if it had never stopped.
+// resumed run's log reads as if it had never stopped. Every complete line
+// (one that ends in a newline) is kept whatever its length, unless it is
+// a JSON object whose "step" is after step; a last line with no newline
+// is one that a killed run was writing, and is dropped. The file is
+// rewritten atomically, and only if a line goes. It takes the directory's
+// lock (LockRunDir) while it works: it fails with a *LockedError if
+// another process writes the run.
 func TruncateMetrics(dir string, step int) error {
 	path := filepath.Join(dir, MetricsFile)
-	data, err := os.ReadFile(path)
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	release, err := LockRunDir(dir)
+	if err != nil {
+		return err
+	}
+	defer release()
+	file, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	defer file.Close()
 	var kept bytes.Buffer
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
+	dropped := false
+	err = metricsLines(file, func(_ int, line []byte, complete bool) error {
+		if !complete {
+			dropped = true // a torn last line from a crash
+			return nil
+		}
 		var rec struct {
 			Step *int `json:"step"`
 		}
-		if json.Unmarshal(sc.Bytes(), &rec) != nil || rec.Step == nil {
-			continue // a torn last line from a crash
+		if json.Unmarshal(line, &rec) == nil && rec.Step != nil && *rec.Step > step {
+			dropped = true
+			return nil
 		}
-		if *rec.Step <= step {
-			kept.Write(sc.Bytes())
-			kept.WriteByte('\n')
-		}
+		kept.Write(line)
+		kept.WriteByte('\n')
+		return nil
+	})
+	if err != nil {
+		return err // a read error names the file (*fs.PathError)
+	}
+	if !dropped {
+		return nil
 	}
 	return graph.WriteFileAtomic(path, func(w io.Writer) error {
 		_, err := w.Write(kept.Bytes())
@@ -149,9 +223,37 @@ func TruncateMetrics(dir string, step int) error {
 	})
 }
 
+// metricsLines calls fn with every line of a metrics log in turn, of any
+// length, numbered from 1 and without its newline; complete is false for
+// a last line that has none. The one reader of metrics.jsonl's lines, so
+// that resuming and reading agree on what a line is.
+func metricsLines(r io.Reader, fn func(n int, line []byte, complete bool) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			complete := line[len(line)-1] == '\n'
+			if complete {
+				line = line[:len(line)-1]
+			}
+			if err := fn(n, line, complete); err != nil {
+				return err
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
 // ReadMetrics reads a run directory's metrics.jsonl: one map per line, of
-// its numeric fields ("step", "train_loss", …). A line that is not JSON
-// is an error naming the file and line.
+// its numeric fields ("step", "train_loss", …). Lines may be of any
+// length. A line that is not JSON is an error naming the file and line,
+// except a last line with no newline, which a running process is still
+// writing: it is read if it is whole, and skipped if not.
 func ReadMetrics(dir string) ([]map[string]float64, error) {
 	path := filepath.Join(dir, MetricsFile)
 	file, err := os.Open(path)
@@ -160,12 +262,13 @@ func ReadMetrics(dir string) ([]map[string]float64, error) {
 	}
 	defer file.Close()
 	var out []map[string]float64
-	sc := bufio.NewScanner(file)
-	sc.Buffer(make([]byte, 0, 1<<16), 1<<24)
-	for line := 1; sc.Scan(); line++ {
+	err = metricsLines(file, func(n int, line []byte, complete bool) error {
 		var fields map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &fields); err != nil {
-			return nil, fmt.Errorf("%s: line %d: %w", path, line, err)
+		if err := json.Unmarshal(line, &fields); err != nil {
+			if !complete {
+				return nil
+			}
+			return fmt.Errorf("%s: line %d: %w", path, n, err)
 		}
 		m := make(map[string]float64, len(fields))
 		for k, v := range fields {
@@ -174,9 +277,10 @@ func ReadMetrics(dir string) ([]map[string]float64, error) {
 			}
 		}
 		out = append(out, m)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err // a read error names the file (*fs.PathError)
 	}
 	return out, nil
 }
@@ -199,15 +303,26 @@ func ReadMetric(dir, name string) (map[int]float64, error) {
 }
 
 // RemoveStaleTemps deletes the temporary files of atomic writes that a
-// killed run left behind; they are never the only copy of anything.
-func RemoveStaleTemps(dir string) {
+// killed run left behind; they are never the only copy of anything. A
+// live writer's temporary files are not stale: it takes the directory's
+// lock (LockRunDir) to work, and fails with a *LockedError, deleting
+// nothing, if another process writes the run.
+func RemoveStaleTemps(dir string) error {
+	release, err := LockRunDir(dir)
+	if err != nil {
+		return err
+	}
+	defer release()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return
+		return err
 	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), ".") && strings.Contains(e.Name(), ".tmp-") {
-			os.Remove(filepath.Join(dir, e.Name()))
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
 		}
 	}
+	return nil
 }
