@@ -39,7 +39,7 @@ printed.`,
 			if strings.ContainsAny(strings.TrimRight(text, "\r\n"), "\r\n") {
 				return badInput(fmt.Errorf("--text: one sentence, on one line"))
 			}
-			t, task, err := loadSeq2Seq(path)
+			t, task, err := loadSeq2SeqWarn(path, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

@@ -70,7 +70,7 @@ order, as the printed scores computed them:
 Files are replaced atomically.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runEval(f, cmd.OutOrStdout())
+			return runEval(f, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVar(&f.path, "checkpoint", "", "checkpoint file or run directory (required)")
@@ -83,14 +83,15 @@ Files are replaced atomically.`,
 	return cmd
 }
 
-// runEval is `trainer eval`.
-func runEval(f evalFlags, w io.Writer) error {
+// runEval is `trainer eval`; warn receives the warning of a checkpoint
+// fallback (loadCheckpointWarn).
+func runEval(f evalFlags, w, warn io.Writer) error {
 	for _, p := range []struct{ flag, path string }{{"--out", f.out}, {"--predictions", f.predictions}} {
 		if err := checkOutputDir(p.flag, p.path); err != nil {
 			return err
 		}
 	}
-	t, file, err := loadCheckpoint(f.path, f.sets, []string{"test"})
+	t, file, err := loadCheckpointWarn(f.path, f.sets, []string{"test"}, warn)
 	if err != nil {
 		return err
 	}
@@ -291,13 +292,16 @@ func loadForEval(path string, splits ...string) (*trainer, string, error) {
 // loadCheckpoint is loadForEval with --set overrides (evalKeys) of the
 // checkpoint's config applied first.
 func loadCheckpoint(path string, sets, splits []string) (*trainer, string, error) {
-	file, err := resolveCheckpoint(path, true)
+	return loadCheckpointWarn(path, sets, splits, os.Stderr)
+}
+
+// loadCheckpointWarn is loadCheckpoint, with the warning of a fallback on
+// warn: a run directory whose best checkpoint does not load gives its
+// newest step checkpoint that does (readCheckpoint).
+func loadCheckpointWarn(path string, sets, splits []string, warn io.Writer) (*trainer, string, error) {
+	ck, file, err := readCheckpoint(path, true, warn)
 	if err != nil {
 		return nil, "", err
-	}
-	ck, err := graph.ReadCheckpoint(file)
-	if err != nil {
-		return nil, "", badInput(err)
 	}
 	cfg, err := configs.Parse(ck.Config)
 	if err != nil {
@@ -331,6 +335,16 @@ func loadCheckpoint(path string, sets, splits []string) (*trainer, string, error
 	}
 	t.step = ck.Step
 	return t, file, nil
+}
+
+// readCheckpoint reads the checkpoint path names (a file, or a run
+// directory's best checkpoint when preferBest, else its newest step
+// checkpoint), falling back to the directory's newest checkpoint that
+// loads, with a one-line warning on warn, when that one does not
+// (train.ReadRunCheckpoint); its errors are bad input.
+func readCheckpoint(path string, preferBest bool, warn io.Writer) (*graph.Checkpoint, string, error) {
+	ck, file, err := train.ReadRunCheckpoint(path, preferBest, warn)
+	return ck, file, badInput(err)
 }
 
 // resolveCheckpoint is train.ResolveCheckpoint, its errors bad input.

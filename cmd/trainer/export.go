@@ -66,13 +66,11 @@ that receives model.safetensors and probformer_torch.py.
 					return badInput(fmt.Errorf("required flag(s) %q not set", f.name))
 				}
 			}
-			file, err := resolveCheckpoint(path, true)
+			// A run directory whose best checkpoint does not load gives its
+			// newest step checkpoint that does, with a warning.
+			ck, file, err := readCheckpoint(path, true, cmd.ErrOrStderr())
 			if err != nil {
 				return err
-			}
-			ck, err := graph.ReadCheckpoint(file)
-			if err != nil {
-				return badInput(err)
 			}
 			if err := train.UseAverage(ck); err != nil {
 				return badInput(fmt.Errorf("checkpoint %s: %w", file, err))

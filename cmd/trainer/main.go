@@ -3,9 +3,11 @@
 //	trainer train --config maxnorm
 //	trainer eval --checkpoint checkpoints/maxnorm-20261121-063000
 //
-// Bad input (an unknown config key, a missing file, a corrupt checkpoint)
-// exits with status 2 and a one-line error; a failure during a run exits
-// with status 1.
+// Bad input (an unknown config key, a missing file, a corrupt checkpoint,
+// a run directory another trainer writes) exits with status 2 and a
+// one-line error; a failure during a run exits with status 1; Ctrl-C or
+// SIGTERM before a run starts training exits with status 130 or 143
+// (once it trains, the run saves a checkpoint and exits with status 0).
 package main
 
 import (
@@ -61,6 +63,10 @@ func runCommand(args []string, stdout, stderr io.Writer) (code int, err error) {
 		return 0, nil
 	}
 	reportError(stderr, err)
+	var stopped *interruptedError
+	if errors.As(err, &stopped) {
+		return stopped.exitCode(), err
+	}
 	var bad *inputError
 	if errors.As(err, &bad) || !started {
 		return 2, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -72,7 +73,10 @@ process). A variant is NAME or NAME:key=value[,key=value…] (so a value
 cannot hold a comma); --set applies to all of them. Each variant trains in --out/NAME; a sweep that is stopped
 resumes unfinished runs and reuses finished ones when started again. The
 table is also written to --out/results.md. --retime measures ms/step of
-finished variants again without retraining them.
+finished variants again without retraining them. A sweep holds the lock of
+--out and of each variant's directory while it writes them (see 'trainer
+train --help'): a second sweep, or a train, on the same directory is
+refused.
 
   trainer sweep --config seq2seq-toy --out checkpoints/scores \
     --variant dot:model.attention.score=dot \
@@ -129,6 +133,9 @@ func parseVariants(f sweepFlags) ([]variant, error) {
 }
 
 func runSweep(f sweepFlags, stdout, stderr io.Writer) error {
+	if f.out == "" {
+		return badInput(errors.New(`--out "": give the sweep's directory`))
+	}
 	variants, err := parseVariants(f)
 	if err != nil {
 		return badInput(err)
@@ -136,6 +143,13 @@ func runSweep(f sweepFlags, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
 		return badInput(fmt.Errorf("sweep directory: %w", err))
 	}
+	// One sweep at a time writes the directory (results.md), and each
+	// variant's run directory has one writer (sweepVariant).
+	release, err := lockRunDir(f.out)
+	if err != nil {
+		return err
+	}
+	defer release()
 	var results []sweepResult
 	for _, v := range variants {
 		r, err := sweepVariant(f, v, stdout, stderr)
@@ -159,6 +173,13 @@ func runSweep(f sweepFlags, stdout, stderr io.Writer) error {
 func sweepVariant(f sweepFlags, v variant, stdout, stderr io.Writer) (sweepResult, error) {
 	dir := filepath.Join(f.out, v.name)
 	resultPath := filepath.Join(dir, sweepResultFile)
+	// The variant's directory is locked before it is looked at, and until
+	// its result is written: its run (runTrain) takes the lock again.
+	release, err := lockRunDir(dir)
+	if err != nil {
+		return sweepResult{}, err
+	}
+	defer release()
 	cfg := v.cfg
 	want := string(cfg.YAML())
 	if data, err := os.ReadFile(resultPath); err == nil {
@@ -194,7 +215,7 @@ func sweepVariant(f sweepFlags, v variant, stdout, stderr io.Writer) (sweepResul
 		return sweepResult{}, err
 	}
 	r := sweepResult{Variant: v.name, Sets: v.sets, TrainSec: time.Since(start).Seconds(), Config: want}
-	t, _, err := loadForEval(dir, "test")
+	t, _, err := loadCheckpointWarn(dir, nil, []string{"test"}, stderr)
 	if err != nil {
 		return r, err
 	}

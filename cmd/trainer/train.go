@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"os"
-	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -41,7 +42,14 @@ func newTrainCommand() *cobra.Command {
 YAML file; --set key=value overrides any field, e.g. --set training.steps=500.
 Checkpoints, config.yaml and metrics.jsonl go to --out (default
 checkpoints/<preset>-<time>). Ctrl-C saves a checkpoint and exits;
---resume DIR continues from it.
+--resume DIR continues from it. Ctrl-C or SIGTERM before training starts
+(while the config loads, the data is made or the model is built) ends
+the command at once with status 130 or 143: nothing was trained.
+
+A run directory has one writer: a train or --resume holds a lock on
+DIR/.lock (which records its pid) until it ends, and a second one on the
+same directory is refused at once (status 2). Readers (eval, export,
+inspect, board) take no lock.
 
 Data paths written in a config file are relative to that file's directory;
 paths given with --set are relative to the working directory. Checkpoints
@@ -52,7 +60,10 @@ again: if it moved, pass --set data.train_file=… (and valid_file,
 test_file).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			if cmd.Flags().Changed("out") && f.out == "" {
+				return badInput(errors.New(`--out "": give a run directory, or leave out --out for checkpoints/<preset>-<time>`))
+			}
+			ctx, stop := train.WithSignals(cmd.Context())
 			defer stop()
 			return runTrain(ctx, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -82,13 +93,25 @@ type trainer struct {
 	eval   *graph.Program
 	dir    string
 	step   int
+	// release gives up the run directory's lock (train.LockRunDir),
+	// held from before anything is written into it; nil if none is held.
+	release func()
+}
+
+// releaseDir gives up the trainer's lock of its run directory, if it
+// holds one.
+func (t *trainer) releaseDir() {
+	if t != nil && t.release != nil {
+		t.release()
+	}
 }
 
 func runTrain(ctx context.Context, f trainFlags, stdout, stderr io.Writer) error {
-	t, err := setupRun(f, stdout, stderr)
+	t, err := setupUntilDone(ctx, f, stdout, stderr)
 	if err != nil {
 		return err
 	}
+	defer t.releaseDir()
 	if err := t.loop.Run(ctx); err != nil {
 		return err
 	}
@@ -98,15 +121,90 @@ func runTrain(ctx context.Context, f trainFlags, stdout, stderr io.Writer) error
 	return nil
 }
 
-// setupRun builds a new run, or reloads one to resume.
-func setupRun(f trainFlags, stdout, stderr io.Writer) (*trainer, error) {
+// interruptedError is a run stopped by a signal before it trained: the
+// command exits with status 128 + the signal's number (130 for SIGINT,
+// 143 for SIGTERM), as a shell reports a process the signal killed.
+type interruptedError struct {
+	sig   os.Signal
+	stage string
+}
+
+func (e *interruptedError) Error() string {
+	return fmt.Sprintf("interrupted (%s) during %s; nothing was trained", train.SignalName(e.sig), e.stage)
+}
+
+// exitCode is the command's exit status.
+func (e *interruptedError) exitCode() int {
+	if s, ok := e.sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return 130
+}
+
+// setupUntilDone is setupRun, given up as soon as ctx is done (Ctrl-C or
+// SIGTERM during the config's loading, the data's making or the model's
+// building, which can take minutes): it then returns an
+// *interruptedError at once. The set-up goes on in the background until
+// it ends, when a process exits with the command; in a test process, it
+// gives its run directory's lock up when it finishes. Nothing it writes
+// can be left half-written: every file of a run directory is written
+// atomically.
+func setupUntilDone(ctx context.Context, f trainFlags, stdout, stderr io.Writer) (*trainer, error) {
+	type result struct {
+		t        *trainer
+		err      error
+		panicked any
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				if os.Getenv("PROBFORMER_TRACE") != "" {
+					stderr.Write(debug.Stack())
+				}
+				done <- result{panicked: r}
+			}
+		}()
+		t, err := setupRun(f, stdout, stderr)
+		done <- result{t: t, err: err}
+	}()
+	select {
+	case r := <-done:
+		if r.panicked != nil {
+			panic(r.panicked) // runCommand reports it as an internal error
+		}
+		return r.t, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.t != nil {
+				r.t.releaseDir()
+			}
+		}()
+		return nil, &interruptedError{sig: train.Interruption(ctx), stage: "set-up"}
+	}
+}
+
+// setupRun builds a new run, or reloads one to resume. In an MPI job,
+// rank 0 takes the run directory's lock (train.LockRunDir) before it
+// reads or writes anything in it; the trainer holds it (release).
+func setupRun(f trainFlags, stdout, stderr io.Writer) (_ *trainer, err error) {
 	var (
 		cfg *configs.Config
 		ck  *graph.Checkpoint
 		dir string
-		err error
 	)
+	var release func()
+	defer func() {
+		if err != nil && release != nil {
+			release()
+		}
+	}()
 	if f.resume != "" {
+		if leader() {
+			if release, err = lockResumeDir(f.resume); err != nil {
+				return nil, err
+			}
+		}
 		ck, dir, cfg, err = loadResume(f, stderr)
 		if err != nil {
 			return nil, err
@@ -126,6 +224,9 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (*trainer, error) {
 		}
 		// In an MPI job rank 0 alone touches the run directory.
 		if leader() {
+			if release, err = lockRunDir(dir); err != nil {
+				return nil, err
+			}
 			if err := newRunDir(dir, cfg); err != nil {
 				return nil, err
 			}
@@ -156,6 +257,7 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (*trainer, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.release = release
 	if ck != nil {
 		if err := t.loop.Restore(ck); err != nil {
 			return nil, badInput(err)
@@ -178,8 +280,42 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (*trainer, error) {
 	return t, nil
 }
 
+// lockRunDir creates a run directory if need be and takes its lock
+// (train.LockRunDir): a directory another process writes is bad input.
+func lockRunDir(dir string) (release func(), err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, badInput(fmt.Errorf("run directory: %w", err))
+	}
+	release, err = train.LockRunDir(dir)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	return release, nil
+}
+
+// lockResumeDir takes the lock of the run directory that --resume PATH
+// continues: PATH, or a checkpoint file's directory. A PATH that does not
+// exist takes no lock: readResume reports it.
+func lockResumeDir(path string) (release func(), err error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return func() {}, nil
+	}
+	dir := path
+	if !info.IsDir() {
+		dir = filepath.Dir(path)
+	}
+	release, err = train.LockRunDir(dir)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	return release, nil
+}
+
 // newRunDir creates a new run's directory and writes its config.yaml; a
-// directory that holds a run already is refused.
+// directory that holds a run already is refused. The caller holds the
+// directory's lock (lockRunDir), so that no other process can start a run
+// there between the check and the write.
 func newRunDir(dir string, cfg *configs.Config) error {
 	if steps, _ := train.StepCheckpoints(dir); len(steps) > 0 {
 		return badInput(fmt.Errorf("%s already holds a run: continue it with --resume %s, or choose another --out", dir, dir))

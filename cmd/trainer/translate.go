@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -41,7 +42,7 @@ translation.`,
 				return badInput(fmt.Errorf("--beam %d: want a beam in [1, %d] (1: greedy decoding)", beam, configs.MaxBeam))
 			}
 			// The checkpoint first: a bad one fails before anyone types.
-			t, task, err := loadSeq2Seq(path)
+			t, task, err := loadSeq2SeqWarn(path, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -118,7 +119,13 @@ func distinct(words []string) []string {
 // loadSeq2Seq loads a checkpoint as loadForEval does and returns its
 // seq2seq task; a checkpoint of another task is bad input.
 func loadSeq2Seq(path string) (*trainer, *tasks.Seq2Seq, error) {
-	t, file, err := loadForEval(path)
+	return loadSeq2SeqWarn(path, os.Stderr)
+}
+
+// loadSeq2SeqWarn is loadSeq2Seq with the warning of a checkpoint
+// fallback (loadCheckpointWarn) on warn.
+func loadSeq2SeqWarn(path string, warn io.Writer) (*trainer, *tasks.Seq2Seq, error) {
+	t, file, err := loadCheckpointWarn(path, nil, nil, warn)
 	if err != nil {
 		return nil, nil, err
 	}
