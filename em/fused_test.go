@@ -1,6 +1,7 @@
 package em
 
 import (
+	"github.com/probformer/probformer/graph/graphtest"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -98,20 +99,8 @@ func lossAndGradients(t *testing.T, attend attendFunc, p *batch, cfg Config, see
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := prog.Run(); err != nil {
-		t.Fatal(err)
-	}
-	outs := map[string][]float64{}
-	for _, n := range names {
-		if v, _, _ := prog.Output(n); v != nil {
-			outs[n] = v
-		}
-	}
-	grads, err := prog.Gradients()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return outs, grads
+	run := graphtest.Run(t, prog, names...)
+	return run.Out, run.Grads
 }
 
 // unitMask is 1 at the entries [B, H, M, width] of real memory units.

@@ -2,6 +2,7 @@ package em
 
 import (
 	"fmt"
+	"github.com/probformer/probformer/graph/graphtest"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -188,16 +189,10 @@ func (p *batch) run(t *testing.T, dt graph.DType, cfg Config) graphRun {
 		t.Fatal(err)
 	}
 	p.setRaw(t, ps)
-	if err := prog.Run(); err != nil {
-		t.Fatal(err)
-	}
-	var out graphRun
-	for name, dst := range map[string]*[]float64{
-		"readout": &out.readout, "weights": &out.weights, "xi": &out.xi, "alpha": &out.alpha,
-		"mu": &out.mu, "beta": &out.beta, "log_pi": &out.logPi,
-	} {
-		*dst, _, _ = prog.Output(name)
-	}
+	run := graphtest.Forward(t, prog, "readout", "weights", "xi", "alpha", "mu", "beta", "log_pi")
+	o := run.Out
+	out := graphRun{readout: o["readout"], weights: o["weights"], xi: o["xi"], alpha: o["alpha"], mu: o["mu"],
+		beta: o["beta"], logPi: o["log_pi"]}
 	return out
 }
 

@@ -1,6 +1,7 @@
 package em
 
 import (
+	"github.com/probformer/probformer/graph/graphtest"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -155,14 +156,7 @@ func checkReachableParams(t *testing.T, p *batch, cfg Config, annotate bool) {
 	if !slices.Equal(got, want) {
 		t.Errorf("%+v, annotated %v: parameters %v, want %v", cfg, annotate, got, want)
 	}
-	if err := prog.Run(); err != nil {
-		t.Fatal(err)
-	}
-	grads, err := prog.Gradients()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, g := range grads {
+	for name, g := range graphtest.Run(t, prog).Grads {
 		for _, x := range g {
 			if math.IsNaN(x) || math.IsInf(x, 0) {
 				t.Errorf("%+v: gradient of %s = %v", cfg, name, x)

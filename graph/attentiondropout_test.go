@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"github.com/probformer/probformer/graph/graphtest"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -27,6 +28,7 @@ func fixedDropMask(seed uint64, n int, p float64) []float64 {
 // fixed mask D, with a key mask, and with the causal mask where a query
 // sees no key.
 func TestAttentionDropoutGradients(t *testing.T) {
+	t.Parallel()
 	keys := []float64{1, 1, 0, 1, 0, 1, 1, 1} // [2, 4]; example 1's key 0 is padding
 	cases := []struct {
 		name string
@@ -67,6 +69,7 @@ func TestAttentionDropoutGradients(t *testing.T) {
 // scale 1) the readout and every gradient are bit-identical to
 // Attention's, in float64 and in float32, at translation sizes.
 func TestAttentionDropoutOfOnesIsAttention(t *testing.T) {
+	t.Parallel()
 	const batch, n, dim, heads = 2, 11, 64, 4
 	for _, causal := range []bool{false, true} {
 		m := 10
@@ -128,6 +131,7 @@ func TestAttentionDropoutOfOnesIsAttention(t *testing.T) {
 // that mask (masked keys and hidden future keys still weigh 0), in
 // float64 and float32; a new draw changes the readout.
 func TestAttentionDropoutTraining(t *testing.T) {
+	t.Parallel()
 	const batch, n, m, dim, heads, p = 3, 11, 11, 32, 2, 0.25
 	c := attnCase{b: batch, h: heads, n: n, m: m, d: dim / heads, dv: dim / heads, causal: true, masked: true, dropout: true}
 	x := newAttnData(rand.New(rand.NewPCG(3, 3)), c)
@@ -176,7 +180,7 @@ func TestAttentionDropoutTraining(t *testing.T) {
 			if dt == Float32 {
 				tol = 1e-5
 			}
-			if e := relDiff(y, refAttention(c, x)); e > tol {
+			if e := graphtest.RelDiff(y, refAttention(c, x)); e > tol {
 				t.Fatalf("%v draw %d: readout rel diff %g from the definition", dt, draw, e)
 			}
 			if slices.Equal(y, prev) {
@@ -192,6 +196,7 @@ func TestAttentionDropoutTraining(t *testing.T) {
 // in value and every gradient at m = 10 and 11, with key masks, the
 // causal mask and queries that see no key.
 func TestAttentionDropoutFloat32MatchesFloat64(t *testing.T) {
+	t.Parallel()
 	const batch, dim, heads = 3, 64, 4
 	for _, c := range []struct {
 		name      string
@@ -236,6 +241,7 @@ func TestAttentionDropoutFloat32MatchesFloat64(t *testing.T) {
 // is exactly Attention and declares no mask; p ≥ 1 is refused, naming the
 // mask.
 func TestAttentionDropoutOff(t *testing.T) {
+	t.Parallel()
 	const batch, n, m, dim, heads = 2, 5, 11, 16, 2
 	build := func(p float64, plain bool) BuildFunc {
 		return func(b *Builder) error {
@@ -286,6 +292,7 @@ func TestAttentionDropoutOff(t *testing.T) {
 // key's value never reaches the readout (a huge v there changes no bit)
 // and the padding key gets no gradient, in float64 and float32.
 func TestAttentionDropoutMaskedKeysStayZero(t *testing.T) {
+	t.Parallel()
 	c := attnCase{b: 3, h: 2, n: 11, m: 10, d: 16, dv: 16, masked: true, dropout: true}
 	x := newAttnData(rand.New(rand.NewPCG(10, 10)), c)
 	huge := x

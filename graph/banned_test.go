@@ -15,6 +15,7 @@ import (
 // TestOnlyGraphImportsGorgonia keeps Gorgonia behind this package: no other
 // package of the module may import it, so none can call its broken ops.
 func TestOnlyGraphImportsGorgonia(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +81,7 @@ var banned = map[string]string{
 // TestGraphAvoidsBrokenGorgoniaOps checks that this package itself calls
 // none of the broken Gorgonia functions except through its wrappers.
 func TestGraphAvoidsBrokenGorgoniaOps(t *testing.T) {
+	t.Parallel()
 	entries, err := os.ReadDir(".")
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 // inputs must give bit for bit what a fresh program gives: loss, outputs
 // and every gradient, in both dtypes.
 func TestOutputBuffersReusedAcrossRuns(t *testing.T) {
+	t.Parallel()
 	const batch, n, d, heads = 3, 5, 8, 2
 	fn := func(b *Builder) error {
 		x := b.Input("x", batch, n, d)

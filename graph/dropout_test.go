@@ -35,6 +35,7 @@ func masks(prog *Program) [][]float64 {
 // TestDrawDropoutValues: over 10⁶ units the kept fraction is within 5σ of
 // 1−p, kept units are exactly 1/(1−p) in the mask's dtype, dropped ones 0.
 func TestDrawDropoutValues(t *testing.T) {
+	t.Parallel()
 	const n = 1_000_000
 	for _, tc := range []struct {
 		dt DType

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"github.com/probformer/probformer/graph/graphtest"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -143,19 +144,13 @@ func emCRun(t *testing.T, c emCCase, dt DType, useC bool, procs int) map[string]
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := prog.Run(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := prog.Gradients()
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := graphtest.Run(t, prog, names...)
 	res := map[string][]float64{}
-	for k, v := range out {
+	for k, v := range run.Grads {
 		res["d"+k] = v
 	}
 	for _, name := range names {
-		res[name], _, _ = prog.Output(name)
+		res[name] = run.Out[name]
 	}
 	return res
 }

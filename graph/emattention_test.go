@@ -10,6 +10,7 @@ import (
 // (its NaN weights once spread through the per-head sums to the whole
 // batch); the other example is unaffected.
 func TestEMAttentionEmptyMemory(t *testing.T) {
+	t.Parallel()
 	const batch, heads, n, m, d = 2, 2, 3, 4, 4
 	for _, dt := range []DType{Float32, Float64} {
 		ps := NewParams(dt, 1)

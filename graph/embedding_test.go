@@ -11,6 +11,7 @@ import (
 var embeddingIDs = []int{1, 4, 1, 4, 0, 4}
 
 func TestEmbeddingGradient(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		fn   func(b *Builder) *Node
@@ -40,6 +41,7 @@ func TestEmbeddingGradient(t *testing.T) {
 // scatter-add written out: row v of the gradient is the sum of R's rows at
 // the positions whose id is v; unused rows get 0.
 func TestEmbeddingScatterAdd(t *testing.T) {
+	t.Parallel()
 	for _, dt := range []DType{Float32, Float64} {
 		ps := NewParams(dt, 3)
 		r := []float64{
@@ -96,6 +98,7 @@ func TestEmbeddingScatterAdd(t *testing.T) {
 }
 
 func TestIndexConstantSizeMismatch(t *testing.T) {
+	t.Parallel()
 	_, err := Compile(NewParams(Float64, 1), func(b *Builder) error {
 		b.IndexConstant("ids", []int{2, 3}, []int{1, 2})
 		return nil
@@ -108,6 +111,7 @@ func TestIndexConstantSizeMismatch(t *testing.T) {
 // TestEmbeddingIDOutOfRange: an id past the table fails the run with an
 // error instead of reading another row.
 func TestEmbeddingIDOutOfRange(t *testing.T) {
+	t.Parallel()
 	prog, err := Compile(NewParams(Float64, 1), func(b *Builder) error {
 		b.Output("e", Embedding(b.Param("table", []int{5, 3}, Normal(1)), b.IndexInput("ids", 2, 3)))
 		return nil

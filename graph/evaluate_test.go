@@ -11,6 +11,7 @@ import (
 // TestEvaluateValues: the named outputs come back in the order asked, in
 // either dtype, and parameters are read from params.
 func TestEvaluateValues(t *testing.T) {
+	t.Parallel()
 	for _, dt := range []DType{Float64, Float32} {
 		ps := NewParams(dt, 1)
 		outs, err := Evaluate(ps, func(b *Builder) error {
@@ -48,6 +49,7 @@ func TestEvaluateValues(t *testing.T) {
 // function and a shape error raised inside an op are all returned, not
 // panicked.
 func TestEvaluateErrors(t *testing.T) {
+	t.Parallel()
 	errBuild := errors.New("no model here")
 	cases := []struct {
 		name    string

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"github.com/probformer/probformer/graph/graphtest"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -42,6 +43,7 @@ func composedAttention(b *Builder, q, k, v, mask *Node, heads int, causal bool) 
 }
 
 func TestFusedAttentionMatchesComposed(t *testing.T) {
+	t.Parallel()
 	mask := []float64{1, 1, 0, 1, 1, 1, 1, 1}
 	for _, c := range []struct {
 		name   string
@@ -81,6 +83,7 @@ func TestFusedAttentionMatchesComposed(t *testing.T) {
 }
 
 func TestFusedOpGradients(t *testing.T) {
+	t.Parallel()
 	mask := []float64{1, 1, 0, 1, 0, 1, 1, 1}
 	cases := []struct {
 		name string
@@ -118,6 +121,7 @@ func TestFusedOpGradients(t *testing.T) {
 }
 
 func TestAttentionWeights(t *testing.T) {
+	t.Parallel()
 	w, shape := runForward(t, Float64, func(b *Builder) *Node {
 		q := b.Constant("q", []int{1, 2, 2}, []float64{1, 0, 0, 1})
 		k := b.Constant("k", []int{1, 3, 2}, []float64{1, 0, 0, 1, 5, 5})
@@ -136,6 +140,7 @@ func TestAttentionWeights(t *testing.T) {
 }
 
 func TestCustomOpShapeErrors(t *testing.T) {
+	t.Parallel()
 	_, err := Compile(NewParams(Float32, 1), func(b *Builder) error {
 		Attention(b.Input("q", 2, 3, 6), b.Input("k", 2, 4, 4), b.Input("v", 2, 4, 4), nil, 2, false)
 		return nil
@@ -153,6 +158,7 @@ func TestCustomOpShapeErrors(t *testing.T) {
 }
 
 func TestBatchedMatMulGradients(t *testing.T) {
+	t.Parallel()
 	for i, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 		_, err := CheckGradients(NewParams(Float64, uint64(i+20)), func(b *Builder) *Node {
 			as, bs := []int{2, 3, 4, 5}, []int{2, 3, 5, 6}
@@ -171,6 +177,7 @@ func TestBatchedMatMulGradients(t *testing.T) {
 }
 
 func TestSoftmaxCrossEntropy(t *testing.T) {
+	t.Parallel()
 	logits := []float64{1, 2, 3, 0, 800, -800, 0.5, 0.25, 0.125}
 	targets := []int{2, 0, 1}
 	for _, eps := range []float64{0, 0.1} {
@@ -211,6 +218,7 @@ func TestSoftmaxCrossEntropy(t *testing.T) {
 // are NaN: the last row has NaN scores at keys 0 (padding when masked)
 // and m−1.
 func TestSoftmaxRowsFastPathMatchesGo(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(4, 4))
 	for _, m := range []int{1, 5, 8, 13, 16, 33} {
 		for _, causal := range []bool{false, true} {
@@ -258,6 +266,7 @@ func TestSoftmaxRowsFastPathMatchesGo(t *testing.T) {
 // batches; there the second example's first query sees no key (causal),
 // or the third example is all padding (cross).
 func TestAttentionFloat32MatchesFloat64(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name           string
 		n, m, dim, hds int
@@ -321,6 +330,7 @@ func TestAttentionFloat32MatchesFloat64(t *testing.T) {
 // through AttentionWeights fails to compile, naming the op, instead of
 // training them with a zero gradient.
 func TestAttentionWeightsHaveNoGradient(t *testing.T) {
+	t.Parallel()
 	_, err := Compile(NewParams(Float64, 1), func(b *Builder) error {
 		q := b.Param("q", []int{1, 2, 4}, Normal(1))
 		b.SetLoss(Sum(AttentionWeights(q, q, nil, 2, false)))
@@ -599,7 +609,7 @@ func checkAttentionAnyKeyCount(t *testing.T, rng *rand.Rand, ms []int, biased bo
 					x := newAttnData(rng, c)
 					runtime.GOMAXPROCS(2)
 					r64, r32 := runAttentionKernel[float64](t, c, x), runAttentionKernel[float32](t, c, x)
-					if e := relDiff(r64.out, refAttention(c, x)); e > 1e-13 {
+					if e := graphtest.RelDiff(r64.out, refAttention(c, x)); e > 1e-13 {
 						t.Fatalf("%s: float64 readout rel diff %g from the definition", what, e)
 					}
 					for _, f := range []struct {
@@ -608,7 +618,7 @@ func checkAttentionAnyKeyCount(t *testing.T, rng *rand.Rand, ms []int, biased bo
 						tol  float64
 					}{{"out", r32.out, r64.out, 1e-5}, {"weights", r32.p, r64.p, 1e-5},
 						{"dq", r32.dq, r64.dq, 1e-4}, {"dk", r32.dk, r64.dk, 1e-4}, {"dv", r32.dv, r64.dv, 1e-4}} {
-						if e := relDiff(f.a, f.b); e > f.tol {
+						if e := graphtest.RelDiff(f.a, f.b); e > f.tol {
 							t.Fatalf("%s: float32 %s rel diff %g from float64", what, f.name, e)
 						}
 					}
@@ -635,6 +645,7 @@ func checkAttentionAnyKeyCount(t *testing.T, rng *rand.Rand, ms []int, biased bo
 // attention.c, it takes heads of every key count up to 64 (translation
 // batches have 10 or 11 keys), not only multiples of 8.
 func TestAttentionHeadKernelTakesAnyKeyCount(t *testing.T) {
+	t.Parallel()
 	if !kernels.SoftmaxRows32(make([]float32, 1), 1, 1, nil, false) {
 		t.Skip("no AVX2 kernels in this build")
 	}
@@ -655,6 +666,7 @@ func TestAttentionHeadKernelTakesAnyKeyCount(t *testing.T) {
 // float64, also when every score of the row is NaN; a NaN at a padding key
 // changes nothing.
 func TestAttentionPropagatesNaN(t *testing.T) {
+	t.Parallel()
 	c := attnCase{b: 2, h: 2, n: 11, m: 11, d: 16, dv: 8, masked: true}
 	rng := rand.New(rand.NewPCG(5, 5))
 	base := newAttnData(rng, c) // example 0's key 0 is padding

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"github.com/probformer/probformer/graph/graphtest"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -26,6 +27,7 @@ func TestBiasedAttentionAnyKeyCount(t *testing.T) {
 // saved weights recomputes them with the bias, and gives the same
 // gradients as one that uses the saved ones.
 func TestBiasedAttentionBackwardRecomputes(t *testing.T) {
+	t.Parallel()
 	c := attnCase{b: 2, h: 2, n: 4, m: 6, d: 4, dv: 4, masked: true, biased: true}
 	x := newAttnData(rand.New(rand.NewPCG(3, 9)), c)
 	want := runAttentionKernel[float64](t, c, x)
@@ -42,7 +44,7 @@ func TestBiasedAttentionBackwardRecomputes(t *testing.T) {
 		name      string
 		got, want []float64
 	}{{"dq", packed[:nq], want.dq}, {"dk", packed[nq : nq+nk], want.dk}, {"dv", packed[nq+nk:], want.dv}} {
-		if e := relDiff(f.got, f.want); e > 1e-14 {
+		if e := graphtest.RelDiff(f.got, f.want); e > 1e-14 {
 			t.Fatalf("recomputed %s rel diff %g", f.name, e)
 		}
 	}
@@ -52,6 +54,7 @@ func TestBiasedAttentionBackwardRecomputes(t *testing.T) {
 // analytic gradients of q, k and v through softmax(q kᵀ/√d + bias) v for a
 // fixed bias, with a key mask, the causal mask and dropout.
 func TestBiasedAttentionGradients(t *testing.T) {
+	t.Parallel()
 	keys := []float64{1, 1, 0, 1, 0, 1, 1, 1} // [2, 4]
 	bias := Normal(2)(rand.New(rand.NewPCG(4, 4)), []int{2 * 3 * 4 * 4})
 	cases := []struct {
@@ -91,6 +94,7 @@ func TestBiasedAttentionGradients(t *testing.T) {
 // leaves the readout finite, in float32 and float64; with a zero bias the
 // op is Attention bit for bit.
 func TestBiasedAttentionInfiniteBias(t *testing.T) {
+	t.Parallel()
 	for _, dt := range []DType{Float32, Float64} {
 		rng := rand.New(rand.NewPCG(2, 7))
 		q, k, v := Normal(1)(rng, []int{2 * 3 * 16}), Normal(1)(rng, []int{2 * 5 * 16}), Normal(1)(rng, []int{2 * 5 * 16})
@@ -136,6 +140,7 @@ func TestBiasedAttentionInfiniteBias(t *testing.T) {
 // range the generator draws from, its ends included, at every offset of
 // the vector tail; u = 1 gives −∞.
 func TestWeibullLogNoise(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 5))
 	for _, n := range []int{1, 7, 8, 13, 1000} {
 		u := make([]float64, n)
@@ -391,6 +396,7 @@ func TestBayesAttentionKLMatchesDefinition(t *testing.T) {
 // the analytic gradients of KL̄ with respect to q, k and the prior logits,
 // for every case.
 func TestBayesAttentionKLGradients(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(13, 13))
 	for i, c := range klCases() {
 		if c.d > 3 {
@@ -517,7 +523,7 @@ func TestBayesPriorLogits(t *testing.T) {
 		return BayesPriorLogits(b.Constant("k", []int{bs, m, h * d}, k), b.Constant("w1", []int{h, d, r}, w1),
 			b.Constant("b1", []int{h, r}, b1), b.Constant("w2", []int{h, r, 1}, w2), b.Constant("b2", []int{h}, b2), h)
 	})
-	if e := relDiff(got, refPriorLogits(k, w1, b1, w2, b2, bs, m, h, d, r)); e > 1e-14 {
+	if e := graphtest.RelDiff(got, refPriorLogits(k, w1, b1, w2, b2, bs, m, h, d, r)); e > 1e-14 {
 		t.Fatalf("logits rel diff %g from the definition", e)
 	}
 	build := func(b *Builder) *Node {
@@ -559,6 +565,7 @@ func TestBayesPriorLogits(t *testing.T) {
 // math.Lgamma and the exact digamma to 1e-9 over the range a Gamma
 // prior's shape takes, from the floor up.
 func TestFastGammaFunctions(t *testing.T) {
+	t.Parallel()
 	for x := BayesAlphaFloor; x < 200; x *= 1.07 {
 		want, _ := math.Lgamma(x)
 		if d := math.Abs(lgammaFast(x) - want); d > 1e-9*math.Max(1, math.Abs(want)) {

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"github.com/probformer/probformer/graph/graphtest"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -105,13 +106,9 @@ func sampleGraph(b *Builder, c klCase, x sampleData, fused bool, l sampleLoss) (
 	return out, kl, map[sampleLoss]*Node{lossBoth: Add(read, Scale(kl, 0.7)), lossReadout: read, lossKL: kl}[l]
 }
 
-// sampleResult is one run: the readout, KL̄ and the gradients.
-type sampleResult struct {
-	out, kl []float64
-	grads   map[string][]float64
-}
-
-func runSampleGraph(t *testing.T, dt DType, c klCase, x sampleData, fused bool, l sampleLoss) sampleResult {
+// runSampleGraph compiles and runs the sample graph once: outputs "out"
+// (the readout) and "kl" (KL̄), and the gradients.
+func runSampleGraph(t *testing.T, dt DType, c klCase, x sampleData, fused bool, l sampleLoss) graphtest.Result {
 	t.Helper()
 	p, err := Compile(NewParams(dt, 1), func(b *Builder) error {
 		out, kl, y := sampleGraph(b, c, x, fused, l)
@@ -123,46 +120,11 @@ func runSampleGraph(t *testing.T, dt DType, c klCase, x sampleData, fused bool, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Run(); err != nil {
-		t.Fatal(err)
-	}
-	var r sampleResult
-	r.out, _, _ = p.Output("out")
-	r.kl, _, _ = p.Output("kl")
-	r.out, r.kl = slices.Clone(r.out), slices.Clone(r.kl)
-	if r.grads, err = p.Gradients(); err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return graphtest.Run(t, p, "out", "kl")
 }
 
-// expectSampleRuns fails unless got and want agree to tol: each result's
-// largest difference relative to max(1, its largest value).
-func expectSampleRuns(t *testing.T, what string, got, want sampleResult, tol float64) {
-	t.Helper()
-	check := func(name string, a, b []float64) {
-		if len(a) != len(b) {
-			t.Fatalf("%s: %s has %d values, want %d", what, name, len(a), len(b))
-		}
-		scale := 1.0
-		for _, x := range b {
-			scale = math.Max(scale, math.Abs(x))
-		}
-		for i := range a {
-			if d := math.Abs(a[i] - b[i]); !(d <= tol*scale) {
-				t.Fatalf("%s: %s[%d] = %.10g, want %.10g (tol %g, scale %g)", what, name, i, a[i], b[i], tol, scale)
-			}
-		}
-	}
-	check("readout", got.out, want.out)
-	check("KL̄", got.kl, want.kl)
-	if len(got.grads) != len(want.grads) {
-		t.Fatalf("%s: gradients of %d parameters, want %d", what, len(got.grads), len(want.grads))
-	}
-	for name, g := range want.grads {
-		check("gradient of "+name, got.grads[name], g)
-	}
-}
+// sampleNames names the outputs of runSampleGraph in failures.
+var sampleNames = map[string]string{"out": "readout", "kl": "KL̄"}
 
 // sampleCases are klCases with a value width: 2 for the small cases, 16
 // for the maxnorm-sized ones, which float32 runs in attention.c.
@@ -201,7 +163,7 @@ func TestBayesAttentionSampleMatchesParts(t *testing.T) {
 		x := newSampleData(rng, c.klCase, c.dv)
 		want := runSampleGraph(t, Float64, c.klCase, x, false, lossBoth)
 		for _, dt := range []DType{Float64, Float32} {
-			var runs []sampleResult
+			var runs []graphtest.Result
 			for _, procs := range []int{2, 1} {
 				runtime.GOMAXPROCS(procs)
 				runs = append(runs, runSampleGraph(t, dt, c.klCase, x, true, lossBoth))
@@ -211,8 +173,8 @@ func TestBayesAttentionSampleMatchesParts(t *testing.T) {
 			if dt == Float32 {
 				tol = 2e-5
 			}
-			expectSampleRuns(t, what, runs[0], want, tol)
-			expectSampleRuns(t, what+" (1 core)", runs[1], runs[0], 0)
+			graphtest.ExpectRunsClose(t, what, runs[0], want, tol, sampleNames)
+			graphtest.ExpectRunsClose(t, what+" (1 core)", runs[1], runs[0], 0, sampleNames)
 		}
 	}
 }
@@ -221,6 +183,7 @@ func TestBayesAttentionSampleMatchesParts(t *testing.T) {
 // or only KL̄, the fused op's gradients equal its parts', in float64 and
 // float32.
 func TestBayesAttentionSampleLosses(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(32, 32))
 	for _, c := range sampleCases() {
 		if !c.contextual || !c.keyMasked || !c.queryMasked {
@@ -235,7 +198,7 @@ func TestBayesAttentionSampleLosses(t *testing.T) {
 					tol = 2e-5
 				}
 				got := runSampleGraph(t, dt, c.klCase, x, true, l)
-				expectSampleRuns(t, fmt.Sprintf("%v %v loss %v", c.klCase, dt, l), got, want, tol)
+				graphtest.ExpectRunsClose(t, fmt.Sprintf("%v %v loss %v", c.klCase, dt, l), got, want, tol, sampleNames)
 			}
 		}
 	}
@@ -245,6 +208,7 @@ func TestBayesAttentionSampleLosses(t *testing.T) {
 // with the fused op's analytic gradients of q, k, v and the prior logits,
 // for every small KL case and each loss.
 func TestBayesAttentionSampleGradients(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(33, 33))
 	for i, c := range sampleCases() {
 		if c.d > 3 {
@@ -290,7 +254,7 @@ func TestBayesAttentionSampleCMatchesGo(t *testing.T) {
 		cRun := runSampleGraph(t, Float32, c.klCase, x, true, lossBoth)
 		bayesSampleGoOnly = true
 		goRun := runSampleGraph(t, Float32, c.klCase, x, true, lossBoth)
-		expectSampleRuns(t, fmt.Sprintf("%v", c.klCase), cRun, goRun, 2e-5)
+		graphtest.ExpectRunsClose(t, fmt.Sprintf("%v", c.klCase), cRun, goRun, 2e-5, sampleNames)
 	}
 }
 
@@ -300,6 +264,7 @@ func TestBayesAttentionSampleCMatchesGo(t *testing.T) {
 // float32 rounding over the whole range the generator draws from, its
 // ends included, near 1 above all, and u = 1 gives −∞.
 func TestWeibullBiasFast(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(9, 9))
 	u := make([]float32, 0, 1<<16)
 	for range 1 << 15 {

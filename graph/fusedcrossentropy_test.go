@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"github.com/probformer/probformer/graph/graphtest"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -11,6 +12,7 @@ import (
 // the float64 one in loss and gradient, for vocabularies around the
 // vector width and one the size of a real corpus's.
 func TestCrossEntropyFloat32MatchesFloat64(t *testing.T) {
+	t.Parallel()
 	for _, v := range []int{5, 8, 17, 4459} {
 		const rows = 13
 		rng := rand.New(rand.NewPCG(uint64(v), 2))
@@ -39,10 +41,10 @@ func TestCrossEntropyFloat32MatchesFloat64(t *testing.T) {
 			}
 			losses[dt], grads[dt] = p.Loss(), g["l"]
 		}
-		if e := relDiff([]float64{losses[Float32]}, []float64{losses[Float64]}); e > 1e-6 {
+		if e := graphtest.RelDiff([]float64{losses[Float32]}, []float64{losses[Float64]}); e > 1e-6 {
 			t.Errorf("V=%d: loss %v (float32) vs %v, rel diff %g", v, losses[Float32], losses[Float64], e)
 		}
-		if e := relDiff(grads[Float32], grads[Float64]); e > 1e-5 {
+		if e := graphtest.RelDiff(grads[Float32], grads[Float64]); e > 1e-5 {
 			t.Errorf("V=%d: gradient rel diff %g", v, e)
 		}
 	}
@@ -52,6 +54,7 @@ func TestCrossEntropyFloat32MatchesFloat64(t *testing.T) {
 // loss and the row's gradient NaN in float32 too, so the trainer's
 // divergence check sees it (vector min and max drop NaN unless told).
 func TestCrossEntropyNaNPropagates(t *testing.T) {
+	t.Parallel()
 	for _, at := range []int{0, 9, 16, 20} { // in a full vector, in the tail
 		logits := make([]float64, 21)
 		logits[at] = math.NaN()

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"github.com/probformer/probformer/graph/graphtest"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 // loops otherwise) agrees with the float64 one in value and in every
 // gradient, over two runs of one program (the second reusing buffers).
 func TestLayerNormFloat32MatchesFloat64(t *testing.T) {
+	t.Parallel()
 	for _, d := range []int{8, 64, 12} {
 		const rows = 37
 		rng := rand.New(rand.NewPCG(uint64(d), 1))
@@ -58,8 +60,7 @@ func compileBothDTypes(t *testing.T, fn BuildFunc, seed uint64) map[DType]*Progr
 
 func expectFloat32MatchesFloat64(t *testing.T, progs map[DType]*Program, feeds map[string][]float64, what string) {
 	t.Helper()
-	outs := map[DType][]float64{}
-	grads := map[DType]map[string][]float64{}
+	runs := map[DType]graphtest.Result{}
 	for dt, p := range progs {
 		for name, v := range feeds {
 			if p.HasInput(name) {
@@ -68,35 +69,18 @@ func expectFloat32MatchesFloat64(t *testing.T, progs map[DType]*Program, feeds m
 				}
 			}
 		}
-		if err := p.Run(); err != nil {
-			t.Fatal(err)
-		}
-		outs[dt], _, _ = p.Output("y")
-		g, err := p.Gradients()
-		if err != nil {
-			t.Fatal(err)
-		}
-		grads[dt] = g
+		runs[dt] = graphtest.Run(t, p, "y")
 	}
-	if e := relDiff(outs[Float32], outs[Float64]); e > 1e-5 {
+	outs := map[DType][]float64{Float32: runs[Float32].Out["y"], Float64: runs[Float64].Out["y"]}
+	grads := map[DType]map[string][]float64{Float32: runs[Float32].Grads, Float64: runs[Float64].Grads}
+	if e := graphtest.RelDiff(outs[Float32], outs[Float64]); e > 1e-5 {
 		t.Fatalf("%s: output rel diff %g", what, e)
 	}
 	for name, g64 := range grads[Float64] {
-		if e := relDiff(grads[Float32][name], g64); e > 1e-4 {
+		if e := graphtest.RelDiff(grads[Float32][name], g64); e > 1e-4 {
 			t.Fatalf("%s: gradient of %s rel diff %g", what, name, e)
 		}
 	}
-}
-
-// relDiff is ‖a − b‖ / max(‖a‖, ‖b‖).
-func relDiff(a, b []float64) float64 {
-	var d, na, nb float64
-	for i := range a {
-		d += (a[i] - b[i]) * (a[i] - b[i])
-		na += a[i] * a[i]
-		nb += b[i] * b[i]
-	}
-	return math.Sqrt(d) / math.Max(math.Sqrt(math.Max(na, nb)), 1e-300)
 }
 
 // TestLayerNormBwdRowsSplit: the float32 backward over two halves of the

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"github.com/probformer/probformer/graph/graphtest"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -87,6 +88,7 @@ func xentTargets(rng *rand.Rand, n, v int) []int {
 // two runs with different masks (the op keeps its buffers between runs,
 // and the number of live rows changes).
 func TestProjectedCrossEntropyMatchesComposition(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		dt     DType
@@ -133,7 +135,7 @@ func TestProjectedCrossEntropyMatchesComposition(t *testing.T) {
 				t.Errorf("%s run %d: loss %.17g, composition %.17g", c.name, run, lf, lr)
 			}
 			for _, p := range []string{"h", "w", "b"} {
-				if e := relDiff(gf[p], gr[p]); e > c.gradTo {
+				if e := graphtest.RelDiff(gf[p], gr[p]); e > c.gradTo {
 					t.Errorf("%s run %d: ∂L/∂%s rel diff %.3g", c.name, run, p, e)
 				}
 			}
@@ -153,6 +155,7 @@ func TestProjectedCrossEntropyMatchesComposition(t *testing.T) {
 // TestProjectedCrossEntropyGradients checks ∂L/∂h, ∂L/∂W, ∂L/∂b by
 // central differences, with rows skipped, weighted, or all kept.
 func TestProjectedCrossEntropyGradients(t *testing.T) {
+	t.Parallel()
 	targets := []int{1, 4, 4, 0, 2, 3} // repeats within a sequence
 	for _, eps := range []float64{0, 0.1} {
 		for _, mc := range []struct {
@@ -180,6 +183,7 @@ func TestProjectedCrossEntropyGradients(t *testing.T) {
 // never read, so any value there (even one out of range) leaves the loss
 // and gradients bit for bit as they were.
 func TestProjectedCrossEntropySkippedTargets(t *testing.T) {
+	t.Parallel()
 	mask := []float64{1, 0, 1, 0, 1, 0}
 	base := []int{3, 0, 2, 1, 4, 0}
 	for _, dt := range []DType{Float64, Float32} {
@@ -213,6 +217,7 @@ func TestProjectedCrossEntropySkippedTargets(t *testing.T) {
 // TestProjectedCrossEntropyErrors: a bad target on a live row or a batch
 // with no live row fails the run; bad shapes or smoothing fail the build.
 func TestProjectedCrossEntropyErrors(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		targets []int
@@ -300,6 +305,7 @@ func TestProjectedCrossEntropyThreads(t *testing.T) {
 // NaN, in float32 too, so the trainer's divergence check sees it; a NaN
 // in a skipped row is never read.
 func TestProjectedCrossEntropyNaN(t *testing.T) {
+	t.Parallel()
 	mask := []float64{1, 0, 1, 1, 0, 1}
 	for _, dt := range []DType{Float32, Float64} {
 		for _, c := range []struct {
@@ -332,6 +338,7 @@ func TestProjectedCrossEntropyNaN(t *testing.T) {
 // recomputes the forward instead of reading stale or consumed state, and
 // gives the same gradients.
 func TestProjectedCrossEntropyBackwardRecomputes(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(6, 6))
 	dense := func(shape ...int) *tensor.Dense {
 		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(Normal(1)(rng, shape)))
@@ -370,6 +377,7 @@ func TestProjectedCrossEntropyBackwardRecomputes(t *testing.T) {
 // their closures), not the [rows, V] exponentials or the live rows again,
 // whatever the number of live rows.
 func TestProjectedCrossEntropyKeepsBuffers(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(8, 8))
 	dense := func(shape ...int) *tensor.Dense {
 		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(Normal(1)(rng, shape)))

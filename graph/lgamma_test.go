@@ -35,6 +35,7 @@ func closeTo(got, want, tol float64) bool {
 }
 
 func TestLgammaDigammaValues(t *testing.T) {
+	t.Parallel()
 	n := len(gammaFunctionTable)
 	xs := make([]float64, n)
 	for i, c := range gammaFunctionTable {
@@ -69,6 +70,7 @@ func TestLgammaDigammaValues(t *testing.T) {
 // beyond the table: the recurrence across the series' switch-over point, and
 // the duplication formula ψ(2x) = ½ψ(x) + ½ψ(x+½) + ln 2.
 func TestDigammaIdentities(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 1000 {
 		x := math.Exp(rng.Float64()*12 - 6) // 0.0025 .. 400
@@ -101,6 +103,7 @@ func uniformIn(lo, hi float64) Init {
 }
 
 func TestLgammaGradient(t *testing.T) {
+	t.Parallel()
 	ranges := []struct{ lo, hi float64 }{{0.1, 0.5}, {0.5, 2}, {2, 10}, {10, 50}}
 	for i, r := range ranges {
 		res, err := CheckGradients(NewParams(Float64, uint64(i+1)), func(b *Builder) *Node {
@@ -125,6 +128,7 @@ func TestLgammaGradient(t *testing.T) {
 // TestLgammaFloat32 runs the float32 forward and backward and compares them
 // with float64 math on the same (rounded) inputs.
 func TestLgammaFloat32(t *testing.T) {
+	t.Parallel()
 	ps := NewParams(Float32, 1)
 	prog, err := Compile(ps, func(b *Builder) error {
 		x := b.Param("x", []int{2, 5}, uniformIn(0.1, 20))
@@ -156,6 +160,7 @@ func TestLgammaFloat32(t *testing.T) {
 }
 
 func TestLgammaRejectsNonPositive(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []float64{0, -0.5, math.NaN()} {
 		prog, err := Compile(NewParams(Float64, 1), func(b *Builder) error {
 			b.Output("y", Lgamma(b.Constant("x", []int{3}, []float64{1, bad, 2})))

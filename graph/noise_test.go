@@ -11,6 +11,7 @@ import (
 )
 
 func TestNoiseInputs(t *testing.T) {
+	t.Parallel()
 	build := func(b *Builder) error {
 		u := b.Noise("u", UniformNoise, 200, 50)
 		e := b.Noise("e", NormalNoise, 200, 50)
@@ -63,6 +64,7 @@ func TestNoiseInputs(t *testing.T) {
 }
 
 func TestPenaltyMustBeScalar(t *testing.T) {
+	t.Parallel()
 	_, err := Compile(NewParams(Float32, 1), func(b *Builder) error {
 		b.AddPenalty("kl", b.Input("x", 3))
 		return nil
@@ -75,6 +77,7 @@ func TestPenaltyMustBeScalar(t *testing.T) {
 // TestUniformNoiseEndsStayOpenInFloat32: the extreme draws are neither 0
 // nor 1 after rounding to float32.
 func TestUniformNoiseEndsStayOpenInFloat32(t *testing.T) {
+	t.Parallel()
 	lo, hi := (0+0.5)/float64(1<<23), (float64(1<<23-1)+0.5)/float64(1<<23)
 	if f := float32(lo); f <= 0 || f >= 1 {
 		t.Fatalf("smallest draw rounds to %v", f)
@@ -117,6 +120,7 @@ func TestNoiseIndependentOfThreads(t *testing.T) {
 // standard normal CDF: the largest gap between the empirical CDF of 10⁶
 // draws and Φ (Kolmogorov–Smirnov) stays below 1.63/√n, the 1% level.
 func TestZigguratNormal(t *testing.T) {
+	t.Parallel()
 	const n = 1 << 20
 	z := make([]float64, n)
 	for j := range n / 2 {

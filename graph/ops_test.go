@@ -13,6 +13,7 @@ func randParam(b *Builder, name string, shape ...int) *Node {
 }
 
 func TestOpGradients(t *testing.T) {
+	t.Parallel()
 	mask := []float64{1, 1, 0, 1, 1, 1, 1, 0} // [2, 4]
 	cases := []struct {
 		name string
@@ -107,6 +108,7 @@ func TestOpGradients(t *testing.T) {
 // TestCheckGradientsCatchesWrongGradient makes sure the checker can fail:
 // Gorgonia's own InverseSqrt has a wrong gradient.
 func TestCheckGradientsCatchesWrongGradient(t *testing.T) {
+	t.Parallel()
 	ps := NewParams(Float64, 1)
 	_, err := CheckGradients(ps, func(b *Builder) *Node {
 		x := AddScalar(Square(randParam(b, "x", 3)), 1)
@@ -153,6 +155,7 @@ func refSoftmax(row []float64) []float64 {
 // NaN: a row far from the tensor's first element, large negative rows, and
 // rows whose keys are all masked.
 func TestSoftmaxExtremes(t *testing.T) {
+	t.Parallel()
 	rows := [][]float64{
 		{100, 0, 0},
 		{-200, -200, -200},
@@ -182,6 +185,7 @@ func TestSoftmaxExtremes(t *testing.T) {
 }
 
 func TestMaskedSoftmaxZeroesPadding(t *testing.T) {
+	t.Parallel()
 	scores := []float64{1, 2, 3, 4, 5, 6, 7, 8} // [2, 1, 1, 4]
 	mask := []float64{1, 1, 0, 0, 0, 0, 0, 0}   // second example all padding
 	got, _ := runForward(t, Float64, func(b *Builder) *Node {
@@ -206,6 +210,7 @@ func TestMaskedSoftmaxZeroesPadding(t *testing.T) {
 }
 
 func TestLogSumExpAndLogSoftmax(t *testing.T) {
+	t.Parallel()
 	x := []float64{1000, 1000, -1000, 0.5, 0.25, -3}
 	lse, _ := runForward(t, Float64, func(b *Builder) *Node { return LogSumExp(b.Constant("x", []int{2, 3}, x), 1) })
 	want := []float64{1000.693147180559945, 1.092773192865781}
@@ -223,6 +228,7 @@ func TestLogSumExpAndLogSoftmax(t *testing.T) {
 }
 
 func TestLayerNormForward(t *testing.T) {
+	t.Parallel()
 	x := []float64{1, 2, 3, 4, -1, 0, 1, 10}
 	got, _ := runForward(t, Float64, func(b *Builder) *Node {
 		return LayerNorm(b.Constant("x", []int{2, 4}, x), b.Param("g", []int{4}, Ones), b.Param("b", []int{4}, Zeros), 0)
@@ -239,6 +245,7 @@ func TestLayerNormForward(t *testing.T) {
 }
 
 func TestLinearForward(t *testing.T) {
+	t.Parallel()
 	got, shape := runForward(t, Float64, func(b *Builder) *Node {
 		x := b.Constant("x", []int{1, 2, 3}, []float64{1, 2, 3, 4, 5, 6})
 		w := b.Constant("w", []int{3, 2}, []float64{1, 0, 0, 1, 1, 1})
@@ -256,6 +263,7 @@ func TestLinearForward(t *testing.T) {
 }
 
 func TestDropout(t *testing.T) {
+	t.Parallel()
 	ps := NewParams(Float64, 1)
 	fn := func(b *Builder) error {
 		x := b.Param("x", []int{100, 100}, Ones)
@@ -303,6 +311,7 @@ func TestDropout(t *testing.T) {
 // TestReductionsOverMiddleAxes: Gorgonia's own Sum, Mean and Max are wrong
 // over axes 2 … rank−2; these wrappers are not.
 func TestReductionsOverMiddleAxes(t *testing.T) {
+	t.Parallel()
 	x := make([]float64, 2*2*3*2*2)
 	for i := range x {
 		x[i] = float64((i * 7) % 11)

@@ -11,6 +11,7 @@ import (
 // after a run, only penalties are returned for the objective, and a
 // non-scalar is refused.
 func TestTrackAndPenalties(t *testing.T) {
+	t.Parallel()
 	prog, err := Compile(NewParams(Float64, 1), func(b *Builder) error {
 		x := b.Constant("x", []int{2, 2}, []float64{1, 2, 3, 4})
 		b.Track("sum", Sum(x))
@@ -44,6 +45,7 @@ func TestTrackAndPenalties(t *testing.T) {
 // TestPenaltyKinds: a penalty's kind is what AddPenaltyKind says, not
 // what its name suggests; AddPenalty infers it from the suffix.
 func TestPenaltyKinds(t *testing.T) {
+	t.Parallel()
 	_, err := Compile(NewParams(Float64, 1), func(b *Builder) error {
 		x := b.Constant("x", []int{2}, []float64{1, 2})
 		b.AddPenaltyKind(PenaltyDiversity, "enc.0.spread", Sum(x))
@@ -67,6 +69,7 @@ func TestPenaltyKinds(t *testing.T) {
 // TestCompileSampler: a sampler draws noise as a training graph does and
 // computes the same forward values, but has no gradients.
 func TestCompileSampler(t *testing.T) {
+	t.Parallel()
 	params := NewParams(Float64, 1)
 	build := func(b *Builder) error {
 		w := b.Param("w", []int{3}, Normal(1))

@@ -25,6 +25,7 @@ func model(batch int) BuildFunc {
 // program of another batch size on one Params: every Adam step is seen by
 // the evaluation program, and a freshly compiled one agrees with it.
 func TestTrainAndEvalShareWeights(t *testing.T) {
+	t.Parallel()
 	for _, dt := range []DType{Float32, Float64} {
 		ps := NewParams(dt, 7)
 		train, err := Compile(ps, model(4), true)
@@ -93,6 +94,7 @@ func TestTrainAndEvalShareWeights(t *testing.T) {
 }
 
 func TestParamsNamesAreUnique(t *testing.T) {
+	t.Parallel()
 	ps := NewParams(Float64, 1)
 	_, err := Compile(ps, func(b *Builder) error {
 		b.Param("a.w", []int{2, 2}, Glorot)
@@ -113,6 +115,7 @@ func TestParamsNamesAreUnique(t *testing.T) {
 }
 
 func TestParamsInitIsSeeded(t *testing.T) {
+	t.Parallel()
 	init := func(seed uint64) []float64 {
 		ps := NewParams(Float32, seed)
 		if _, err := Compile(ps, func(b *Builder) error {
@@ -135,6 +138,7 @@ func TestParamsInitIsSeeded(t *testing.T) {
 }
 
 func TestCompileReportsShapeErrors(t *testing.T) {
+	t.Parallel()
 	_, err := Compile(NewParams(Float32, 1), func(b *Builder) error {
 		Linear(b.Input("x", 2, 3), b.Param("w", []int{4, 5}, Glorot), nil)
 		return nil
@@ -150,6 +154,7 @@ func TestCompileReportsShapeErrors(t *testing.T) {
 // index out of range in layer code) is an error that carries the stack
 // of the panic, so that the bug can be found; neither panics the caller.
 func TestPanicsInBuildFunctions(t *testing.T) {
+	t.Parallel()
 	ps := NewParams(Float64, 1)
 	_, err := Compile(ps, func(b *Builder) error {
 		Add(b.Input("a", 2, 3), b.Input("b", 3, 2))
@@ -171,6 +176,7 @@ func TestPanicsInBuildFunctions(t *testing.T) {
 // TestOutputUnknownName: reading an output the program does not have is
 // an error that names it, not an empty value.
 func TestOutputUnknownName(t *testing.T) {
+	t.Parallel()
 	prog, err := Compile(NewParams(Float64, 1), func(b *Builder) error {
 		b.Output("y", Scale(b.Input("x", 2), 2))
 		return nil

@@ -36,6 +36,7 @@ func shardModel(batch int) BuildFunc {
 // weighted by their loss weights add up to the gradient of the whole
 // batch, in float64 to rounding.
 func TestShardsAddUpToTheBatch(t *testing.T) {
+	t.Parallel()
 	const batch, parts = 6, 2
 	x := make([]float64, batch*3)
 	for i := range x {
@@ -137,6 +138,7 @@ func TestShardsAddUpToTheBatch(t *testing.T) {
 }
 
 func TestShardErrors(t *testing.T) {
+	t.Parallel()
 	params := NewParams(Float32, 1)
 	prog, err := Compile(params, shardModel(3), true)
 	if err != nil {

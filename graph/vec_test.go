@@ -13,6 +13,7 @@ import (
 // them) give bit for bit what their Go loops give, for lengths around the
 // vector widths.
 func TestVectorLoopsMatchGo(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(8, 8))
 	for _, d := range []int{1, 7, 8, 31, 32, 45, 64, 256} {
 		x := to32(Normal(1)(rng, []int{13 * d}))

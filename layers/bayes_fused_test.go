@@ -2,6 +2,7 @@ package layers
 
 import (
 	"fmt"
+	"github.com/probformer/probformer/graph/graphtest"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -24,19 +25,12 @@ var bayesMaskCases = []bayesMaskCase{
 	{"all", true, true, true},
 }
 
-// bayesRun is one training run of a Bayesian attention layer: the
-// readout, KL̄ and the gradients of Σ out ⊙ R + 0.7·KL̄.
-type bayesRun struct {
-	out, kl []float64
-	grads   map[string][]float64
-}
-
 // runBayesLayer builds a training graph of one Bayesian attention layer on
 // ps, with q, k, v parameters of the given values, fixed noise and the
 // given masks (nil: none), on the fused path or the composed reference,
 // runs it once and returns what it computed.
 func runBayesLayer(t *testing.T, ps *graph.Params, a BayesAttention, composed, causal bool, bs, n, m, heads, d, dv int,
-	q, k, v, noise, keyMask, queryMask, r []float64) bayesRun {
+	q, k, v, noise, keyMask, queryMask, r []float64) graphtest.Result {
 	t.Helper()
 	init := func(x []float64) graph.Init {
 		return func(*rand.Rand, []int) []float64 { return slices.Clone(x) }
@@ -71,43 +65,11 @@ func runBayesLayer(t *testing.T, ps *graph.Params, a BayesAttention, composed, c
 	if err := prog.Run(); err != nil {
 		t.Fatal(err)
 	}
-	var res bayesRun
-	res.out, _, _ = prog.Output("out")
-	res.kl, _, _ = prog.Output("kl")
-	res.out, res.kl = slices.Clone(res.out), slices.Clone(res.kl)
-	if res.grads, err = prog.Gradients(); err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return graphtest.Run(t, prog, "out", "kl")
 }
 
-// expectRunsEqual fails unless two runs agree to tol (relative to the
-// largest value of each result) in readout, KL̄ and every gradient.
-func expectRunsEqual(t *testing.T, what string, got, want bayesRun, tol float64) {
-	t.Helper()
-	check := func(name string, a, b []float64) {
-		if len(a) != len(b) {
-			t.Fatalf("%s: %s has %d values, want %d", what, name, len(a), len(b))
-		}
-		scale := 1.0
-		for _, x := range b {
-			scale = math.Max(scale, math.Abs(x))
-		}
-		for i := range a {
-			if d := math.Abs(a[i] - b[i]); !(d <= tol*scale) {
-				t.Fatalf("%s: %s[%d] = %.17g, want %.17g", what, name, i, a[i], b[i])
-			}
-		}
-	}
-	check("readout", got.out, want.out)
-	check("KL̄", got.kl, want.kl)
-	if len(got.grads) != len(want.grads) {
-		t.Fatalf("%s: gradients of %d parameters, want %d", what, len(got.grads), len(want.grads))
-	}
-	for name, g := range want.grads {
-		check("gradient of "+name, got.grads[name], g)
-	}
-}
+// bayesNames names the outputs of runBayesLayer in failures.
+var bayesNames = map[string]string{"out": "readout", "kl": "KL̄"}
 
 // TestBayesFusedMatchesComposed: the fused path (bayes.go) equals the
 // composed reference (bayes_reference.go) to 1e-9 in float64 — readout,
@@ -142,18 +104,18 @@ func TestBayesFusedMatchesComposed(t *testing.T) {
 					}
 				}
 				a := bayesKernel(t, AttentionConfig{Kind: kind, K: 3, Sigma: 0.7, Prior: prior, PriorRate: 2, PriorSigma: 1.3})
-				run := func(composed bool) bayesRun {
+				run := func(composed bool) graphtest.Result {
 					return runBayesLayer(t, graph.NewParams(graph.Float64, 5), a, composed, mc.causal, bs, n, m, heads, d, dv,
 						q, k, v, noise, keyMask, queryMask, r)
 				}
 				fused, ref := run(false), run(true)
-				expectRunsEqual(t, what, fused, ref, 1e-9)
+				graphtest.ExpectRunsClose(t, what, fused, ref, 1e-9, bayesNames)
 				want := 3
 				if prior == PriorContextual {
 					want += 4
 				}
-				if len(fused.grads) != want {
-					t.Fatalf("%s: gradients of %d parameters, want %d", what, len(fused.grads), want)
+				if len(fused.Grads) != want {
+					t.Fatalf("%s: gradients of %d parameters, want %d", what, len(fused.Grads), want)
 				}
 			}
 		}
@@ -214,11 +176,11 @@ func TestBayesPaddingChangesNothing(t *testing.T) {
 				}
 				return out
 			}
-			got.out = unpad(got.out, heads*dv)
+			got.Out["out"] = unpad(got.Out["out"], heads*dv)
 			for name, width := range map[string]int{"q": heads * d, "k": heads * d, "v": heads * dv} {
-				got.grads[name] = unpad(got.grads[name], width)
+				got.Grads[name] = unpad(got.Grads[name], width)
 			}
-			expectRunsEqual(t, what, got, want, 1e-12)
+			graphtest.ExpectRunsClose(t, what, got, want, 1e-12, bayesNames)
 		}
 	}
 }

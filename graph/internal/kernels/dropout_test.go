@@ -10,6 +10,7 @@ import (
 // TestSplitMix64 pins the stream's hash to SplitMix64's published outputs
 // for seed 1234567: h_j = SplitMix64(s + (j+1)·γ) is its (j+1)-th output.
 func TestSplitMix64(t *testing.T) {
+	t.Parallel()
 	want := []uint64{6457827717110365317, 3203168211198807973, 9817491932198370423, 4593380528125082431, 16408922859458223821}
 	for j, w := range want {
 		if got := SplitMix64(1234567 + uint64(j+1)*MaskGamma); got != w {
@@ -34,6 +35,7 @@ func TestSplitMix64(t *testing.T) {
 // exactly FillMaskGo's masks, for odd and even starts, lengths off the
 // 8-unit groups, and thresholds up to 2³² (p → 0).
 func TestMaskKernelsMatchGo(t *testing.T) {
+	t.Parallel()
 	kernels := append(maskKernels(), maskKernel{"FillMask",
 		FillMask[float32], FillMask[float64]})
 	const seed = 0xDEADBEEFCAFEF00D
@@ -62,6 +64,7 @@ func TestMaskKernelsMatchGo(t *testing.T) {
 // TestMaskStreamSplits: filling a mask piece by piece, at any cut points,
 // gives the mask filled whole — what lets DrawDropout split it over cores.
 func TestMaskStreamSplits(t *testing.T) {
+	t.Parallel()
 	const n, seed, thr = 5000, 42, 1 << 31
 	whole := make([]float32, n)
 	FillMask(whole, seed, 0, thr, 2)

@@ -6,6 +6,7 @@ import (
 )
 
 func TestExpNonPositive(t *testing.T) {
+	t.Parallel()
 	worst := 0.0
 	for i := 0; i <= 200000; i++ {
 		x := float64(float32(-90 * float64(i) / 200000))
@@ -36,6 +37,7 @@ func TestExpNonPositive(t *testing.T) {
 // the masked tail is covered), a vocabulary-sized row, values from 0 to
 // below float32's range.
 func TestExpRow32(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{1, 2, 7, 8, 9, 15, 16, 17, 31, 4459} {
 		src := make([]float32, n)
 		for i := range src {

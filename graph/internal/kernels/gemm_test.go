@@ -35,6 +35,7 @@ func naiveGemm(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b 
 // 1024-wide block of packed B, strided views and the row-split path, in
 // both dtypes.
 func TestGemm(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	sizes := [][3]int{{1, 1, 1}, {3, 5, 7}, {4, 16, 8}, {5, 17, 3}, {7, 9, 33}, {8, 24, 1}, {13, 31, 20}, {64, 64, 64}, {100, 70, 90}, {2, 3, 0},
 		{6, 16, 32}, {37, 45, 300}, {13, 17, 129}, {5, 1030, 33}, {70, 33, 40}}
@@ -124,6 +125,7 @@ func BenchmarkGemm(b *testing.B) {
 // ({64, 600, 100}, and the weight-gradient shapes {64, 64, 1024} and
 // {48, 48, 512}), bias included.
 func TestGemmRowSplitIsExact(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 3))
 	for _, sz := range [][3]int{{64, 256, 300}, {100, 20, 64}, {37, 64, 16}, {64, 600, 100}, {64, 64, 1024}, {48, 48, 512}} {
 		m, n, k := sz[0], sz[1], sz[2]
@@ -174,6 +176,7 @@ func TestGemmRowSplitIsExact(t *testing.T) {
 // packed and direct paths, across passes over k, on the row-split path
 // and with k = 0.
 func TestGemmBiasIsCopyThenAdd(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(5, 5))
 	for _, sz := range [][3]int{{64, 64, 64}, {37, 45, 300}, {13, 7, 20}, {1024, 64, 64}, {5, 16, 0}} {
 		m, n, k := sz[0], sz[1], sz[2]

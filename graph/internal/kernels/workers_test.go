@@ -82,6 +82,7 @@ func TestRunSharesPanic(t *testing.T) {
 // TestSplitRange: the parts cover [0, n) once, in order-free disjoint
 // pieces whose inner bounds fall on multiples of align.
 func TestSplitRange(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ n, align int }{{0, 8}, {5, 8}, {MinPart, 8}, {2*MinPart + 3, 8}, {65536, 64}, {3 * MinPart, 100}} {
 		seen := make([]atomic.Int32, c.n)
 		SplitRange(c.n, c.align, func(lo, hi int) {
