@@ -38,4 +38,24 @@
 // query units. In the reference, padded entries are never read, so they may
 // hold anything (even NaN); the outputs of padded units are defined (see
 // Run) but carry no meaning.
+//
+// # Where EM attention lives
+//
+// One computation in five places, from the equations to the model:
+//
+//	the math        em/MATH.md §1–§7 (this folder)
+//	the reference   em/reference.go and the phase files (plain Go, float64); the
+//	                same phases composed of graph ops: em/graphphases.go
+//	the fused op    graph.EMAttention: graph/emattention.go (the Gorgonia op and
+//	                its adjoint's bookkeeping); the per-problem arithmetic in
+//	                graph/internal/kernels/emgroup.go (forward) and
+//	                emgroupback.go (backward), both dtypes
+//	the C kernel    graph/internal/kernels/em.c (float32, AVX2/FMA; bound in
+//	                em_cgo.go), step for step the Go of emgroup*.go
+//	the layer       em.Attend and em.AttendHeads (attend.go) on the fused op;
+//	                layers.EMKernel (layers/emattention.go) calls AttendHeads
+//	                inside a model
+//
+// Bayesian attention, the other probabilistic kind, has the same map in
+// package layers (layers/doc.go).
 package em

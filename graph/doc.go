@@ -5,18 +5,95 @@
 // overflows to NaN on the last axis, the gradients of Dropout and
 // InverseSqrt are wrong, LogSumExp does not build, AdamW never updates,
 // random nodes and same-named parameters merge. This package owns every one
-// of those traps so that no other package has to know them:
+// of those traps so that no other package has to know them. Other packages
+// never import gorgonia.org/gorgonia; a test enforces it (banned_test.go,
+// which also keeps the broken names out of this package except in the one
+// wrapper allowed each).
 //
-//   - Params holds named parameters (hierarchical names such as
-//     "enc.0.mab.wq") initialised from the run's own seeded RNG;
-//   - Builder adds nodes to one graph through safe ops (Reshape copies,
-//     Softmax subtracts the max, Dropout is a fed mask, ...);
-//   - Program is a compiled graph with its inputs, outputs and tape machine;
-//     a training program and an evaluation program of another batch shape
-//     share the same parameter tensors;
-//   - Adam is an optimizer whose moments can be saved and restored;
-//   - CheckGradients is the float64 finite-difference checker that every
-//     layer test uses.
+// # Params, Builder and Program
 //
-// Other packages never import gorgonia.org/gorgonia; a test enforces it.
+// Params (params.go) holds named parameters (hierarchical names such as
+// "enc.0.mab.wq") initialised from the run's own seeded RNG by Init
+// functions (Glorot, Normal, Uniform, ...), in the DType of the run
+// (dtype.go). Builder (builder.go) adds nodes to one graph: parameters,
+// inputs, constants, outputs, the loss and penalties (penalty.go). Program
+// (program.go) is a compiled graph with its inputs, outputs and tape
+// machine; a training program and an evaluation program of another batch
+// shape share the same parameter tensors. Evaluate (evaluate.go) compiles
+// and runs an evaluation program once, and CheckGradients (gradcheck.go)
+// is the float64 finite-difference checker that every layer test uses.
+//
+// # Safe ops
+//
+// The element-wise, broadcast, reduction and shape ops of ops.go wrap
+// Gorgonia's with the fixes of GORGONIA.md: reductions over middle axes go
+// through a transpose and such broadcasts are refused, Reshape copies
+// (reshape.go), Softmax, LogSoftmax, LogSumExp and MaskedSoftmax subtract
+// each row's max (softmax.go), Embedding and CheckIndices check every id
+// (embedding.go), Lgamma and Digamma (lgamma.go) have right gradients.
+//
+// # Fused ops
+//
+// The ops a training step spends its time in are custom Gorgonia ops
+// (customop.go: a kernel with a forward, an output shape and the graph of
+// its gradients), each computing forward and backward in one pass over
+// plain slices:
+//
+//	fusedlinear.go        Linear, LinearReLU (linear.go), the matrix products of their gradients
+//	fusedbmm.go           BatchedMatMul
+//	fusedelementwise.go   Add, Mul, Scale on same-shaped or repeated operands
+//	fusedrelu.go          ReLU
+//	fusedlayernorm.go     LayerNorm
+//	fusedattention.go     Attention, AttentionWeights; attentiondropout.go: AttentionDropout
+//	fusedcrossentropy.go  SoftmaxCrossEntropy
+//	fusedprojxent.go      ProjectedCrossEntropy (output projection and cross-entropy, without the logits)
+//	fusedbayes.go         BiasedAttention, WeibullLogNoise, BayesAttentionKL (Bayesian attention, layers/BAYES.md)
+//	fusedbayesprior.go    BayesPriorLogits, the contextual prior network
+//	fusedbayessample.go   BayesAttentionSample: prior, sample, readout and KL of a Bayesian head at once
+//	emattention.go        EMAttention: attention as EM in a Gaussian mixture (em/MATH.md)
+//
+// These files hold the Gorgonia side (shapes, inputs, saved state, the
+// gradient nodes) and the Go loops of each op; the arithmetic they share
+// and the C kernels are in graph/internal/kernels (below).
+//
+// # Randomness
+//
+// Nothing in a graph draws its own random numbers. Builder.Dropout
+// (dropout.go) and Builder.Noise (noise.go) make inputs that the training
+// loop fills before each run from the run's generator (Program.DrawDropout,
+// Program.DrawNoise): each mask or noise tensor takes one draw as the seed
+// of a counter-based stream (SplitMix64 for masks, a ziggurat normal or a
+// uniform for noise), so the values do not depend on the number of cores,
+// on cgo, or on how the tensor is split between processes.
+//
+// # Shards
+//
+// shard.go makes a training program one shard of a data-parallel batch
+// (Program.Shard): the program keeps its part of every batched input and
+// of every mask and noise stream, and its gradients pack into one buffer
+// (AppendGradients, SetGradients) to be summed over the processes.
+//
+// # Checkpoints, safetensors and Adam
+//
+// adam.go is the Adam optimizer with saveable moments (Gorgonia's keep
+// theirs unexported, and its AdamW never updates); checkpoint.go writes and
+// reads checkpoints (parameters, Adam's state, the step and the config);
+// safetensors.go writes and reads the safetensors format for export; and
+// atomicfile.go (WriteFileAtomic) replaces a file only once its new
+// contents are on disk. They stay in this package for now: their callers
+// in cmd/trainer are being edited.
+//
+// # The kernels
+//
+// The arithmetic under the fused ops is package graph/internal/kernels, on
+// plain slices with no Gorgonia: the C files (gemm.c, softmax.c,
+// layernorm.c, vec.c, attention.c, bayes.c, dropout.c, em.c) with one Go
+// binding each and its pure-Go twin (-tags purego), the matrix products
+// (kernels.Gemm), the worker pool that splits a kernel over the cores
+// (kernels.ParallelFor, RunShares, SplitRange), the fast exponential, the
+// dropout mask stream, and EM attention's per-problem forward and backward
+// passes. Its doc comment lists the C files, the build tags and the CPU
+// dispatch (AVX2/FMA chosen at run time). The tests of the fused ops share
+// graph/graphtest: run a program once, keep its outputs and gradients, and
+// compare runs to a tolerance.
 package graph
