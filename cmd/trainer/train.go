@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -31,6 +32,42 @@ type trainFlags struct {
 	// loaded, if set, is the config of a new run, loaded already (a
 	// sweep's variant); config and sets are not read then.
 	loaded *configs.Config
+	// gate, if set, lets the set-up's writes into the run directory
+	// finish before the set-up is given up (setupUntilDone).
+	gate *setupGate
+}
+
+// setupGate orders a set-up's writes into its run directory with its
+// abandonment on a signal: a write under way finishes first (no
+// temporary file is left), and none starts after.
+type setupGate struct {
+	mu        sync.Mutex
+	abandoned bool
+}
+
+// errAbandoned is the error of a write that a given-up set-up would have
+// made.
+var errAbandoned = errors.New("set-up given up")
+
+// write runs fn unless the set-up has been given up; a nil gate always
+// runs it.
+func (g *setupGate) write(fn func() error) error {
+	if g == nil {
+		return fn()
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.abandoned {
+		return errAbandoned
+	}
+	return fn()
+}
+
+// abandon waits for a write under way, and refuses the later ones.
+func (g *setupGate) abandon() {
+	g.mu.Lock()
+	g.abandoned = true
+	g.mu.Unlock()
 }
 
 func newTrainCommand() *cobra.Command {
@@ -156,6 +193,7 @@ func setupUntilDone(ctx context.Context, f trainFlags, stdout, stderr io.Writer)
 		panicked any
 	}
 	done := make(chan result, 1)
+	f.gate = &setupGate{}
 	go func() {
 		defer func() {
 			if r := recover(); r != nil {
@@ -175,6 +213,7 @@ func setupUntilDone(ctx context.Context, f trainFlags, stdout, stderr io.Writer)
 		}
 		return r.t, r.err
 	case <-ctx.Done():
+		f.gate.abandon()
 		go func() {
 			if r := <-done; r.t != nil {
 				r.t.releaseDir()
@@ -227,7 +266,7 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (_ *trainer, err error) {
 			if release, err = lockRunDir(dir); err != nil {
 				return nil, err
 			}
-			if err := newRunDir(dir, cfg); err != nil {
+			if err := f.gate.write(func() error { return newRunDir(dir, cfg) }); err != nil {
 				return nil, err
 			}
 		}
@@ -259,7 +298,7 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (_ *trainer, err error) {
 	}
 	t.release = release
 	if ck != nil {
-		if err := t.loop.Restore(ck); err != nil {
+		if err := f.gate.write(func() error { return t.loop.Restore(ck) }); err != nil {
 			return nil, badInput(err)
 		}
 		t.step = ck.Step
