@@ -315,3 +315,41 @@ func TestCorruptBestFallsBack(t *testing.T) {
 		expectBadInput(t, []string{"eval", "--checkpoint", lone}, train.BestCheckpoint)
 	})
 }
+
+// TestEmptyOutIsAnError: an explicitly empty --out is bad input, not a
+// run in a dated default directory.
+func TestEmptyOutIsAnError(t *testing.T) {
+	t.Chdir(t.TempDir())
+	expectBadInput(t, []string{"train", "--out", ""}, `--out ""`)
+	expectBadInput(t, []string{"sweep", "--out", "", "--variant", "a"}, `--out ""`)
+	if _, err := os.Stat("checkpoints"); err == nil {
+		t.Error("a default run directory was made")
+	}
+}
+
+// TestSweepRefusesLockedVariant: a sweep whose variant directory another
+// process writes is refused (exit 2) naming the directory and that
+// process's pid, and writes nothing into it.
+func TestSweepRefusesLockedVariant(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "sweep")
+	variant := filepath.Join(out, "base")
+	if err := os.MkdirAll(variant, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(variant, train.LockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// Another open file's flock excludes this process's LockRunDir as
+	// another process's would.
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("31337\n")
+	expectBadInput(t, append([]string{"sweep", "--out", out, "--set", "training.steps=10", "--variant", "base"}, tiny...),
+		variant, "pid 31337")
+	if entries, _ := os.ReadDir(variant); len(entries) != 1 {
+		t.Errorf("the locked variant directory holds %d entries, want only its lock file", len(entries))
+	}
+}
