@@ -377,7 +377,6 @@ func TestProjectedCrossEntropyBackwardRecomputes(t *testing.T) {
 // their closures), not the [rows, V] exponentials or the live rows again,
 // whatever the number of live rows.
 func TestProjectedCrossEntropyKeepsBuffers(t *testing.T) {
-	t.Parallel()
 	rng := rand.New(rand.NewPCG(8, 8))
 	dense := func(shape ...int) *tensor.Dense {
 		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(Normal(1)(rng, shape)))
