@@ -306,7 +306,10 @@ func (l *Loop) restoreSchedule(step int) {
 
 // Resume restores the newest step checkpoint of the run directory that
 // loads (LatestCheckpoint; unloadable ones are named on warn, which may
-// be nil). It returns the checkpoint's path.
+// be nil). It returns the checkpoint's path. A program that must be sure
+// no other process writes the directory between the checkpoint's read
+// and the run holds its lock (LockRunDir) from before Resume until Run
+// returns.
 func (l *Loop) Resume(warn io.Writer) (string, error) {
 	if warn == nil {
 		warn = io.Discard
