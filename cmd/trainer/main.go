@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/graph"
 )
 
 func main() {
@@ -67,8 +68,11 @@ func runCommand(args []string, stdout, stderr io.Writer) (code int, err error) {
 	if errors.As(err, &stopped) {
 		return stopped.exitCode(), err
 	}
+	// A write refused because its target is not a regular file (a
+	// device, a FIFO, a directory) is the user's path, whichever command
+	// wrote it.
 	var bad *inputError
-	if errors.As(err, &bad) || !started {
+	if errors.As(err, &bad) || errors.Is(err, graph.ErrNotRegular) || !started {
 		return 2, err
 	}
 	return 1, err
