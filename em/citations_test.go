@@ -104,7 +104,7 @@ func scanned(name string) bool {
 
 // citationRE matches a Markdown document's name or path, then optionally
 // the sections or the anchor cited in it: "MATH.md §3", "layers/BAYES.md
-// §3, §4", "MATH.md §1–§6", "README.md#probabilistic-attention".
+// §3, §4", "MATH.md §1–§6", "README.md#results".
 var citationRE = regexp.MustCompile(`([A-Za-z0-9_.][A-Za-z0-9_./-]*\.md)\b(?:(\s§\d+(?:(?:–|-|, | and )§\d+)*)|#([A-Za-z0-9_-]+))?`)
 
 var sectionRE = regexp.MustCompile(`§(\d+)`)
