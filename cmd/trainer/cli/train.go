@@ -1,0 +1,518 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/graph"
+
+	"github.com/probformer/probformer/cmd/trainer/train"
+)
+
+type trainFlags struct {
+	config string
+	out    string
+	sets   []string
+	resume string
+	bar    string
+	// loaded, if set, is the config of a new run, loaded already (a
+	// sweep's variant); config and sets are not read then.
+	loaded *configs.Config
+	// gate, if set, lets the set-up's writes into the run directory
+	// finish before the set-up is given up (setupUntilDone).
+	gate *setupGate
+}
+
+// setupGate orders a set-up's writes into its run directory with its
+// abandonment on a signal: a write under way finishes first (no
+// temporary file is left), and none starts after.
+type setupGate struct {
+	mu        sync.Mutex
+	abandoned bool
+}
+
+// errAbandoned is the error of a write that a given-up set-up would have
+// made.
+var errAbandoned = errors.New("set-up given up")
+
+// write runs fn unless the set-up has been given up; a nil gate always
+// runs it.
+func (g *setupGate) write(fn func() error) error {
+	if g == nil {
+		return fn()
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.abandoned {
+		return errAbandoned
+	}
+	return fn()
+}
+
+// abandon waits for a write under way, and refuses the later ones.
+func (g *setupGate) abandon() {
+	g.mu.Lock()
+	g.abandoned = true
+	g.mu.Unlock()
+}
+
+func newTrainCommand() *cobra.Command {
+	var f trainFlags
+	cmd := &cobra.Command{
+		Use:   "train",
+		Short: "Train a model from a preset or a YAML config",
+		Long: `Train a model. --config takes a preset name (see 'trainer presets') or a
+YAML file; --set key=value overrides any field, e.g. --set training.steps=500.
+Checkpoints, config.yaml and metrics.jsonl go to --out (default
+checkpoints/<preset>-<time>). Ctrl-C saves a checkpoint and exits;
+--resume DIR continues from it. Ctrl-C or SIGTERM before training starts
+(while the config loads, the data is made or the model is built) ends
+the command at once with status 130 or 143: nothing was trained.
+
+A run directory has one writer: a train or --resume holds a lock on
+DIR/.lock (which records its pid) until it ends, and a second one on the
+same directory is refused at once (status 2). Readers (eval, export,
+inspect, board) take no lock.
+
+Data paths written in a config file are relative to that file's directory;
+paths given with --set are relative to the working directory. Checkpoints
+store the config with no absolute path (an absolute one is made relative
+to the working directory) and the task's vocabularies, so translate,
+attention and export need no data file. --resume reads the training data
+again: if it moved, pass --set data.train_file=… (and valid_file,
+test_file).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("out") && f.out == "" {
+				return badInput(errors.New(`--out "": give a run directory, or leave out --out for checkpoints/<preset>-<time>`))
+			}
+			ctx, stop := train.WithSignals(cmd.Context())
+			defer stop()
+			return runTrain(ctx, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVar(&f.config, "config", configs.DefaultPreset, "preset name or YAML file")
+	cmd.Flags().StringVar(&f.out, "out", "", "run directory (default checkpoints/<preset>-<time>)")
+	cmd.Flags().StringArrayVar(&f.sets, "set", nil, "override a config field: key=value (repeatable)")
+	cmd.Flags().StringVar(&f.resume, "resume", "", "continue the run in DIR, or from checkpoint PATH")
+	cmd.Flags().StringVar(&f.bar, "progress", "auto", "progress display: auto, bar or lines")
+	return cmd
+}
+
+// resumableKeys are the only fields --set may change on --resume, with
+// the task's file paths (configs.Config.Paths): the run is otherwise the
+// one in the checkpoint. The data files may move: the vocabularies are in
+// the checkpoint, so the model's ids do not change.
+var resumableKeys = []string{"training.steps", "training.log_every", "training.eval_every",
+	"training.checkpoint_every", "training.keep_checkpoints"}
+
+// trainer is one run of a config: its task and the library loop that
+// trains it.
+type trainer struct {
+	cfg    *configs.Config
+	task   train.Task
+	loop   *train.Loop
+	params *graph.Params
+	eval   *graph.Program
+	dir    string
+	step   int
+	// release gives up the run directory's lock (train.LockRunDir),
+	// held from before anything is written into it; nil if none is held.
+	release func()
+}
+
+// releaseDir gives up the trainer's lock of its run directory, if it
+// holds one.
+func (t *trainer) releaseDir() {
+	if t != nil && t.release != nil {
+		t.release()
+	}
+}
+
+func runTrain(ctx context.Context, f trainFlags, stdout, stderr io.Writer) error {
+	t, err := setupUntilDone(ctx, f, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	defer t.releaseDir()
+	if err := t.loop.Run(ctx); err != nil {
+		return err
+	}
+	if t.loop.Interrupted() && leader() {
+		fmt.Fprintf(stdout, "resume with: trainer train --resume %s\n", t.dir)
+	}
+	return nil
+}
+
+// interruptedError is a run stopped by a signal before it trained: the
+// command exits with status 128 + the signal's number (130 for SIGINT,
+// 143 for SIGTERM), as a shell reports a process the signal killed.
+type interruptedError struct {
+	sig   os.Signal
+	stage string
+}
+
+func (e *interruptedError) Error() string {
+	return fmt.Sprintf("interrupted (%s) during %s; nothing was trained", train.SignalName(e.sig), e.stage)
+}
+
+// exitCode is the command's exit status.
+func (e *interruptedError) exitCode() int {
+	if s, ok := e.sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return 130
+}
+
+// setupUntilDone is setupRun, given up as soon as ctx is done (Ctrl-C or
+// SIGTERM during the config's loading, the data's making or the model's
+// building, which can take minutes): it then returns an
+// *interruptedError at once. The set-up goes on in the background until
+// it ends, when a process exits with the command; in a test process, it
+// gives its run directory's lock up when it finishes. Nothing it writes
+// can be left half-written: every file of a run directory is written
+// atomically.
+func setupUntilDone(ctx context.Context, f trainFlags, stdout, stderr io.Writer) (*trainer, error) {
+	type result struct {
+		t        *trainer
+		err      error
+		panicked any
+	}
+	done := make(chan result, 1)
+	f.gate = &setupGate{}
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				if os.Getenv("PROBFORMER_TRACE") != "" {
+					stderr.Write(debug.Stack())
+				}
+				done <- result{panicked: r}
+			}
+		}()
+		t, err := setupRun(f, stdout, stderr)
+		done <- result{t: t, err: err}
+	}()
+	select {
+	case r := <-done:
+		if r.panicked != nil {
+			panic(r.panicked) // runCommand reports it as an internal error
+		}
+		return r.t, r.err
+	case <-ctx.Done():
+		f.gate.abandon()
+		go func() {
+			if r := <-done; r.t != nil {
+				r.t.releaseDir()
+			}
+		}()
+		return nil, &interruptedError{sig: train.Interruption(ctx), stage: "set-up"}
+	}
+}
+
+// setupRun builds a new run, or reloads one to resume. In an MPI job,
+// rank 0 takes the run directory's lock (train.LockRunDir) before it
+// reads or writes anything in it; the trainer holds it (release).
+func setupRun(f trainFlags, stdout, stderr io.Writer) (_ *trainer, err error) {
+	var (
+		cfg *configs.Config
+		ck  *graph.Checkpoint
+		dir string
+	)
+	var release func()
+	defer func() {
+		if err != nil && release != nil {
+			release()
+		}
+	}()
+	if f.resume != "" {
+		if leader() {
+			if release, err = lockResumeDir(f.resume); err != nil {
+				return nil, err
+			}
+		}
+		ck, dir, cfg, err = loadResume(f, stderr)
+		if err != nil {
+			return nil, err
+		}
+	} else if cfg = f.loaded; cfg == nil {
+		if cfg, err = configs.Load(f.config, f.sets); err != nil {
+			return nil, badInput(err)
+		}
+	}
+	if _, err := train.LocalBatch(cfg.Training.Batch, comm()); err != nil {
+		return nil, badInput(err)
+	}
+	if ck == nil {
+		dir = f.out
+		if dir == "" {
+			dir = filepath.Join("checkpoints", cfg.Name+"-"+time.Now().Format("20060102-150405"))
+		}
+		// In an MPI job rank 0 alone touches the run directory.
+		if leader() {
+			if release, err = lockRunDir(dir); err != nil {
+				return nil, err
+			}
+			if err := f.gate.write(func() error { return newRunDir(dir, cfg) }); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var state map[string][]byte
+	if ck != nil {
+		state = ck.Extra
+	}
+	mode := f.bar
+	if mode == "" {
+		mode = train.ProgressAuto
+	}
+	var splits []string
+	if ck != nil { // a new run's task has read its data already
+		splits = []string{"train", "valid", "test"}
+	}
+	t, err := newTrainer(cfg, dir, state, splits, func(s *train.Settings, tk train.Task) {
+		// A resumed run has its own encoder (init.go); in an MPI job the
+		// other processes get rank 0's weights.
+		if ck == nil && leader() {
+			s.Init = func(params *graph.Params) error { return initEncoder(cfg, tk, params, stderr) }
+		}
+		s.Progress = train.NewProgress(mode, stderr, stdout)
+		s.Out = stdout
+		s.Comm = comm()
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.release = release
+	if ck != nil {
+		if err := f.gate.write(func() error { return t.loop.Restore(ck) }); err != nil {
+			return nil, badInput(err)
+		}
+		t.step = ck.Step
+		// Say so when this resume re-anchored the decay: the learning rate
+		// then differs from what a fresh run of this length would use.
+		if s := t.loop.Schedule(); s != nil && s.Anchor != nil && s.Anchor.Step == ck.Step && leader() {
+			fmt.Fprintf(stderr, "resume: training.steps is now %d; the %s decay goes on from lr %.3g at step %d to optimizer.min_lr %.3g at step %d\n",
+				cfg.Training.Steps, s.Kind, s.Anchor.LR, ck.Step, s.MinLR, cfg.Training.Steps)
+		}
+	}
+	// Warned once the run is ready to start, not before a set-up error;
+	// a resume after the warm-up is quiet (t.step is the resume step).
+	if s := t.loop.Schedule(); s != nil && leader() {
+		if w := s.WarmupWarningFrom(t.step, cfg.Training.Steps); w != "" {
+			fmt.Fprintln(stderr, w)
+		}
+	}
+	return t, nil
+}
+
+// lockRunDir creates a run directory if need be and takes its lock
+// (train.LockRunDir): a directory another process writes is bad input.
+func lockRunDir(dir string) (release func(), err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, badInput(fmt.Errorf("run directory: %w", err))
+	}
+	release, err = train.LockRunDir(dir)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	return release, nil
+}
+
+// lockResumeDir takes the lock of the run directory that --resume PATH
+// continues: PATH, or a checkpoint file's directory. A PATH that does not
+// exist takes no lock: readResume reports it.
+func lockResumeDir(path string) (release func(), err error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return func() {}, nil
+	}
+	dir := path
+	if !info.IsDir() {
+		dir = filepath.Dir(path)
+	}
+	release, err = train.LockRunDir(dir)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	return release, nil
+}
+
+// newRunDir creates a new run's directory and writes its config.yaml; a
+// directory that holds a run already is refused. The caller holds the
+// directory's lock (lockRunDir), so that no other process can start a run
+// there between the check and the write.
+func newRunDir(dir string, cfg *configs.Config) error {
+	if steps, _ := train.StepCheckpoints(dir); len(steps) > 0 {
+		return badInput(fmt.Errorf("%s already holds a run: continue it with --resume %s, or choose another --out", dir, dir))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return badInput(fmt.Errorf("run directory: %w", err))
+	}
+	return graph.WriteFileAtomic(filepath.Join(dir, train.ConfigFile), func(w io.Writer) error {
+		_, err := w.Write(portableConfig(cfg).YAML())
+		return err
+	})
+}
+
+// readResume reads the checkpoint to resume from, and returns it with its
+// run directory and path; in an MPI job, on rank 0 only (the others get
+// a nil checkpoint).
+func readResume(f trainFlags, stderr io.Writer) (ck *graph.Checkpoint, dir, path string, err error) {
+	dir, path = f.resume, f.resume
+	if !leader() {
+		return nil, dir, path, nil
+	}
+	info, err := os.Stat(f.resume)
+	if err != nil {
+		return nil, "", "", badInput(fmt.Errorf("resume: %w", err))
+	}
+	if info.IsDir() {
+		ck, path, err = train.LatestCheckpoint(f.resume, stderr)
+	} else {
+		dir = filepath.Dir(f.resume)
+		ck, err = graph.ReadCheckpoint(f.resume)
+	}
+	if err != nil {
+		return nil, "", "", badInput(err)
+	}
+	return ck, dir, path, nil
+}
+
+// loadResume reads the checkpoint to resume from and its config, with the
+// allowed --set overrides applied.
+func loadResume(f trainFlags, stderr io.Writer) (*graph.Checkpoint, string, *configs.Config, error) {
+	ck, dir, path, err := readResume(f, stderr)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	// In an MPI job rank 0 alone reads the run directory; the others get
+	// its checkpoint.
+	if ck, err = train.ShareCheckpoint(comm(), ck); err != nil {
+		return nil, "", nil, err
+	}
+	cfg, err := configs.Parse(ck.Config)
+	if err != nil {
+		return nil, "", nil, badInput(fmt.Errorf("checkpoint %s: config: %w", path, err))
+	}
+	cfg.Name = string(ck.Extra["config_name"])
+	allowed := append(slices.Clone(resumableKeys), slices.Sorted(maps.Keys(cfg.Paths()))...)
+	for _, s := range f.sets {
+		key, _, _ := strings.Cut(s, "=")
+		if !slices.Contains(allowed, key) {
+			return nil, "", nil, badInput(fmt.Errorf("--set %s: a resumed run keeps its config; only %s may change", key, strings.Join(allowed, ", ")))
+		}
+		if err := cfg.Set(s); err != nil {
+			return nil, "", nil, badInput(err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, "", nil, badInput(err)
+	}
+	if cfg.Training.Steps <= ck.Step {
+		return nil, "", nil, badInput(fmt.Errorf("resume: the checkpoint is at step %d of %d; raise training.steps with --set training.steps=N", ck.Step, cfg.Training.Steps))
+	}
+	return ck, dir, cfg, nil
+}
+
+// newTrainer builds the config's task and a loop on fresh parameters.
+// state is the task state of a checkpoint, or nil; splits are the data
+// splits a task that reads its data lazily (splitLoader) reads up front,
+// so that a missing file is bad input before the graphs compile; adjust,
+// if not nil, completes the loop's settings before the loop is built.
+func newTrainer(cfg *configs.Config, dir string, state map[string][]byte, splits []string, adjust func(*train.Settings, train.Task)) (*trainer, error) {
+	tk, err := train.NewTask(cfg, state)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	if l, ok := tk.(splitLoader); ok && len(splits) > 0 {
+		if err := l.LoadSplits(splits...); err != nil {
+			return nil, badInput(err)
+		}
+	}
+	dt, err := graph.ParseDType(cfg.DType)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	s, err := loopSettings(cfg, dir, dt)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	if adjust != nil {
+		adjust(&s, tk)
+	}
+	loop, err := train.New(tk, s)
+	if err != nil {
+		return nil, err
+	}
+	return &trainer{cfg: cfg, task: tk, loop: loop, params: loop.Params(), eval: loop.EvalProgram(), dir: dir}, nil
+}
+
+// loopSettings maps a config's optimizer and training sections to the
+// loop's settings.
+func loopSettings(cfg *configs.Config, dir string, dt graph.DType) (train.Settings, error) {
+	o, tr := cfg.Optimizer, cfg.Training
+	opt := graph.NewAdam(o.LR)
+	opt.Beta1, opt.Beta2, opt.Eps = o.Beta1, o.Beta2, o.Eps
+	opt.WeightDecay, opt.ClipNorm = o.WeightDecay, o.ClipNorm
+	schedule, err := train.NewSchedule(o.Schedule, o.LR, o.MinLR, o.WarmupSteps)
+	if err != nil {
+		return train.Settings{}, fmt.Errorf("optimizer: %w", err)
+	}
+	return train.Settings{
+		Dir: dir, Steps: tr.Steps, Batch: tr.Batch, Seed: cfg.Seed, DType: dt,
+		Optimizer: opt, Schedule: schedule, EMADecay: tr.EMADecay,
+		LogEvery: tr.LogEvery, EvalEvery: tr.EvalEvery, CheckpointEvery: tr.CheckpointEvery, KeepCheckpoints: tr.KeepCheckpoints,
+		Config: portableConfig(cfg).YAML(), Extra: map[string][]byte{"config_name": []byte(cfg.Name)},
+	}, nil
+}
+
+// splitLoader is a task that reads its data splits on first use (the
+// seq2seq task built from a checkpoint reads none until asked).
+type splitLoader interface {
+	LoadSplits(splits ...string) error
+}
+
+// pathKeys are the config's file paths: the task's data files
+// (configs.Config.Paths) and the encoder's checkpoint.
+func pathKeys(cfg *configs.Config) []*string {
+	var out []*string
+	for _, p := range cfg.Paths() {
+		out = append(out, p)
+	}
+	return append(out, &cfg.Init.EncoderFrom)
+}
+
+// portableConfig is cfg as checkpoints and config.yaml store it: with no
+// absolute path of this machine. A relative path stays as given (relative
+// to the directory training runs in, where --resume finds it); an absolute
+// one is made relative to the working directory, or cut to its base name
+// if it has no such form (another volume).
+func portableConfig(cfg *configs.Config) *configs.Config {
+	c := cfg.Clone()
+	wd, wdErr := os.Getwd()
+	for _, p := range pathKeys(c) {
+		if *p == "" || !filepath.IsAbs(*p) {
+			continue
+		}
+		rel, err := filepath.Rel(wd, *p)
+		if wdErr != nil || err != nil || filepath.IsAbs(rel) {
+			rel = filepath.Base(*p)
+		}
+		*p = filepath.ToSlash(rel)
+	}
+	return c
+}
