@@ -90,4 +90,28 @@ type Training struct {
 	// KeepCheckpoints is how many recent checkpoints are kept, besides the
 	// best one.
 	KeepCheckpoints int `yaml:"keep_checkpoints"`
+	// Accumulate is gradient accumulation: every optimizer step runs
+	// accumulate micro-batches of batch/accumulate examples one after
+	// the other and sums their gradients, weighed as the shards of a
+	// data-parallel batch are, so batch stays the effective batch of a
+	// step (in an MPI job too: each process's share is split). It must
+	// divide batch (in an MPI job, batch/processes). 0 or 1: off. Written
+	// to YAML only when set, as are the keys below.
+	Accumulate int `yaml:"accumulate,omitempty"`
+	// EarlyStop ends the run when the task's selection metric stops
+	// improving; absent or a patience of 0: off.
+	EarlyStop EarlyStop `yaml:"early_stop,omitempty"`
+}
+
+// EarlyStop is training.early_stop, e.g. {patience: 5, min_delta: 0}:
+// the run stops after patience validations in a row in which the
+// selection metric (valid_mse, valid_bleu, …, in its direction) did not
+// beat its reference, the best so far by more than min_delta, by more
+// than min_delta. best.ckpt keeps the best validation's weights.
+type EarlyStop struct {
+	// Patience counts validations (training.eval_every apart); 0: off.
+	Patience int `yaml:"patience,omitempty"`
+	// MinDelta is the smallest change, in the metric's units, that counts
+	// as an improvement; 0: any.
+	MinDelta float64 `yaml:"min_delta,omitempty"`
 }

@@ -90,6 +90,12 @@ func (c *Config) sharedRules() []Rule {
 		{t.EvalEvery >= 0, "training.eval_every", "≥ 0 (0: only at the end)"},
 		{t.CheckpointEvery >= 0, "training.checkpoint_every", "≥ 0 (0: only at the end)"},
 		{t.KeepCheckpoints > 0, "training.keep_checkpoints", "a positive integer"},
+		{t.Accumulate >= 0 && t.Accumulate <= MaxBatch, "training.accumulate",
+			fmt.Sprintf("an integer in [0, %d] (0 or 1: no gradient accumulation)", MaxBatch)},
+		{t.Accumulate <= 1 || t.Batch%t.Accumulate == 0, "training.accumulate",
+			fmt.Sprintf("a divisor of training.batch = %d (a step runs accumulate micro-batches of batch/accumulate examples)", t.Batch)},
+		{t.EarlyStop.Patience >= 0, "training.early_stop.patience", "an integer ≥ 0 (validations without improvement; 0: off)"},
+		{t.EarlyStop.MinDelta >= 0 && finite(t.EarlyStop.MinDelta), "training.early_stop.min_delta", "a finite number ≥ 0"},
 	}
 }
 
