@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -50,8 +53,11 @@ JSON file's directory), its step, config and task, "metrics" (the model's:
 test_bleu, test_mse, ... as metrics.jsonl names valid_bleu, valid_mse;
 test_samples counts the test examples), "baselines" (each baseline's metrics by its name) and the
 files --predictions wrote (relative to the JSON file's directory too). A
-metric that is not a number is null. A task that returns no results (one
-without train.ResultReporter) writes no JSON and takes no --out.
+metric that is not a number is null. A task with a report that returns
+no results (a train.Reporter that is not a train.ResultReporter) writes no
+JSON and takes no --out. A task with no report of its own (a program's
+task, say) prints the metrics its Evaluate returns on the "test" split and
+writes them to the JSON file; it has no --predictions.
 
 --predictions FILE writes the model's outputs on the test set, in test-set
 order, as the printed scores computed them:
@@ -113,22 +119,34 @@ func runEval(f evalFlags, w, warn io.Writer) error {
 	if kind, _ := t.cfg.Get("model.attention.kind"); f.samples > 1 && kind != layers.KindBayesWeibull && kind != layers.KindBayesLogNormal {
 		return badInput(fmt.Errorf("--samples: the model's attention is not sampled (attention.kind is %v)", kind))
 	}
-	rep, ok := t.task.(train.Reporter)
-	if !ok {
-		return badInput(fmt.Errorf("task %s has no report", t.cfg.Task))
-	}
+	// A task with no report of its own (a program's task, say) is scored
+	// by its Evaluate on the test split: its metrics are printed and
+	// written as a report's are.
+	rep, isReporter := t.task.(train.Reporter)
 	rr, hasResults := t.task.(train.ResultReporter)
-	if !hasResults && (f.out != "" || f.predictions != "") {
+	if isReporter && !hasResults && (f.out != "" || f.predictions != "") {
 		return badInput(fmt.Errorf("task %s returns no results to write (--out, --predictions)", t.cfg.Task))
 	}
-	fmt.Fprintf(w, "checkpoint %s (step %d, config %s)\n", file, t.step, t.cfg.Name)
-	if !hasResults {
+	if !isReporter && f.predictions != "" {
+		return badInput(fmt.Errorf("--predictions %s: task %s has no predictions to write (it has no train.ResultReporter report)", f.predictions, t.cfg.Task))
+	}
+	name := t.cfg.Name
+	if name == "" {
+		name = "of task " + t.cfg.Task
+	}
+	fmt.Fprintf(w, "checkpoint %s (step %d, config %s)\n", file, t.step, name)
+	var res train.Results
+	switch {
+	case hasResults:
+		res, err = rr.ReportResults(w, t.params, t.eval)
+	case isReporter:
 		if err := rep.Report(w, t.params, t.eval); err != nil {
 			return err
 		}
 		return sampleReport(sm, t, f.samples, w)
+	default:
+		res, err = evaluateTest(w, t)
 	}
-	res, err := rr.ReportResults(w, t.params, t.eval)
 	if err != nil {
 		return err
 	}
@@ -147,6 +165,27 @@ func runEval(f evalFlags, w, warn io.Writer) error {
 	}
 	fmt.Fprintf(w, "wrote %s\n", out)
 	return sampleReport(sm, t, f.samples, w)
+}
+
+// evaluateTest is eval's report on a task that has none of its own
+// (not a train.Reporter): its Evaluate metrics on the "test" split,
+// printed one a line.
+func evaluateTest(w io.Writer, t *trainer) (train.Results, error) {
+	metrics, err := t.task.Evaluate(t.params, t.eval, "test")
+	if err != nil {
+		return train.Results{}, fmt.Errorf("task %s: test split: %w", t.cfg.Task, err)
+	}
+	if len(metrics) == 0 {
+		return train.Results{}, fmt.Errorf("task %s: Evaluate returned no metrics on the test split", t.cfg.Task)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, k := range slices.Sorted(maps.Keys(metrics)) {
+		fmt.Fprintf(tw, "  %s\t%.6g\n", k, metrics[k])
+	}
+	if err := tw.Flush(); err != nil {
+		return train.Results{}, err
+	}
+	return train.Results{Metrics: metrics}, nil
 }
 
 // sampleReport runs --samples passes if asked.
@@ -303,9 +342,9 @@ func loadCheckpointWarn(path string, sets, splits []string, warn io.Writer) (*tr
 	if err != nil {
 		return nil, "", err
 	}
-	cfg, err := configs.Parse(ck.Config)
+	cfg, err := checkpointConfig(ck, file)
 	if err != nil {
-		return nil, "", badInput(fmt.Errorf("checkpoint %s: config: %w", file, err))
+		return nil, "", err
 	}
 	cfg.Name = string(ck.Extra["config_name"])
 	for _, s := range sets {
@@ -345,6 +384,20 @@ func loadCheckpointWarn(path string, sets, splits []string, warn io.Writer) (*tr
 func readCheckpoint(path string, preferBest bool, warn io.Writer) (*graph.Checkpoint, string, error) {
 	ck, file, err := train.ReadRunCheckpoint(path, preferBest, warn)
 	return ck, file, badInput(err)
+}
+
+// checkpointConfig parses the config checkpoint file holds, its errors
+// bad input. A checkpoint of a library run that did not store its config
+// (train.Settings.Config left empty) says what to set.
+func checkpointConfig(ck *graph.Checkpoint, file string) (*configs.Config, error) {
+	if len(bytes.TrimSpace(ck.Config)) == 0 {
+		return nil, badInput(fmt.Errorf("checkpoint %s holds no config: a library run must set train.Settings.Config (the config's YAML, configs.Config.YAML) for trainer commands to read it", file))
+	}
+	cfg, err := configs.Parse(ck.Config)
+	if err != nil {
+		return nil, badInput(fmt.Errorf("checkpoint %s: config: %w", file, err))
+	}
+	return cfg, nil
 }
 
 // resolveCheckpoint is train.ResolveCheckpoint, its errors bad input.

@@ -75,9 +75,9 @@ that receives model.safetensors and probformer_torch.py.
 			if err := train.UseAverage(ck); err != nil {
 				return badInput(fmt.Errorf("checkpoint %s: %w", file, err))
 			}
-			cfg, err := configs.Parse(ck.Config)
+			cfg, err := checkpointConfig(ck, file)
 			if err != nil {
-				return badInput(fmt.Errorf("checkpoint %s: config: %w", file, err))
+				return err
 			}
 			cfgJSON, err := exportConfig(cfg).JSON()
 			if err != nil {

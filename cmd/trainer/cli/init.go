@@ -49,9 +49,9 @@ func initEncoder(cfg *configs.Config, tk train.Task, params *graph.Params, stder
 	if err := train.UseAverage(ck); err != nil {
 		return fail("%v", err)
 	}
-	src, err := configs.Parse(ck.Config)
+	src, err := checkpointConfig(ck, file)
 	if err != nil {
-		return fail("config: %v", err)
+		return fmt.Errorf("init.encoder_from: %w", err)
 	}
 	if src.Task != "mlm" {
 		return fail("a checkpoint of task %q; want a masked-LM (task mlm) checkpoint", src.Task)

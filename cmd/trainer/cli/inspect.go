@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"slices"
@@ -41,6 +42,9 @@ checkpoint file or a run directory (its latest checkpoint).`,
 				fmt.Fprintf(w, "  %-20s %.6g\n", k, ck.Metrics[k])
 			}
 			fmt.Fprintf(w, "\nconfig:\n")
+			if len(bytes.TrimSpace(ck.Config)) == 0 {
+				fmt.Fprintf(w, "  none (a library run that left train.Settings.Config empty: eval and export cannot read it)\n")
+			}
 			for _, line := range splitLines(string(ck.Config)) {
 				fmt.Fprintf(w, "  %s\n", line)
 			}

@@ -404,9 +404,9 @@ func loadResume(f trainFlags, stderr io.Writer) (*graph.Checkpoint, string, *con
 	if ck, err = train.ShareCheckpoint(comm(), ck); err != nil {
 		return nil, "", nil, err
 	}
-	cfg, err := configs.Parse(ck.Config)
+	cfg, err := checkpointConfig(ck, path)
 	if err != nil {
-		return nil, "", nil, badInput(fmt.Errorf("checkpoint %s: config: %w", path, err))
+		return nil, "", nil, err
 	}
 	cfg.Name = string(ck.Extra["config_name"])
 	allowed := append(slices.Clone(resumableKeys), slices.Sorted(maps.Keys(cfg.Paths()))...)

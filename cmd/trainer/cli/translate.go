@@ -131,7 +131,7 @@ func loadSeq2SeqWarn(path string, warn io.Writer) (*trainer, *tasks.Seq2Seq, err
 	}
 	task, ok := t.task.(*tasks.Seq2Seq)
 	if !ok {
-		return nil, nil, badInput(fmt.Errorf("checkpoint %s: a %s model, not seq2seq", file, t.cfg.Task))
+		return nil, nil, badInput(fmt.Errorf("checkpoint %s: a %s model, not seq2seq: translate and attention work on seq2seq checkpoints only", file, t.cfg.Task))
 	}
 	return t, task, nil
 }

@@ -1,6 +1,9 @@
 package train_test
 
 import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,33 +13,12 @@ import (
 	"testing"
 )
 
-// userProgram is a program outside probformer's module that builds on the
-// library: its own task, with its own config sections (setSumData,
-// setSumModel) registered by one train.Register call, read from a config
-// file by configs.Load and checked by the task's own rules, trained by
-// the library loop with checkpoints, metrics.jsonl and the progress
-// display; interrupted at step 150 (as Ctrl-C would) and resumed to step
-// 300, it must log exactly what an uninterrupted run logs and end on the
-// same weights.
-const userProgram = `package main
-
-import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
-	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"slices"
-
-	"github.com/probformer/probformer/cmd/trainer/train"
-	"github.com/probformer/probformer/configs"
-	"github.com/probformer/probformer/graph"
-	"github.com/probformer/probformer/losses"
-)
-
-// setSumData and setSumModel are the task's config sections: data: and
+// setSumTask is a task of a program outside probformer's module: its
+// own config sections (setSumData, setSumModel) registered by one
+// train.Register call, and checked by the task's own rules. The program
+// that holds it imports context, fmt, math/rand/v2, os, train, configs,
+// graph and losses.
+const setSumTask = `// setSumData and setSumModel are the task's config sections: data: and
 // model: of its config files.
 type setSumData struct {
 	Elements int     ` + "`yaml:\"elements\"`" + `
@@ -62,18 +44,6 @@ func init() {
 	})
 	check(err)
 }
-
-const config = ` + "`" + `task: setsum
-seed: 3
-dtype: float64
-data:
-  elements: 8
-  scale: 1
-model:
-  hidden: 16
-optimizer: {name: adam, lr: 5.0e-3, beta1: 0.9, beta2: 0.999, eps: 1.0e-8, schedule: cosine, warmup_steps: 30, min_lr: 5.0e-4}
-training: {steps: 300, batch: 32, loss: mse, ema_decay: 0.99, log_every: 40, eval_every: 100, checkpoint_every: 100, keep_checkpoints: 3}
-` + "`" + `
 
 // setSum regresses the sum of n numbers; stop, if set, cancels the run
 // during step stopAt.
@@ -127,6 +97,55 @@ func (t *setSum) Evaluate(_ *graph.Params, prog *graph.Program, split string) (m
 
 func (*setSum) Selection() (string, bool) { return "valid_mse", false }
 
+func check(err error) {
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+}
+`
+
+// setSumConfig is a config file of the setsum task.
+const setSumConfig = `task: setsum
+seed: 3
+dtype: float64
+data:
+  elements: 8
+  scale: 1
+model:
+  hidden: 16
+optimizer: {name: adam, lr: 5.0e-3, beta1: 0.9, beta2: 0.999, eps: 1.0e-8, schedule: cosine, warmup_steps: 30, min_lr: 5.0e-4}
+training: {steps: 300, batch: 32, loss: mse, ema_decay: 0.99, log_every: 40, eval_every: 100, checkpoint_every: 100, keep_checkpoints: 3}
+`
+
+// userProgram is a program outside probformer's module that builds on the
+// library: setSumTask, read from a config file by configs.Load, trained by
+// the library loop with checkpoints, metrics.jsonl and the progress
+// display; interrupted at step 150 (as Ctrl-C would) and resumed to step
+// 300, it must log exactly what an uninterrupted run logs and end on the
+// same weights.
+const userProgram = `package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/losses"
+)
+
+` + setSumTask + `
+
+const config = ` + "`" + setSumConfig + "`" + `
+
 // loop builds the run of the config file at path in dir; stopAt > 0
 // interrupts it at that step.
 func loop(path, dir string, stopAt int, stop context.CancelFunc) *train.Loop {
@@ -146,13 +165,6 @@ func loop(path, dir string, stopAt int, stop context.CancelFunc) *train.Loop {
 		Progress: train.NewProgress(train.ProgressLines, os.Stderr, os.Stdout), Out: os.Stdout})
 	check(err)
 	return l
-}
-
-func check(err error) {
-	if err != nil {
-		fmt.Println("error:", err)
-		os.Exit(1)
-	}
 }
 
 // metrics reads metrics.jsonl without its timings.
@@ -211,39 +223,9 @@ func main() {
 // TestExternalModule builds and runs userProgram in a module of its own,
 // with probformer replaced by this repository and no network.
 func TestExternalModule(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go is not on PATH:", err)
-	}
-	if testing.Short() {
-		t.Skip("builds a program: skipped with -short")
-	}
-	_, file, _, _ := runtime.Caller(0)
-	repo, err := filepath.Abs(filepath.Join(filepath.Dir(file), "..", "..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gomod, err := scratchGoMod(filepath.Join(repo, "go.mod"), repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mod := t.TempDir()
-	for name, data := range map[string][]byte{"go.mod": gomod, "go.sum": sum, "main.go": []byte(userProgram)} {
-		if err := os.WriteFile(filepath.Join(mod, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	goBin, mod, env := scratchModule(t, userProgram)
 	cmd := exec.Command(goBin, "run", ".", t.TempDir())
-	cmd.Dir = mod
-	// -mod=readonly with the project's go.sum: the scratch module resolves
-	// exactly the project's versions, and the go command downloads
-	// nothing the project's own build did not (the environment's proxy
-	// setting is kept, so a cache that lacks a file is filled, not failed).
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly -buildvcs=false", "GOWORK=off")
+	cmd.Dir, cmd.Env = mod, env
 	out, err := cmd.CombinedOutput()
 	text := string(out)
 	if err != nil {
@@ -266,6 +248,174 @@ func TestExternalModule(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
 	}
+}
+
+// cliProgram is a program outside probformer's module whose command line
+// is the trainer's, on its own task: setSumTask, and a main that is
+// cli.Main.
+const cliProgram = `package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+
+	"github.com/probformer/probformer/cmd/trainer/cli"
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/losses"
+)
+
+` + setSumTask + `
+
+func main() { cli.Main() }
+`
+
+// TestExternalCLI builds cliProgram with go build -o, as a user would,
+// and runs the binary's commands on its own task as processes: train with
+// --set on the task's own key (and a typo in one refused with exit
+// status 2), eval (a task with no report: its Evaluate metrics on the
+// test split, written to eval_results.json), export --format safetensors,
+// inspect, and translate, which works on seq2seq checkpoints only.
+func TestExternalCLI(t *testing.T) {
+	goBin, mod, env := scratchModule(t, cliProgram)
+	bin := filepath.Join(t.TempDir(), "setsum")
+	build := exec.Command(goBin, "build", "-o", bin, ".")
+	build.Dir, build.Env = mod, env
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "setsum.yaml"), []byte(setSumConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// setsum runs the binary in work and returns its exit status and
+	// outputs.
+	setsum := func(args ...string) (int, string, string) {
+		t.Helper()
+		var stdout, stderr strings.Builder
+		cmd := exec.Command(bin, args...)
+		cmd.Dir, cmd.Stdout, cmd.Stderr = work, &stdout, &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatalf("setsum %s: %v", strings.Join(args, " "), err)
+		}
+		return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+	}
+	expect := func(code int, stdout, stderr string, wantCode int, args string, wants ...string) {
+		t.Helper()
+		if code != wantCode {
+			t.Fatalf("setsum %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, code, wantCode, stdout, stderr)
+		}
+		for _, want := range wants {
+			if !strings.Contains(stdout+stderr, want) {
+				t.Errorf("setsum %s: output lacks %q\nstdout:\n%s\nstderr:\n%s", args, want, stdout, stderr)
+			}
+		}
+	}
+
+	code, stdout, stderr := setsum("train", "--config", "setsum.yaml", "--set", "data.elemnts=6", "--out", "runs/typo")
+	expect(code, stdout, stderr, 2, "train --set data.elemnts=6", `elemnts`)
+	if _, err := os.Stat(filepath.Join(work, "runs", "typo")); err == nil {
+		t.Error("a refused config made its run directory")
+	}
+	code, stdout, stderr = setsum("train", "--config", "setsum.yaml", "--set", "data.elements=0", "--out", "runs/zero")
+	expect(code, stdout, stderr, 2, "train --set data.elements=0", "data.elements = 0 (--set): want a positive integer")
+
+	code, stdout, stderr = setsum("train", "--config", "setsum.yaml", "--set", "data.elements=6", "--out", "runs/a", "--progress", "lines")
+	expect(code, stdout, stderr, 0, "train", "step 100  valid_mse", "done: 300 steps")
+
+	code, stdout, stderr = setsum("eval", "--checkpoint", "runs/a")
+	expect(code, stdout, stderr, 0, "eval", "checkpoint runs/a/best.ckpt (step 300, config setsum)", "test_mse", "wrote runs/a/eval_results.json")
+	data, err := os.ReadFile(filepath.Join(work, "runs", "a", "eval_results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results struct {
+		Task    string             `json:"task"`
+		Step    int                `json:"step"`
+		Metrics map[string]float64 `json:"metrics"`
+	}
+	if err := json.Unmarshal(data, &results); err != nil {
+		t.Fatal(err)
+	}
+	if mse, ok := results.Metrics["test_mse"]; results.Task != "setsum" || results.Step != 300 || !ok || !(mse < 0.5) {
+		t.Errorf("eval_results.json: %s", data)
+	}
+
+	code, stdout, stderr = setsum("export", "--checkpoint", "runs/a", "--format", "safetensors", "--out", "setsum.safetensors")
+	expect(code, stdout, stderr, 0, "export")
+	header := safetensorsHeader(t, filepath.Join(work, "setsum.safetensors"))
+	for _, want := range []string{`"phi.w"`, `"rho.b"`, `\"task\":\"setsum\"`, `\"elements\":6`} {
+		if !strings.Contains(header, want) {
+			t.Errorf("the export's header lacks %s: %s", want, header)
+		}
+	}
+
+	code, stdout, stderr = setsum("inspect", "runs/a")
+	expect(code, stdout, stderr, 0, "inspect", "step:       300", "task: setsum", "elements: 6", "phi.w", "rho.w")
+
+	code, stdout, stderr = setsum("translate", "--checkpoint", "runs/a", "--text", "hello")
+	expect(code, stdout, stderr, 2, "translate", "a setsum model, not seq2seq")
+}
+
+// safetensorsHeader returns the JSON header of the safetensors file at
+// path.
+func safetensorsHeader(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) < 8 {
+		t.Fatalf("%s: %d bytes", path, len(data))
+	}
+	n := binary.LittleEndian.Uint64(data[:8])
+	if n > uint64(len(data)-8) {
+		t.Fatalf("%s: header of %d bytes in a file of %d", path, n, len(data))
+	}
+	return string(data[8 : 8+n])
+}
+
+// scratchModule writes program as the main package of a module of its own
+// that requires probformer replaced by this repository, and returns the
+// go command, the module's directory and the environment to build it in.
+func scratchModule(t *testing.T, program string) (goBin, dir string, env []string) {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go is not on PATH:", err)
+	}
+	if testing.Short() {
+		t.Skip("builds a program: skipped with -short")
+	}
+	_, file, _, _ := runtime.Caller(0)
+	repo, err := filepath.Abs(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := scratchGoMod(filepath.Join(repo, "go.mod"), repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	for name, data := range map[string][]byte{"go.mod": gomod, "go.sum": sum, "main.go": []byte(program)} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// -mod=readonly with the project's go.sum: the scratch module resolves
+	// exactly the project's versions, and the go command downloads
+	// nothing the project's own build did not (the environment's proxy
+	// setting is kept, so a cache that lacks a file is filled, not failed).
+	return goBin, dir, append(os.Environ(), "GOFLAGS=-mod=readonly -buildvcs=false", "GOWORK=off")
 }
 
 // scratchGoMod is the go.mod of a module outside probformer that uses it
