@@ -21,9 +21,9 @@ import (
 	"github.com/probformer/probformer/layers"
 )
 
-// EvalResultsFile is the name of the JSON file of `trainer eval`'s
+// evalResultsFile is the name of the JSON file of `trainer eval`'s
 // results in the checkpoint's directory, as Hugging Face names it.
-const EvalResultsFile = "eval_results.json"
+const evalResultsFile = "eval_results.json"
 
 // evalFlags are the flags of `trainer eval`.
 type evalFlags struct {
@@ -83,7 +83,7 @@ Files are replaced atomically.`,
 	cmd.Flags().StringVar(&f.plots, "plots", "", "directory for the task's figures (default: the checkpoint's)")
 	cmd.Flags().IntVar(&f.samples, "samples", 0, "with Bayesian attention: sampled passes to measure the predictive spread (maxnorm, seq2seq)")
 	cmd.Flags().StringArrayVar(&f.sets, "set", nil, "override the checkpoint's config: only data.test_file=PATH (a TSV task's test set)")
-	cmd.Flags().StringVar(&f.out, "out", "", "JSON file of the results (default: "+EvalResultsFile+" in the checkpoint's directory)")
+	cmd.Flags().StringVar(&f.out, "out", "", "JSON file of the results (default: "+evalResultsFile+" in the checkpoint's directory)")
 	cmd.Flags().StringVar(&f.predictions, "predictions", "", "write the model's test-set outputs to this file (seq2seq: and its .src, .ref and .beam siblings)")
 	cmd.MarkFlagRequired("checkpoint")
 	return cmd
@@ -154,7 +154,7 @@ func runEval(f evalFlags, w, warn io.Writer) error {
 	// sampled block stays the last of the output.
 	out := f.out
 	if out == "" {
-		out = filepath.Join(filepath.Dir(file), EvalResultsFile)
+		out = filepath.Join(filepath.Dir(file), evalResultsFile)
 	}
 	written, err := writePredictions(f.predictions, res.Predictions, t.cfg.Task, w)
 	if err != nil {

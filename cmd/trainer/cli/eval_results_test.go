@@ -60,7 +60,7 @@ func TestEvalWritesTranslations(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("eval: exit %d: %s", code, stderr)
 	}
-	resultsFile := filepath.Join(dir, EvalResultsFile)
+	resultsFile := filepath.Join(dir, evalResultsFile)
 	if !strings.Contains(stdout, "wrote "+resultsFile+"\n") {
 		t.Errorf("eval does not say where the results went:\n%s", stdout)
 	}
@@ -100,7 +100,7 @@ func TestEvalWritesTranslations(t *testing.T) {
 		}
 		written := metric(t, r.Metrics, c.metric)
 		if want := strconv.FormatFloat(written, 'f', 2, 64) + "\n"; out != want {
-			t.Errorf("trainer bleu -b %s: %q; %s in %s is %v", c.hyps, out, c.metric, EvalResultsFile, written)
+			t.Errorf("trainer bleu -b %s: %q; %s in %s is %v", c.hyps, out, c.metric, evalResultsFile, written)
 		}
 		// The full score, to the bit.
 		hyps, refs := readLines(t, c.hyps), readLines(t, preds+".ref")
@@ -109,7 +109,7 @@ func TestEvalWritesTranslations(t *testing.T) {
 			t.Fatal(err)
 		}
 		if score.Score != written {
-			t.Errorf("BLEU of %s is %v, %s in %s %v", c.hyps, score.Score, c.metric, EvalResultsFile, written)
+			t.Errorf("BLEU of %s is %v, %s in %s %v", c.hyps, score.Score, c.metric, evalResultsFile, written)
 		}
 	}
 
@@ -154,8 +154,8 @@ func TestEvalWritesSetPredictions(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("eval: exit %d: %s", code, stderr)
 	}
-	if _, err := os.Stat(filepath.Join(dir, EvalResultsFile)); !os.IsNotExist(err) {
-		t.Errorf("with --out, eval wrote %s in the run directory too (%v)", EvalResultsFile, err)
+	if _, err := os.Stat(filepath.Join(dir, evalResultsFile)); !os.IsNotExist(err) {
+		t.Errorf("with --out, eval wrote %s in the run directory too (%v)", evalResultsFile, err)
 	}
 	r := readEvalResults(t, resultsFile)
 	if r.Task != "maxnorm" || r.Step != 5 || !filepath.IsAbs(r.Checkpoint) && !strings.HasPrefix(r.Checkpoint, "..") {
@@ -243,7 +243,7 @@ func TestEvalWritesMLMAndSegmentPredictions(t *testing.T) {
 			if code, _, stderr := runCLI(t, "eval", "--checkpoint", dir, "--predictions", preds); code != 0 {
 				t.Fatalf("eval: exit %d: %s", code, stderr)
 			}
-			r := readEvalResults(t, filepath.Join(dir, EvalResultsFile))
+			r := readEvalResults(t, filepath.Join(dir, evalResultsFile))
 			if r.Task != c.name || len(r.Baselines) == 0 {
 				t.Errorf("results of task %q with baselines %v", r.Task, r.Baselines)
 			}
