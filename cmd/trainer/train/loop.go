@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -73,6 +74,17 @@ type Settings struct {
 	// Progress and Out. Every process must call New, Restore, Run and
 	// TrainStep alike.
 	Comm Comm
+	// Accumulate > 1 takes every optimizer step on Accumulate
+	// micro-batches of Batch/Accumulate examples, run one after the other
+	// with their gradients summed (gradient accumulation, accumulate.go):
+	// Batch stays the effective batch of a step, and Accumulate must
+	// divide it (with Comm, divide each process's share). 0 and 1 are
+	// off. A run may be resumed with another Accumulate.
+	Accumulate int
+	// EarlyStop, if its Patience is positive, ends the run once the
+	// selection metric (Task.Selection) has not improved on its best by
+	// more than MinDelta for Patience validations in a row (earlystop.go).
+	EarlyStop EarlyStop
 }
 
 // loopState is the loop's own state, saved in checkpoints (Extra "loop")
@@ -95,6 +107,15 @@ type loopState struct {
 	// was rather than restarting it.
 	Steps  int     `json:"steps,omitempty"`
 	Anchor *Anchor `json:"schedule_anchor,omitempty"`
+	// StopBest is early stopping's reference score (the best by more
+	// than min_delta), set at StopBestStep (0 before the first
+	// validation); StopWait counts the validations since; StoppedAt is
+	// the step early stopping ended the run at, 0 if it did not
+	// (earlystop.go).
+	StopBest     float64 `json:"stop_best,omitempty"`
+	StopBestStep int     `json:"stop_best_step,omitempty"`
+	StopWait     int     `json:"stop_wait,omitempty"`
+	StoppedAt    int     `json:"stopped_at,omitempty"`
 }
 
 // Loop trains a Task: one run, new or resumed. It is not safe for
@@ -131,6 +152,13 @@ type Loop struct {
 	// time spent in it since the last log line.
 	reduceBuf []float64
 	reduceSec float64
+	// accum is the number of micro-batches of a step (Settings.Accumulate,
+	// at least 1); global builds the graph of the step's whole batch,
+	// which every micro-batch is a shard of (accumulate.go), and gradBuf
+	// holds a micro-batch's weighted gradients.
+	accum   int
+	global  graph.BuildFunc
+	gradBuf []float64
 }
 
 // New builds the task's training and evaluation programs on fresh
@@ -145,6 +173,10 @@ func New(task Task, s Settings) (*Loop, error) {
 		return nil, fmt.Errorf("train: batch %d: want a positive number", s.Batch)
 	case s.LogEvery < 0 || s.EvalEvery < 0 || s.CheckpointEvery < 0 || s.KeepCheckpoints < 0:
 		return nil, errors.New("train: a negative cadence")
+	case s.Accumulate < 0:
+		return nil, fmt.Errorf("train: accumulate %d: want a positive number (1 or 0: off)", s.Accumulate)
+	case s.EarlyStop.Patience < 0 || !(s.EarlyStop.MinDelta >= 0) || math.IsInf(s.EarlyStop.MinDelta, 0):
+		return nil, fmt.Errorf("train: early stop %+v: want a patience ≥ 0 and a finite min delta ≥ 0", s.EarlyStop)
 	case task.EvalBatch() <= 0:
 		return nil, fmt.Errorf("train: evaluation batch %d: want a positive number", task.EvalBatch())
 	}
@@ -163,7 +195,7 @@ func New(task Task, s Settings) (*Loop, error) {
 	if s.Clock == nil {
 		s.Clock = time.Now
 	}
-	local, err := LocalBatch(s.Batch, s.Comm)
+	local, err := MicroBatch(s.Batch, s.Accumulate, s.Comm)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +205,7 @@ func New(task Task, s Settings) (*Loop, error) {
 	l := &Loop{set: s, task: task, opt: s.Optimizer, metrics: map[string]float64{},
 		params:  graph.NewParams(s.DType, s.Seed),
 		dataSrc: rand.NewPCG(s.Seed, 1), dropSrc: rand.NewPCG(s.Seed, 2),
-		sched: s.Schedule, loop: loopState{Steps: s.Steps},
+		sched: s.Schedule, loop: loopState{Steps: s.Steps}, accum: max(s.Accumulate, 1),
 	}
 	l.data, l.drop = rand.New(l.dataSrc), rand.New(l.dropSrc)
 	if l.train, err = graph.Compile(l.params, task.Build(local), true); err != nil {
@@ -189,6 +221,11 @@ func New(task Task, s Settings) (*Loop, error) {
 	}
 	if s.Comm != nil {
 		if err := l.setupParallel(); err != nil {
+			return nil, err
+		}
+	}
+	if l.accum > 1 {
+		if err := l.setupAccumulation(); err != nil {
 			return nil, err
 		}
 	}
@@ -235,6 +272,14 @@ func (l *Loop) Interrupted() bool { return l.interrupted }
 // the directory's lock (LockRunDir): Restore fails with a *LockedError if
 // another process writes the run.
 func (l *Loop) Restore(ck *graph.Checkpoint) error {
+	var loop loopState
+	if err := json.Unmarshal(ck.Extra["loop"], &loop); err != nil {
+		return fmt.Errorf("checkpoint loop state: %w", err)
+	}
+	if err := l.checkStoppedEarly(loop, ck.Step); err != nil {
+		return err
+	}
+	loop.StoppedAt = 0 // a run let go on by a longer patience, or none
 	if err := ck.Restore(l.params); err != nil {
 		return err
 	}
@@ -244,10 +289,6 @@ func (l *Loop) Restore(ck *graph.Checkpoint) error {
 	}
 	if err := l.dropSrc.UnmarshalBinary(ck.RNG["dropout"]); err != nil {
 		return fmt.Errorf("checkpoint dropout generator: %w", err)
-	}
-	var loop loopState
-	if err := json.Unmarshal(ck.Extra["loop"], &loop); err != nil {
-		return fmt.Errorf("checkpoint loop state: %w", err)
 	}
 	l.loop = loop
 	l.restoreSchedule(ck.Step)
@@ -306,13 +347,19 @@ func (l *Loop) restoreSchedule(step int) {
 
 // Resume restores the newest step checkpoint of the run directory that
 // loads (LatestCheckpoint; unloadable ones are named on warn, which may
-// be nil). It returns the checkpoint's path. A program that must be sure
-// no other process writes the directory between the checkpoint's read
-// and the run holds its lock (LockRunDir) from before Resume until Run
-// returns.
+// be nil). It returns the checkpoint's path. A directory that holds no
+// step checkpoint, or does not exist, is an ErrNoCheckpoint (errors.Is;
+// ResumeOrStart starts a new run then); a run that early stopping ended
+// is an ErrStoppedEarly, unless Settings.EarlyStop lets it go on. A
+// program that must be sure no other process writes the directory
+// between the checkpoint's read and the run holds its lock (LockRunDir)
+// from before Resume until Run returns.
 func (l *Loop) Resume(warn io.Writer) (string, error) {
 	if warn == nil {
 		warn = io.Discard
+	}
+	if l.set.Dir == "" {
+		return "", errors.New("resume: no run directory (Settings.Dir)")
 	}
 	ck, path, err := LatestCheckpoint(l.set.Dir, warn)
 	if err != nil {
@@ -325,6 +372,34 @@ func (l *Loop) Resume(warn io.Writer) (string, error) {
 		return "", fmt.Errorf("resume %s: %w", path, err)
 	}
 	return path, nil
+}
+
+// ResumeOrStart resumes the run in Settings.Dir when it holds a step
+// checkpoint (Resume), and otherwise leaves the loop at step 0 to start a
+// new run there, as `trainer train` with a fixed --out would like to:
+// the metrics a run killed before its first checkpoint logged are
+// dropped, and its temporary files removed. It reports whether it
+// resumed; any error but ErrNoCheckpoint is Resume's (checkpoints that
+// all fail to load, a finished or early-stopped run, a locked directory).
+func (l *Loop) ResumeOrStart(warn io.Writer) (resumed bool, err error) {
+	if _, err := l.Resume(warn); !errors.Is(err, ErrNoCheckpoint) {
+		return err == nil, err
+	}
+	if _, err := os.Stat(l.set.Dir); errors.Is(err, fs.ErrNotExist) || !l.lead() {
+		return false, nil // Run makes the directory
+	}
+	release, err := LockRunDir(l.set.Dir)
+	if err != nil {
+		return false, err
+	}
+	defer release()
+	if err := TruncateMetrics(l.set.Dir, 0); err != nil {
+		return false, fmt.Errorf("start: %w", err)
+	}
+	if err := RemoveStaleTemps(l.set.Dir); err != nil {
+		return false, fmt.Errorf("start: remove temporary files: %w", err)
+	}
+	return false, nil
 }
 
 // wallSec is the wall time of the run's training loop so far, in
@@ -418,11 +493,12 @@ func (l *Loop) lastCheckpoint() string {
 }
 
 // validate scores the validation split (with the weight average, if the
-// run keeps one), records it, and saves best.ckpt on improvement.
-func (l *Loop) validate() (map[string]float64, error) {
-	m, err := l.Evaluate("valid")
+// run keeps one), records it, and saves best.ckpt on improvement. stop
+// reports that early stopping ends the run here (earlystop.go).
+func (l *Loop) validate() (m map[string]float64, stop bool, err error) {
+	m, err = l.Evaluate("valid")
 	if err != nil {
-		return nil, fmt.Errorf("step %d: evaluate: %w", l.step, err)
+		return nil, false, fmt.Errorf("step %d: evaluate: %w", l.step, err)
 	}
 	// wall_sec times the run (loop, validations and checkpoints), as the
 	// validation curves of PyTorch baselines are reported in minutes;
@@ -433,24 +509,24 @@ func (l *Loop) validate() (map[string]float64, error) {
 		fields[k] = v
 	}
 	if err := l.record(fields); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	name, maximize := l.task.Selection()
 	sel, ok := m[name]
 	if !ok {
-		return nil, fmt.Errorf("step %d: evaluate: no selection metric %s among %s", l.step, name, FormatMetrics(m))
+		return nil, false, fmt.Errorf("step %d: evaluate: no selection metric %s among %s", l.step, name, FormatMetrics(m))
 	}
 	if l.loop.BestStep == 0 || (maximize && sel > l.loop.Best) || (!maximize && sel < l.loop.Best) {
 		l.loop.Best, l.loop.BestStep = sel, l.step
 		ck, err := l.Checkpoint()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if err := graph.WriteCheckpoint(filepath.Join(l.set.Dir, BestCheckpoint), ck); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	return m, nil
+	return m, l.watchEarlyStop(sel, maximize), nil
 }
 
 // Evaluate scores a split with the evaluation program, with the weight
@@ -536,6 +612,9 @@ func (l *Loop) runInfo() RunInfo {
 
 func (l *Loop) run(ctx context.Context, p Progress) error {
 	s := l.set
+	if err := l.checkStoppedEarly(l.loop, l.step); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
 	l.interrupted = false
 	l.lastGood = ""
 	if steps, _ := StepCheckpoints(s.Dir); len(steps) > 0 {
@@ -609,12 +688,23 @@ func (l *Loop) run(ctx context.Context, p Progress) error {
 			p.Log(l.step, mean, l.opt.LR, rate, headline(penalties))
 			l.loop.LossSum, l.loop.LossCount, l.loop.PenaltySums = 0, 0, nil
 		}
-		if ((s.EvalEvery > 0 && l.step%s.EvalEvery == 0) || last) && l.lead() {
-			m, err := l.validate()
-			if err != nil {
-				return err
+		if (s.EvalEvery > 0 && l.step%s.EvalEvery == 0) || last {
+			stop := false
+			if l.lead() {
+				var m map[string]float64
+				if m, stop, err = l.validate(); err != nil {
+					return err
+				}
+				p.Eval(l.step, m)
 			}
-			p.Eval(l.step, m)
+			if l.parallel() && s.EarlyStop.Patience > 0 { // rank 0's decision
+				if stop, err = l.agreeToStop(stop); err != nil {
+					return err
+				}
+			}
+			if stop {
+				return l.stopEarly(p)
+			}
 		}
 		if (s.CheckpointEvery > 0 && l.step%s.CheckpointEvery == 0) || last {
 			path, err := l.save()

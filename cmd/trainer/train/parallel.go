@@ -75,6 +75,9 @@ func (l *Loop) setupParallel() error {
 	if !l.parallel() {
 		return nil
 	}
+	if l.accum > 1 { // every micro-batch is a shard of its own (accumulate.go)
+		return l.broadcastParams()
+	}
 	if err := l.train.Shard(c.Rank(), c.Size(), l.task.Build(l.set.Batch)); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
@@ -83,7 +86,8 @@ func (l *Loop) setupParallel() error {
 
 // LocalBatch is the batch one process of comm trains on: the global
 // batch split over the processes, which must divide it. comm may be nil
-// (one process).
+// (one process). With gradient accumulation a process trains on
+// micro-batches of it (MicroBatch).
 func LocalBatch(batch int, comm Comm) (int, error) {
 	if comm == nil || comm.Size() <= 1 {
 		return batch, nil
@@ -138,11 +142,21 @@ func (l *Loop) reduceStep(loss float64, tracked map[string]float64) (float64, ma
 		buf = append(buf, w*tracked[name])
 	}
 	l.reduceBuf = buf
-	start := l.set.Clock()
-	if err := l.set.Comm.AllreduceSum(buf); err != nil {
-		return 0, nil, fmt.Errorf("allreduce gradients: %w", err)
+	return l.finishReduce(buf, names, tracked)
+}
+
+// finishReduce sums buf, [Σ w·∇L …, Σ w·L, Σ w, Σ w·t …] with the tracked
+// values t in the order of names, over the processes (if there are
+// several), sets the gradients to Σ w·∇L / Σ w for the optimizer, and
+// returns the loss and tracked values, each divided by Σ w.
+func (l *Loop) finishReduce(buf []float64, names []string, tracked map[string]float64) (float64, map[string]float64, error) {
+	if l.parallel() {
+		start := l.set.Clock()
+		if err := l.set.Comm.AllreduceSum(buf); err != nil {
+			return 0, nil, fmt.Errorf("allreduce gradients: %w", err)
+		}
+		l.reduceSec += l.set.Clock().Sub(start).Seconds()
 	}
-	l.reduceSec += l.set.Clock().Sub(start).Seconds()
 	rest, err := l.train.SetGradients(buf, 1/buf[len(buf)-len(names)-1])
 	if err != nil {
 		return 0, nil, err

@@ -188,6 +188,9 @@ type barProgress struct {
 	loss      float64
 	hasLoss   bool
 	penalties string
+	// finish is the note of a bar stopped short of full: "interrupted",
+	// or "stopped early" after EarlyStop.
+	finish string
 }
 
 // barRedraw limits how often the bar is redrawn, so a fast run spends
@@ -258,11 +261,24 @@ func (b *barProgress) Finish(step int) {
 		return // a done run's bar finished at its last Update
 	}
 	if step < b.info.Steps {
-		b.draw("  interrupted")
+		note := "  interrupted"
+		if b.finish != "" {
+			note = b.finish
+		}
+		b.draw(note)
 		b.bar.Exit() // ends the line (OptionOnCompletion)
 		b.exited = true
 		return
 	}
+	b.draw("")
+}
+
+// EarlyStop implements EarlyStopper: a line on out, and the bar ends
+// saying so.
+func (b *barProgress) EarlyStop(step int, why string) {
+	b.clear()
+	fmt.Fprintf(b.out, "step %d  early stop: %s\n", step, why)
+	b.finish = "  stopped early"
 	b.draw("")
 }
 
@@ -322,6 +338,11 @@ func (l *lineProgress) Eval(step int, m map[string]float64) {
 	fmt.Fprintf(l.out, "step %d  %s\n", step, FormatMetrics(m))
 }
 func (l *lineProgress) Finish(int) {}
+
+// EarlyStop implements EarlyStopper.
+func (l *lineProgress) EarlyStop(step int, why string) {
+	fmt.Fprintf(l.out, "step %d  early stop: %s\n", step, why)
+}
 
 // FormatMetrics writes metrics as "name value" pairs sorted by name, five
 // significant digits each.

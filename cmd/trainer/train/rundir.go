@@ -84,13 +84,27 @@ func ResolveCheckpoint(path string, preferBest bool) (string, error) {
 	return "", fmt.Errorf("checkpoint: %s holds no checkpoint", path)
 }
 
+// ErrNoCheckpoint is the error (errors.Is) of LatestCheckpoint and
+// Loop.Resume when the run directory holds no step checkpoint, or does
+// not exist: there is nothing to resume, and a new run may start there
+// (Loop.ResumeOrStart). A directory whose step checkpoints all fail to
+// load is another error: its run is not to be started over unawares.
+var ErrNoCheckpoint = errors.New("no checkpoint to resume from")
+
 // LatestCheckpoint returns the newest step checkpoint of dir that loads,
 // skipping (and naming) any that do not: a crash can only leave whole
-// files, but a disk can still fail.
+// files, but a disk can still fail. A dir that does not exist or holds no
+// step checkpoint is an ErrNoCheckpoint.
 func LatestCheckpoint(dir string, warn io.Writer) (*graph.Checkpoint, string, error) {
 	steps, err := StepCheckpoints(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", fmt.Errorf("resume: %s: %w (the directory does not exist)", dir, ErrNoCheckpoint)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("resume: %w", err)
+	}
+	if len(steps) == 0 {
+		return nil, "", fmt.Errorf("resume: %s holds no step checkpoint: %w", dir, ErrNoCheckpoint)
 	}
 	for i := len(steps) - 1; i >= 0; i-- {
 		ck, err := graph.ReadCheckpoint(steps[i])
