@@ -25,8 +25,10 @@ type maxNormTask struct {
 	modelCfg *MaxNormModel
 	data     *datasets.MaxNorm
 	model    layers.SetTransformer
-	valid    []datasets.SetBatch
-	test     []datasets.SetBatch
+	// valid and test hold every set of their split, scored in batches of
+	// maxNormEvalBatch (evalSets).
+	valid datasets.SetBatch
+	test  datasets.SetBatch
 }
 
 const maxNormEvalBatch = 256
@@ -44,15 +46,14 @@ func newMaxNormTask(cfg *configs.Config, d *MaxNormData, m *MaxNormModel) (*maxN
 	if err := st.Validate(); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	count := func(n int) int { return (n + maxNormEvalBatch - 1) / maxNormEvalBatch }
 	return &maxNormTask{
 		cfg:      cfg,
 		dataCfg:  d,
 		modelCfg: m,
 		data:     data,
 		model:    layers.SetTransformer{Config: st},
-		valid:    data.Fixed(cfg.Seed, datasets.ValidStream, count(d.ValidSets), maxNormEvalBatch),
-		test:     data.Fixed(cfg.Seed, datasets.TestStream, count(d.TestSets), maxNormEvalBatch),
+		valid:    data.Fixed(cfg.Seed, datasets.ValidStream, 1, d.ValidSets)[0],
+		test:     data.Fixed(cfg.Seed, datasets.TestStream, 1, d.TestSets)[0],
 	}, nil
 }
 
@@ -88,8 +89,25 @@ func feedSets(prog *graph.Program, batch datasets.SetBatch) error {
 	return prog.Feed("y", batch.Y)
 }
 
+// Feed implements train.Task: a batch of fresh sets, as many as the
+// program's batch (the whole step's, with data parallelism or gradient
+// accumulation too).
 func (t *maxNormTask) Feed(rng *rand.Rand, prog *graph.Program, _ int) error {
-	return feedSets(prog, t.data.Batch(rng, t.cfg.Training.Batch))
+	return feedSets(prog, t.data.Batch(rng, prog.InputShape("y")[0]))
+}
+
+// evalSets runs prog over every set of set in batches of
+// maxNormEvalBatch (train.RunEvalBatches): read reads each batch's
+// outputs, of which the real rows count (train.EvalBatch.Keep).
+func evalSets(prog *graph.Program, set datasets.SetBatch, read func(b train.EvalBatch) error) error {
+	return train.RunEvalBatches(prog, set.Size, maxNormEvalBatch,
+		func(b train.EvalBatch) error { return feedSets(prog, setRows(set, b)) }, read)
+}
+
+// setRows returns the rows of a batch of set.
+func setRows(set datasets.SetBatch, b train.EvalBatch) datasets.SetBatch {
+	return datasets.SetBatch{Size: b.Size, MaxN: set.MaxN, Dim: set.Dim, OutDim: set.OutDim,
+		X: b.Gather(set.X, set.MaxN*set.Dim), Mask: b.Gather(set.Mask, set.MaxN), Y: b.Gather(set.Y, set.OutDim)}
 }
 
 func (t *maxNormTask) EvalBatch() int { return maxNormEvalBatch }
@@ -102,27 +120,18 @@ func (t *maxNormTask) AtStep(prog *graph.Program, step, _ int) error {
 	return train.FeedKLWeight(prog, t.cfg.Training.KLWeight, t.cfg.Training.KLWarmup, step)
 }
 
-// predictions runs prog over a fixed set and returns predictions and
-// targets, concatenated.
-func (t *maxNormTask) predictions(prog *graph.Program, set []datasets.SetBatch) (pred, target []float64, err error) {
-	for _, batch := range set {
-		if err := feedSets(prog, batch); err != nil {
-			return nil, nil, err
-		}
-		if err := prog.Run(); err != nil {
-			return nil, nil, err
-		}
+// predictions runs prog over a fixed set and returns its predictions
+// and targets.
+func (t *maxNormTask) predictions(prog *graph.Program, set datasets.SetBatch) (pred, target []float64, err error) {
+	err = evalSets(prog, set, func(b train.EvalBatch) error {
 		p, _, err := prog.Output("pred")
-		if err != nil {
-			return nil, nil, err
-		}
-		pred = append(pred, p...)
-		target = append(target, batch.Y...)
-	}
-	return pred, target, nil
+		pred = append(pred, b.Keep(p)...)
+		return err
+	})
+	return pred, set.Y, err
 }
 
-func (t *maxNormTask) split(name string) []datasets.SetBatch {
+func (t *maxNormTask) split(name string) datasets.SetBatch {
 	if name == "test" {
 		return t.test
 	}
@@ -166,11 +175,7 @@ func (t *maxNormTask) ReportResults(w io.Writer, params *graph.Params, prog *gra
 	if err != nil {
 		return train.Results{}, err
 	}
-	var zero, mean []float64
-	for _, batch := range t.test {
-		zero = append(zero, make([]float64, len(batch.Y))...)
-		mean = append(mean, batch.MeanPrediction()...)
-	}
+	zero, mean := make([]float64, len(target)), t.test.MeanPrediction()
 	rows := []struct {
 		name string
 		pred []float64

@@ -27,7 +27,8 @@ func (t *maxNormTask) SampleReport(w io.Writer, params *graph.Params, samples in
 	rng := rand.New(rand.NewPCG(seed, 0x73616d706c65))
 	dim := t.data.Dim
 	var errs, stds []float64
-	for _, batch := range t.test {
+	for _, b := range train.EvalBatches(t.test.Size, maxNormEvalBatch) {
+		batch := setRows(t.test, b)
 		if err := feedSets(prog, batch); err != nil {
 			return err
 		}
@@ -50,7 +51,7 @@ func (t *maxNormTask) SampleReport(w io.Writer, params *graph.Params, samples in
 				sq[i] += v * v
 			}
 		}
-		for s := range batch.Size {
+		for s := range b.Real { // the padding rows are not the test set's
 			var e2, v float64
 			for d := range dim {
 				i := s*dim + d
