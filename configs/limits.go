@@ -159,6 +159,12 @@ func uniqueKeys(n *yaml.Node) error {
 	seen := make(map[key]int, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
+		// An alias as a key names its field only once resolved, so the
+		// checks that go by key (numbers, duplicates) would not see it; no
+		// config needs one.
+		if k.Kind == yaml.AliasNode {
+			return fmt.Errorf("line %d: an alias (*%s) cannot be a key", k.Line, k.Value)
+		}
 		if line, dup := seen[key{k.Kind, k.Value}]; dup {
 			return fmt.Errorf("line %d: key %q already defined at line %d", k.Line, k.Value, line)
 		}

@@ -199,4 +199,9 @@ func TestNumbersThroughAliases(t *testing.T) {
 	if err != nil || cfg.Training.Steps != 30 {
 		t.Errorf("a merge key under an explicit one: %v, %v", err, cfg)
 	}
+	// An alias as a key would name training.batch only once resolved:
+	// refused, rather than let 3.5 through as 3.
+	aliasKey := strings.Replace(string(base), "training:\n  steps: 3000\n", "training:\n  <<: {&k batch: 64}\n  *k: 3.5\n  steps: 3000\n", 1)
+	_, err = configs.Load(writeConfig(t, aliasKey), nil)
+	checkRefused(t, err, "an alias (*k) cannot be a key")
 }
