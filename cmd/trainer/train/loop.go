@@ -52,6 +52,10 @@ type Settings struct {
 	KeepCheckpoints int
 	// Config is stored in every checkpoint (graph.Checkpoint.Config), the
 	// run's config as its caller writes it, YAML for `trainer train`.
+	// The trainer's commands (eval, export, translate, inspect, train
+	// --resume) read it back with configs.Parse: a library run whose
+	// checkpoints they are to read sets it to configs.Config.YAML()
+	// (SettingsFromConfig does).
 	Config []byte
 	// Extra entries are stored in every checkpoint, beside the task's
 	// state (Stateful) and the loop's own.

@@ -13,19 +13,38 @@ type Task interface {
 	// Build returns the function that adds the model and its loss
 	// (graph.Builder.SetLoss) for batches of the given size. The Loop
 	// compiles it twice on the same parameters: a training program of
-	// the Settings' batch and an evaluation program of EvalBatch.
+	// the Settings' batch (of a micro-batch, with Settings.Accumulate,
+	// or of a process's share, with Settings.Comm) and an evaluation
+	// program of EvalBatch. A layer's attention config with an empty
+	// kind is softmax attention (package layers). A loss that is a mean
+	// over a count other than the batch's examples (the real tokens of a
+	// padded batch) sets it as the loss weight
+	// (graph.Builder.SetLossWeight), so that data-parallel shards and
+	// accumulated micro-batches are weighed right.
 	Build(batch int) graph.BuildFunc
-	// Feed draws the batch of training step step (1-based) from rng into
-	// prog's inputs. Drawing only from rng keeps runs reproducible and
-	// resumable.
+	// Feed draws the batch of training step step (1-based) from rng, a
+	// math/rand/v2 generator (the run's data stream, seeded from
+	// Settings.Seed), into prog's inputs. It learns the batch size from
+	// the program, prog.InputShape(name)[0] of a batched input, which is
+	// the step's whole batch even when prog keeps only a shard of it
+	// (a process's share, a micro-batch): Feed always feeds the whole
+	// batch, and the program keeps its part. Drawing only from rng and
+	// step keeps runs reproducible and resumable; with gradient
+	// accumulation Feed is called once per micro-batch, each time with
+	// rng at the same state, and must draw the same batch each time.
 	Feed(rng *rand.Rand, prog *graph.Program, step int) error
 	// EvalBatch is the batch size of the evaluation program.
 	EvalBatch() int
 	// Evaluate scores the evaluation program on a split, "valid" or
 	// "test"; metric names should start with the split ("valid_mse").
+	// A split of any size is scored in batches of EvalBatch with
+	// RunEvalBatches (evalbatch.go), which pads the last batch and says
+	// which rows are real, and Means, which averages the batches over
+	// the real examples.
 	Evaluate(params *graph.Params, prog *graph.Program, split string) (map[string]float64, error)
 	// Selection names the validation metric that picks the best
-	// checkpoint, and whether higher is better.
+	// checkpoint (and that early stopping watches), and whether higher is
+	// better.
 	Selection() (metric string, maximize bool)
 }
 
