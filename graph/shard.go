@@ -67,12 +67,22 @@ func (s shard) offset(name string, n int) int {
 //
 // Shard fails if the program is not a training program, or if a noise
 // input's size is odd (its noise pairs would straddle two shards).
+//
+// A program already cut into parts shards only moves to another part:
+// the global batch's layout depends on parts and the graph, not on part,
+// so it is not built again (gradient accumulation moves a program
+// through its micro-batches every step). global must then be the same
+// function as before.
 func (p *Program) Shard(part, parts int, global BuildFunc) error {
 	if !p.train {
 		return errors.New("shard: an evaluation program")
 	}
 	if parts < 1 || part < 0 || part >= parts {
 		return fmt.Errorf("shard: part %d of %d", part, parts)
+	}
+	if parts > 1 && p.shard.parts == parts {
+		p.shard.part = part
+		return nil
 	}
 	s := shard{part: part, parts: parts, global: map[string]int{}}
 	if parts > 1 {

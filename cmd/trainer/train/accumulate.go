@@ -39,12 +39,10 @@ import (
 // another number of processes.
 //
 // One training program serves every micro-batch, so memory is that of a
-// micro-batch; the price is that making it micro-batch i (Shard) builds
-// the graph of the whole batch (not compiled, no values: ~3 ms for
-// preset seq2seq-toy) and Feed runs k times, so a step of k micro-batches
-// takes longer than one of the whole batch would (about a third more for
-// seq2seq-toy at k = 4 on 2 cores). A graph.Program method that switches
-// a sharded program's part without the build would remove most of it.
+// micro-batch; Shard builds the whole batch's graph once (not compiled,
+// no values) and afterwards only moves the program to another part. Feed
+// still runs k times, once for each micro-batch's draw of the global
+// batch.
 
 // MicroBatch is the batch of one micro-batch of one process: batch split
 // over the processes of comm (nil: one) and then into accumulate
