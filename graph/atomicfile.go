@@ -226,14 +226,14 @@ func syncDir(dir string) error {
 	return d.Close()
 }
 
-// openRegular opens path for reading if it is a regular file (a symbolic
+// OpenRegular opens path for reading if it is a regular file (a symbolic
 // link is followed) and returns the file and its size. Anything else is
 // refused with a *NotRegularError before any byte is read: stat comes
 // first, so that a device is not even opened, and the open is non-blocking,
 // so that a named pipe put at the path in between cannot hang the caller
 // (the second stat, of the open file, refuses it). The error does not name
 // path; the caller does.
-func openRegular(path string) (*os.File, int64, error) {
+func OpenRegular(path string) (*os.File, int64, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, 0, bareError(err)

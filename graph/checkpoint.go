@@ -266,7 +266,7 @@ func ReadCheckpoint(path string) (*Checkpoint, error) {
 // header is checked only as far as is needed to know the size;
 // DecodeCheckpoint verifies the rest, the checksum first.
 func readCheckpointFile(path string) ([]byte, error) {
-	f, size, err := openRegular(path)
+	f, size, err := OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}

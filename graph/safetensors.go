@@ -286,7 +286,7 @@ func ReadSafetensors(r io.Reader) ([]SafeTensor, map[string]string, error) {
 // read, and a header whose tensors do not end exactly at the end of the file
 // is refused before any tensor data is read.
 func ReadSafetensorsFile(path string) ([]SafeTensor, map[string]string, error) {
-	f, size, err := openRegular(path)
+	f, size, err := OpenRegular(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read safetensors %s: %w", path, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/probformer/probformer/graph"
@@ -576,7 +577,7 @@ func (l *Loop) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer release()
-	f, err := os.OpenFile(filepath.Join(l.set.Dir, MetricsFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	f, err := appendMetrics(filepath.Join(l.set.Dir, MetricsFile))
 	if err != nil {
 		return err
 	}
@@ -592,6 +593,34 @@ func (l *Loop) Run(ctx context.Context) (err error) {
 	}
 	p.Start(l.runInfo())
 	return l.run(ctx, p)
+}
+
+// appendMetrics opens the metrics log at path to append to it, creating
+// it if need be. The open does not block: a FIFO with no reader would
+// hang it, and a FIFO, socket or directory is no log, so each is refused
+// with a *graph.NotRegularError. A device is written as a file is (a log
+// sent to /dev/null is discarded, one sent to /dev/full fails at its
+// first line, naming the step).
+func appendMetrics(path string) (*os.File, error) {
+	refused := func(mode fs.FileMode) bool {
+		return mode&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDir) != 0
+	}
+	if info, err := os.Stat(path); err == nil && refused(info.Mode()) {
+		return nil, fmt.Errorf("%s: %w", path, &graph.NotRegularError{Path: path, Mode: info.Mode()})
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY|syscall.O_NONBLOCK, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("metrics log: %w", err)
+	}
+	info, err := f.Stat()
+	if err == nil && refused(info.Mode()) {
+		err = fmt.Errorf("%s: %w", path, &graph.NotRegularError{Path: path, Mode: info.Mode()})
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // runInfo describes the run to the progress display.

@@ -3,10 +3,14 @@ package train_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/probformer/probformer/cmd/trainer/train"
 	"github.com/probformer/probformer/graph"
@@ -98,4 +102,70 @@ func TestMetricsWriteErrorNamesStepAndCheckpoint(t *testing.T) {
 		}
 	}
 	t.Log(err)
+}
+
+// TestMetricsLogMustBeAFile: a metrics.jsonl that is a FIFO or a link to
+// /dev/zero is refused at once, by name, when a resume truncates it, when
+// it is read, and (a FIFO) when a run opens it to append: nothing blocks
+// on the FIFO or reads /dev/zero without end.
+func TestMetricsLogMustBeAFile(t *testing.T) {
+	fifoDir, zeroDir := t.TempDir(), t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(fifoDir, train.MetricsFile), 0o644); err != nil {
+		t.Skip("mkfifo:", err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(zeroDir, train.MetricsFile)); err != nil {
+		t.Fatal(err)
+	}
+	within := func(what string, f func() error) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- f() }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, graph.ErrNotRegular) || !strings.Contains(err.Error(), train.MetricsFile) {
+				t.Errorf("%s: %v, want a not-regular error naming %s", what, err, train.MetricsFile)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: still running after 10 s", what)
+		}
+	}
+	for _, dir := range []string{fifoDir, zeroDir} {
+		within("truncate "+dir, func() error { return train.TruncateMetrics(dir, 5) })
+		within("read "+dir, func() error { _, err := train.ReadMetrics(dir); return err })
+	}
+	within("run", func() error {
+		l, err := train.New(setSum{}, train.Settings{Dir: fifoDir, Steps: 5, Batch: 4, Seed: 1, DType: graph.Float64,
+			LogEvery: 5, Out: &bytes.Buffer{}})
+		if err != nil {
+			return err
+		}
+		return l.Run(context.Background())
+	})
+}
+
+// TestRemoveStaleTempsKeepsOthers: a resume's clean-up removes the
+// temporary files of the run's own writes, and leaves those of writers
+// that take no lock (eval's results, an export into the directory).
+func TestRemoveStaleTempsKeepsOthers(t *testing.T) {
+	dir := t.TempDir()
+	stale := []string{".step-00000010.ckpt.tmp-1", ".best.ckpt.tmp-2", ".metrics.jsonl.tmp-3", ".config.yaml.tmp-4"}
+	kept := []string{".eval_results.json.tmp-5", ".model.safetensors.tmp-6", "step-00000010.ckpt", ".lock"}
+	for _, name := range append(slices.Clone(stale), kept...) {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := train.RemoveStaleTemps(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range stale {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			t.Errorf("%s was left", name)
+		}
+	}
+	for _, name := range kept {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s was removed", name)
+		}
+	}
 }

@@ -199,7 +199,7 @@ func TruncateMetrics(dir string, step int) error {
 		return err
 	}
 	defer release()
-	file, err := os.Open(path)
+	file, err := openMetrics(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -237,6 +237,30 @@ func TruncateMetrics(dir string, step int) error {
 	})
 }
 
+// metricsFile is an open metrics log, read up to the size it had when
+// opened: a log that grows while it is read (a run writing it) ends
+// there, and a path that is not a regular file (a FIFO, /dev/zero) is
+// refused by openMetrics before a byte is read.
+type metricsFile struct {
+	io.Reader
+	*os.File
+}
+
+// Read reads from the bounded reader, not the file.
+func (m metricsFile) Read(b []byte) (int, error) { return m.Reader.Read(b) }
+
+// openMetrics opens the metrics log at path for reading (see metricsFile).
+func openMetrics(path string) (metricsFile, error) {
+	f, size, err := graph.OpenRegular(path)
+	if err != nil {
+		if errors.Is(err, graph.ErrNotRegular) {
+			return metricsFile{}, fmt.Errorf("%s: %w", path, err)
+		}
+		return metricsFile{}, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return metricsFile{io.LimitReader(f, size), f}, nil
+}
+
 // metricsLines calls fn with every line of a metrics log in turn, of any
 // length, numbered from 1 and without its newline; complete is false for
 // a last line that has none. The one reader of metrics.jsonl's lines, so
@@ -270,7 +294,7 @@ func metricsLines(r io.Reader, fn func(n int, line []byte, complete bool) error)
 // writing: it is read if it is whole, and skipped if not.
 func ReadMetrics(dir string) ([]map[string]float64, error) {
 	path := filepath.Join(dir, MetricsFile)
-	file, err := os.Open(path)
+	file, err := openMetrics(path)
 	if err != nil {
 		return nil, err
 	}
@@ -332,11 +356,29 @@ func RemoveStaleTemps(dir string) error {
 		return err
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") && strings.Contains(e.Name(), ".tmp-") {
+		if isLoopTemp(e.Name()) {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// isLoopTemp reports whether name is the temporary file of a write the
+// Loop or `trainer train` makes in a run directory (graph.WriteFileAtomic
+// names them ".<name>.tmp-…"): a step checkpoint, best.ckpt,
+// metrics.jsonl or config.yaml. Others' temporary files (eval's results,
+// an export into the directory) are not the run's to remove: their
+// writers take no lock.
+func isLoopTemp(name string) bool {
+	base, _, ok := strings.Cut(strings.TrimPrefix(name, "."), ".tmp-")
+	if !ok || !strings.HasPrefix(name, ".") {
+		return false
+	}
+	switch base {
+	case BestCheckpoint, MetricsFile, ConfigFile:
+		return true
+	}
+	return strings.HasPrefix(base, "step-") && strings.HasSuffix(base, ".ckpt")
 }
