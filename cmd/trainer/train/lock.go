@@ -65,6 +65,10 @@ var held = struct {
 //
 // On systems without flock (not Unix) it only counts holders within the
 // process, and excludes no other process.
+//
+// The lock is advisory and lives on DIR/.lock: removing that file, or
+// the directory, while a run holds it lets a second writer in, as with
+// any flock; trainer never removes it.
 func LockRunDir(dir string) (release func(), err error) {
 	info, err := os.Stat(dir)
 	if err != nil {
@@ -98,6 +102,14 @@ func LockRunDir(dir string) (release func(), err error) {
 			f.Close()
 			return nil, &LockedError{Dir: dir, PID: holderPID(path)}
 		}
+		// The lock file may have been removed, or replaced, between the
+		// open and the flock, by a holder's clean-up or a user: a lock on
+		// a file no longer at the path excludes nobody.
+		if !samePathFile(f, path) {
+			unlock(f)
+			f.Close()
+			return nil, fmt.Errorf("lock run directory %s: %s was replaced while it was being locked; try again", dir, LockFile)
+		}
 		if err := recordPID(f); err != nil {
 			unlock(f)
 			f.Close()
@@ -119,6 +131,13 @@ func LockRunDir(dir string) (release func(), err error) {
 			}
 		})
 	}, nil
+}
+
+// samePathFile reports whether f is still the file at path.
+func samePathFile(f *os.File, path string) bool {
+	a, errA := f.Stat()
+	b, errB := os.Lstat(path)
+	return errA == nil && errB == nil && os.SameFile(a, b)
 }
 
 // recordPID replaces the lock file's content with this process's pid.
