@@ -46,8 +46,8 @@
 //
 // A checkpoint carries the config the commands rebuild its task from: a
 // program that trains with the library loop itself (train.New) must set
-// train.Settings.Config to the config's YAML (configs.Config.YAML) for
-// eval and export to read its checkpoints.
+// train.Settings.Config to the config's YAML, as train.SettingsFromConfig
+// does, for eval and export to read its checkpoints.
 //
 // Main exits with status 0, 1 for a failure during a run, 2 for bad input
 // and 128+N for a run stopped by signal N before it trained; started by

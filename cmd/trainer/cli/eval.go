@@ -391,7 +391,7 @@ func readCheckpoint(path string, preferBest bool, warn io.Writer) (*graph.Checkp
 // (train.Settings.Config left empty) says what to set.
 func checkpointConfig(ck *graph.Checkpoint, file string) (*configs.Config, error) {
 	if len(bytes.TrimSpace(ck.Config)) == 0 {
-		return nil, badInput(fmt.Errorf("checkpoint %s holds no config: a library run must set train.Settings.Config (the config's YAML, configs.Config.YAML) for trainer commands to read it", file))
+		return nil, badInput(fmt.Errorf("checkpoint %s holds no config: a library run must set train.Settings.Config (the config's YAML, as train.SettingsFromConfig does) for trainer commands to read it", file))
 	}
 	cfg, err := configs.Parse(ck.Config)
 	if err != nil {
