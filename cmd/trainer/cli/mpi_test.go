@@ -232,14 +232,18 @@ func waitForStep(t *testing.T, dir string, step int, out *bytes.Buffer) {
 // along the curve of an uninterrupted run.
 func TestMPIResumeAcrossProcessCounts(t *testing.T) {
 	bin := buildMPITrainer(t)
-	args := append(slices.Clone(mpiMaxNorm[2:]), "--progress", "lines", "--set", "dtype=float64", "--set", "training.steps=600",
-		"--set", "training.log_every=10", "--set", "training.eval_every=600", "--set", "training.checkpoint_every=30")
+	// A constant rate, so that the stopped run, long enough that the
+	// signal surely finds it training, and the resumed ones, cut to the
+	// whole run's length, follow the whole run's schedule.
+	const steps = 1500
+	args := append(slices.Clone(mpiMaxNorm[2:]), "--progress", "lines", "--set", "dtype=float64", "--set", "optimizer.schedule=constant",
+		"--set", "training.log_every=10", "--set", "training.eval_every=100000", "--set", "training.checkpoint_every=30")
 	whole := filepath.Join(t.TempDir(), "whole")
-	runOut(t, exec.Command(bin, append([]string{"train", "--config", "maxnorm", "--out", whole}, args...)...))
+	runOut(t, exec.Command(bin, append([]string{"train", "--config", "maxnorm", "--out", whole, "--set", fmt.Sprint("training.steps=", steps)}, args...)...))
 	want := lossCurve(t, whole)
 
 	stopped := filepath.Join(t.TempDir(), "stopped")
-	cmd := mpirun(2, bin, append([]string{"train", "--config", "maxnorm", "--out", stopped}, args...)...)
+	cmd := mpirun(2, bin, append([]string{"train", "--config", "maxnorm", "--out", stopped, "--set", "training.steps=1000000"}, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -254,7 +258,7 @@ func TestMPIResumeAcrossProcessCounts(t *testing.T) {
 		t.Fatalf("SIGTERM did not save the run:\n%s", out.String())
 	}
 	ck, path, err := train.LatestCheckpoint(stopped, nil)
-	if err != nil || ck.Step >= 600 || ck.Step < 40 {
+	if err != nil || ck.Step >= steps || ck.Step < 40 {
 		t.Fatalf("latest checkpoint %s at step %v: %v", path, ck, err)
 	}
 	for _, np := range []int{1, 2} {
@@ -262,13 +266,13 @@ func TestMPIResumeAcrossProcessCounts(t *testing.T) {
 		if err := os.CopyFS(dir, os.DirFS(stopped)); err != nil {
 			t.Fatal(err)
 		}
-		resume := []string{"train", "--resume", dir, "--progress", "lines"}
+		resume := []string{"train", "--resume", dir, "--progress", "lines", "--set", fmt.Sprint("training.steps=", steps)}
 		if np == 1 {
 			runOut(t, exec.Command(bin, resume...))
 		} else {
 			runOut(t, mpirun(np, bin, resume...))
 		}
-		sameCurve(t, fmt.Sprintf("resumed at step %d on %d process(es)", ck.Step, np), lossCurve(t, dir), want, ck.Step, 600, 1e-10)
+		sameCurve(t, fmt.Sprintf("resumed at step %d on %d process(es)", ck.Step, np), lossCurve(t, dir), want, ck.Step, steps, 1e-10)
 	}
 }
 

@@ -118,7 +118,8 @@ test_file).`,
 // one in the checkpoint. The data files may move: the vocabularies are in
 // the checkpoint, so the model's ids do not change.
 var resumableKeys = []string{"training.steps", "training.log_every", "training.eval_every",
-	"training.checkpoint_every", "training.keep_checkpoints"}
+	"training.checkpoint_every", "training.keep_checkpoints",
+	"training.accumulate", "training.early_stop.patience", "training.early_stop.min_delta"}
 
 // trainer is one run of a config: its task and the library loop that
 // trains it.
@@ -253,7 +254,7 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (_ *trainer, err error) {
 			return nil, badInput(err)
 		}
 	}
-	if _, err := train.LocalBatch(cfg.Training.Batch, comm()); err != nil {
+	if _, err := train.MicroBatch(cfg.Training.Batch, cfg.Training.Accumulate, comm()); err != nil {
 		return nil, badInput(err)
 	}
 	if ck == nil {
@@ -462,22 +463,17 @@ func newTrainer(cfg *configs.Config, dir string, state map[string][]byte, splits
 }
 
 // loopSettings maps a config's optimizer and training sections to the
-// loop's settings.
+// loop's settings (train.SettingsFromConfig), with the config stored as
+// checkpoints keep it: portable, and with its name.
 func loopSettings(cfg *configs.Config, dir string, dt graph.DType) (train.Settings, error) {
-	o, tr := cfg.Optimizer, cfg.Training
-	opt := graph.NewAdam(o.LR)
-	opt.Beta1, opt.Beta2, opt.Eps = o.Beta1, o.Beta2, o.Eps
-	opt.WeightDecay, opt.ClipNorm = o.WeightDecay, o.ClipNorm
-	schedule, err := train.NewSchedule(o.Schedule, o.LR, o.MinLR, o.WarmupSteps)
+	s, err := train.SettingsFromConfig(cfg, dir)
 	if err != nil {
-		return train.Settings{}, fmt.Errorf("optimizer: %w", err)
+		return train.Settings{}, err
 	}
-	return train.Settings{
-		Dir: dir, Steps: tr.Steps, Batch: tr.Batch, Seed: cfg.Seed, DType: dt,
-		Optimizer: opt, Schedule: schedule, EMADecay: tr.EMADecay,
-		LogEvery: tr.LogEvery, EvalEvery: tr.EvalEvery, CheckpointEvery: tr.CheckpointEvery, KeepCheckpoints: tr.KeepCheckpoints,
-		Config: portableConfig(cfg).YAML(), Extra: map[string][]byte{"config_name": []byte(cfg.Name)},
-	}, nil
+	s.DType = dt
+	s.Config = portableConfig(cfg).YAML()
+	s.Extra = map[string][]byte{"config_name": []byte(cfg.Name)}
+	return s, nil
 }
 
 // splitLoader is a task that reads its data splits on first use (the
