@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -300,6 +301,14 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (_ *trainer, err error) {
 	t.release = release
 	if ck != nil {
 		if err := f.gate.write(func() error { return t.loop.Restore(ck) }); err != nil {
+			// A checkpoint that does not fit the run, a directory another
+			// process writes, a run that stopped early: the user's to
+			// change. A failed read or write of the run's files (a full
+			// disk) is not.
+			var ioErr *fs.PathError
+			if errors.As(err, &ioErr) && !errors.Is(err, graph.ErrNotRegular) {
+				return nil, err
+			}
 			return nil, badInput(err)
 		}
 		t.step = ck.Step
@@ -342,8 +351,11 @@ func lockResumeDir(path string) (release func(), err error) {
 		return func() {}, nil
 	}
 	dir := path
-	if !info.IsDir() {
-		dir = filepath.Dir(path)
+	switch {
+	case info.Mode().IsRegular():
+		dir = filepath.Dir(path) // the run goes on in the checkpoint's directory
+	case !info.IsDir():
+		return nil, badInput(fmt.Errorf("--resume %s: %w", path, &graph.NotRegularError{Path: path, Mode: info.Mode()}))
 	}
 	release, err = train.LockRunDir(dir)
 	if err != nil {
