@@ -1,11 +1,13 @@
 //go:build cgo && !purego
 
-// Row-major matrix products for probformer's custom ops: an AVX2/FMA
-// register-blocked kernel, chosen at run time, and a portable fallback.
+// Row-major matrix products for probformer's custom ops: AVX2/FMA and
+// AVX-512 register-blocked kernels, chosen at run time, and a portable
+// fallback.
 #include <stdlib.h>
 #include <string.h>
 #include <immintrin.h>
 #include <stdio.h>
+#include <cpuid.h>
 #include "kernels.h"
 
 // oom ends the process with a message: a failed allocation inside a
@@ -338,18 +340,188 @@ static int sgemm_packed(int transA, int transB, int m, int n, int k, float alpha
 	return 1;
 }
 
+// ---- The AVX-512 packed path ----
+//
+// On CPUs with AVX-512 (F, VL, BW, DQ) whose OS saves the zmm state,
+// products that take the packed path above run on 16-lane registers
+// instead: B's block is packed into zero-padded panels of 32 columns and
+// an MR5×32 block of C (MR5 = 12: 24 accumulators of the 32 zmm registers,
+// 12 broadcasts and 2 loads per 24 FMAs) is kept in registers over a pass.
+// The arithmetic of each element is the AVX2 kernel's, operation for
+// operation: per pass over KC values of k, a sum that starts at +0 and
+// takes one fused multiply-add per p, in order, then C ← fma(α, sum, C)
+// (C being the bias on the first pass when one is given). Only the tiling
+// differs, and no element's value depends on its tile, so the results are
+// bit-identical to the AVX2 path's (TestGemmAVX512IsAVX2).
+#define T512 "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"
+#define NR5 32
+#define MR5 12
+
+// pf_has_avx512 is whether the CPU has AVX-512 F/VL/BW/DQ and FMA and the
+// OS saves the opmask and zmm registers (XCR0 bits 5–7, with the SSE and
+// AVX state, bits 1–2).
+int pf_has_avx512(void) {
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vl") ||
+	    !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512dq") ||
+	    !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+		return 0;
+	unsigned a, b, c, d;
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) return 0;
+	unsigned lo, hi;
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	return (lo & 0xe6) == 0xe6;
+}
+
+// pack_b32 copies op(B)[p0:p0+kc, j0:j0+nc] into panels of 32 columns,
+// zero-padded: panel q holds row p at bp[q·kc·32 + p·32].
+__attribute__((target(T512)))
+static void pack_b32(int transB, const float *B, int ldb, int p0, int kc, int j0, int nc, float *bp) {
+	for (int q = 0; q * NR5 < nc; q++) {
+		float *dst = bp + (size_t)q * kc * NR5;
+		int w = nc - q * NR5 < NR5 ? nc - q * NR5 : NR5;
+		int j = j0 + q * NR5;
+		if (!transB) {
+			__mmask16 m0 = w >= 16 ? 0xffff : (__mmask16)((1u << w) - 1);
+			__mmask16 m1 = w >= 32 ? 0xffff : w > 16 ? (__mmask16)((1u << (w - 16)) - 1) : 0;
+			for (int p = 0; p < kc; p++) {
+				const float *src = B + (size_t)(p0 + p) * ldb + j;
+				float *d = dst + (size_t)p * NR5;
+				_mm512_store_ps(d, _mm512_maskz_loadu_ps(m0, src));
+				_mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+			}
+		} else {
+			for (int c = 0; c < NR5; c++) {
+				if (c < w) {
+					const float *src = B + (size_t)(j + c) * ldb + p0;
+					for (int p = 0; p < kc; p++) dst[(size_t)p * NR5 + c] = src[p];
+				} else {
+					for (int p = 0; p < kc; p++) dst[(size_t)p * NR5 + c] = 0;
+				}
+			}
+		}
+	}
+}
+
+// The micro-kernels: ROWS(X) lists the rows of the block. Row r of A is
+// read in place as a[r·rsa + p·csa], through three base pointers (rows
+// 0–3, 4–7, 8–11) so that each broadcast is one addressing mode.
+#define R12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define R8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define R4(X) X(0) X(1) X(2) X(3)
+#define R1(X) X(0)
+#define ACC_DECL(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+#define ACC_FMA(r)                                                                           \
+	{                                                                                        \
+		__m512 x = _mm512_set1_ps(*ROWPTR(r));                                               \
+		c##r##0 = _mm512_fmadd_ps(x, b0, c##r##0);                                           \
+		c##r##1 = _mm512_fmadd_ps(x, b1, c##r##1);                                           \
+	}
+#define ACC_ST(r)                                                                            \
+	if ((r) < mr) {                                                                          \
+		const float *ci = Cin + (size_t)(r) * ldcin;                                         \
+		float *co = C + (size_t)(r) * ldc;                                                   \
+		if (full) {                                                                          \
+			_mm512_storeu_ps(co, _mm512_fmadd_ps(va, c##r##0, _mm512_loadu_ps(ci)));          \
+			_mm512_storeu_ps(co + 16, _mm512_fmadd_ps(va, c##r##1, _mm512_loadu_ps(ci + 16))); \
+		} else {                                                                             \
+			_mm512_mask_storeu_ps(co, m0, _mm512_fmadd_ps(va, c##r##0, _mm512_maskz_loadu_ps(m0, ci)));      \
+			_mm512_mask_storeu_ps(co + 16, m1, _mm512_fmadd_ps(va, c##r##1, _mm512_maskz_loadu_ps(m1, ci + 16))); \
+		}                                                                                    \
+	}
+// ROWPTR(r): rows 0–3 from a0, 4–7 from a4, 8–11 from a8, each offset by
+// 0, rsa, 2·rsa or 3·rsa.
+#define ROWPTR(r) (((r) < 4 ? a0 : (r) < 8 ? a4 : a8) + (((r) & 3) == 0 ? 0 : ((r) & 3) == 1 ? r1 : ((r) & 3) == 2 ? r2 : r3))
+
+#define MICRO512(NAME, ROWS)                                                                 \
+	__attribute__((target(T512)))                                                            \
+	static void NAME(int kc, const float *a, size_t rsa, size_t csa, const float *b, float alpha, \
+	                 const float *Cin, size_t ldcin, float *C, size_t ldc, int mr, int nr) {  \
+		const float *a0 = a, *a4 = a + 4 * rsa, *a8 = a + 8 * rsa;                           \
+		size_t r1 = rsa, r2 = 2 * rsa, r3 = 3 * rsa;                                         \
+		ROWS(ACC_DECL)                                                                       \
+		for (int p = 0; p < kc; p++) {                                                       \
+			__m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);                      \
+			ROWS(ACC_FMA)                                                                    \
+			b += NR5;                                                                        \
+			a0 += csa; a4 += csa; a8 += csa;                                                 \
+		}                                                                                    \
+		__m512 va = _mm512_set1_ps(alpha);                                                   \
+		int full = nr == NR5;                                                                \
+		__mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);                      \
+		__mmask16 m1 = nr >= 32 ? 0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0; \
+		ROWS(ACC_ST)                                                                         \
+	}
+MICRO512(micro512_12, R12)
+MICRO512(micro512_8, R8)
+MICRO512(micro512_4, R4)
+MICRO512(micro512_1, R1)
+#undef ROWPTR
+#undef MICRO512
+#undef ACC_DECL
+#undef ACC_FMA
+#undef ACC_ST
+
+// sgemm_packed512 is sgemm_packed on the AVX-512 kernels; the same
+// contract and the same passes over k. Rows are taken 12 at a time, then a
+// block of 8 or 4, then one by one.
+__attribute__((target(T512)))
+static int sgemm_packed512(int transA, int transB, int m, int n, int k, float alpha,
+                           const float *A, int lda, const float *B, int ldb, float *C, int ldc, const float *bias) {
+	int ncMax = n < NC ? n : NC;
+	int kcMax = k < KC ? k : KC;
+	float *bp = grow(&pack_b, &pack_b_cap, (size_t)kcMax * ((ncMax + NR5 - 1) / NR5) * NR5);
+	if (!bp) return 0;
+	size_t rsa = transA ? 1 : (size_t)lda, csa = transA ? (size_t)lda : 1;
+	for (int j0 = 0; j0 < n; j0 += NC) {
+		int nc = n - j0 < NC ? n - j0 : NC;
+		for (int p0 = 0; p0 < k; p0 += KC) {
+			int kc = k - p0 < KC ? k - p0 : KC;
+			pack_b32(transB, B, ldb, p0, kc, j0, nc, bp);
+			const float *a = A + (size_t)p0 * csa;
+			for (int i0 = 0; i0 < m;) {
+				int left = m - i0, mr = left >= 12 ? 12 : left >= 8 ? 8 : left >= 4 ? 4 : 1;
+				const float *ai = a + (size_t)i0 * rsa;
+				for (int q = 0; q * NR5 < nc; q++) {
+					int nr = nc - q * NR5 < NR5 ? nc - q * NR5 : NR5;
+					float *c = C + (size_t)i0 * ldc + j0 + q * NR5;
+					const float *cin = c;
+					size_t ldcin = (size_t)ldc;
+					if (bias && p0 == 0) { // the first pass adds to the bias
+						cin = bias + j0 + q * NR5;
+						ldcin = 0;
+					}
+					const float *bq = bp + (size_t)q * kc * NR5;
+					if (mr == 12) micro512_12(kc, ai, rsa, csa, bq, alpha, cin, ldcin, c, ldc, mr, nr);
+					else if (mr == 8) micro512_8(kc, ai, rsa, csa, bq, alpha, cin, ldcin, c, ldc, mr, nr);
+					else if (mr == 4) micro512_4(kc, ai, rsa, csa, bq, alpha, cin, ldcin, c, ldc, mr, nr);
+					else micro512_1(kc, ai, rsa, csa, bq, alpha, cin, ldcin, c, ldc, mr, nr);
+				}
+				i0 += mr;
+			}
+		}
+	}
+	return 1;
+}
+
 // pf_sgemm takes the packed path when the CPU has AVX2 and FMA and a row
 // of C is long enough to fill the micro-kernel. The choice depends on n
 // and k only, never on m, so splitting C's rows between threads cannot
 // change which code computes an element. With bias given (β is then
 // ignored), C ← bias + α·op(A)·op(B), bias repeated on every row: the
 // same values as copying bias into C and taking β = 1.
-void pf_sgemm(int avx2, int transA, int transB, int m, int n, int k, float alpha,
+//
+// level is 0 for the portable C, 1 for AVX2/FMA, 2 for AVX2/FMA with the
+// AVX-512 packed kernel (the same values as 1, bit for bit).
+void pf_sgemm(int level, int transA, int transB, int m, int n, int k, float alpha,
               const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
               const float *bias) {
+	int avx2 = level >= 1;
 	if (avx2 && n >= NR && k >= 32 && m > 0) {
 		if (!bias) scale_c_float(m, n, beta, C, ldc);
-		if (sgemm_packed(transA, transB, m, n, k, alpha, A, lda, B, ldb, C, ldc, bias)) return;
+		if (level >= 2 ? sgemm_packed512(transA, transB, m, n, k, alpha, A, lda, B, ldb, C, ldc, bias)
+		               : sgemm_packed(transA, transB, m, n, k, alpha, A, lda, B, ldb, C, ldc, bias))
+			return;
 		beta = 1; // no memory for the buffer: fall back, C already scaled
 	}
 	if (bias) {

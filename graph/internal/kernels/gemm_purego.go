@@ -40,3 +40,6 @@ func trans(t bool) blas.Transpose {
 
 // packedGemm: gonum's kernel makes no promise about column splits.
 func packedGemm() bool { return false }
+
+// GemmKernelName names the kernel Gemm runs: gonum's pure Go here.
+func GemmKernelName() string { return "purego" }

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -95,21 +96,37 @@ func to32(v []float64) []float32 {
 	return out
 }
 
+// BenchmarkGemm times float32 Gemm (both threads, the kernel this CPU
+// runs: GemmKernelName; PROBFORMER_GEMM=avx2 keeps it on AVX2) at the
+// models' shapes. Each is named as /work/shared/bench/gemm_ref.py takes
+// it, MxKxN with a trailing t for a transposed A (stored K×M, as a
+// weight gradient reads its input), so OpenBLAS can be timed at the same
+// shapes: gemm_ref.py 1024x64x256 64x1024x256t ...
 func BenchmarkGemm(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
+	b.Logf("kernel %s", GemmKernelName())
 	for _, c := range []struct {
-		name    string
+		kind    string
 		tA      bool
-		m, n, k int
-	}{{"linear-1024x64x256", false, 1024, 256, 64}, {"dW-64x256-k1024", true, 64, 256, 1024}} {
+		m, k, n int
+	}{
+		{"linear", false, 1024, 64, 256}, // a 64→256 feed-forward layer over 1024 tokens
+		{"linear", false, 1024, 256, 64}, // its 256→64 return
+		{"linear", false, 2048, 64, 64},  // a 64→64 projection over 2048 tokens
+		{"linear", false, 512, 64, 64},   // the same over 512
+		{"dW", true, 64, 1024, 256},      // the weight gradient of the first, over 1024 tokens
+		{"dW", true, 256, 1024, 64},      // of the second
+		{"dW", true, 64, 2048, 64},       // of the projection
+		{"square", false, 256, 256, 256}, // gemm_ref.py's square shape
+	} {
 		a := to32(normal(1)(rng, []int{c.m * c.k}))
 		bb := to32(normal(1)(rng, []int{c.k * c.n}))
 		cc := make([]float32, c.m*c.n)
-		lda := c.k
+		lda, t := c.k, ""
 		if c.tA {
-			lda = c.m
+			lda, t = c.m, "t"
 		}
-		b.Run(c.name, func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s-%dx%dx%d%s", c.kind, c.m, c.k, c.n, t), func(b *testing.B) {
 			for range b.N {
 				Gemm(c.tA, false, c.m, c.n, c.k, 1, a, lda, bb, c.n, 0, cc, c.n)
 			}

@@ -9,7 +9,8 @@
 
 // gemm.c (gemm_cgo.go)
 int pf_has_avx2(void);
-void pf_sgemm(int avx2, int transA, int transB, int m, int n, int k, float alpha,
+int pf_has_avx512(void);
+void pf_sgemm(int level, int transA, int transB, int m, int n, int k, float alpha,
               const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
               const float *bias);
 void pf_dgemm(int avx2, int transA, int transB, int m, int n, int k, double alpha,
