@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/probformer/probformer/graph"
 	"github.com/probformer/probformer/losses"
 )
 
@@ -92,26 +90,18 @@ const (
 // readTextLines returns the lines of a text file without their line ends
 // (LF or CRLF); a final line without a newline counts, an empty file has
 // no line. Only a regular file is read: a device, a named pipe or a
-// directory is refused before any byte is read, without blocking (the
-// file is opened non-blocking and checked with fstat). A file over
+// directory is refused before any byte is read, without blocking (graph.OpenRegular). A file over
 // maxBLEUFile bytes or with a line over maxBLEULine is refused, naming the
 // file and the line.
 func readTextLines(path string) ([]string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, size, err := graph.OpenRegular(path)
 	if err != nil {
-		return nil, fmt.Errorf("bleu: %w", err)
+		return nil, fmt.Errorf("bleu: %s: %w", path, err)
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("bleu: %w", err)
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("bleu: %s is %s, not a regular file", path, fileKindWord(info.Mode()))
-	}
-	if info.Size() > maxBLEUFile {
+	if size > maxBLEUFile {
 		return nil, fmt.Errorf("bleu: %s has %d bytes, more than the %d MiB a hypothesis or reference file may have",
-			path, info.Size(), maxBLEUFile>>20)
+			path, size, maxBLEUFile>>20)
 	}
 	// Read at most one byte past the cap, in case the file grew since the
 	// stat.
@@ -160,24 +150,4 @@ func readLine(r *bufio.Reader, limit int) ([]byte, error) {
 			return line, err
 		}
 	}
-}
-
-// fileKindWord names the kind of a file that is not regular: "a
-// directory", "a named pipe (FIFO)", "a device", …
-func fileKindWord(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	}
-	return "a special file (mode " + m.Type().String() + ")"
 }
