@@ -33,8 +33,8 @@ test:
 	$(GO) vet ./...
 	$(GO) test -timeout $(TIMEOUT) ./...
 	GO=$(GO) bash configs/fuzz.sh ./configs FuzzParse $(FUZZ)
-	GO=$(GO) bash configs/fuzz.sh ./graph FuzzDecodeCheckpoint $(FUZZ)
-	GO=$(GO) bash configs/fuzz.sh ./graph FuzzReadSafetensors $(FUZZ)
+	GO=$(GO) bash configs/fuzz.sh ./graph/ckpt FuzzDecodeCheckpoint $(FUZZ)
+	GO=$(GO) bash configs/fuzz.sh ./graph/ckpt FuzzReadSafetensors $(FUZZ)
 	GO=$(GO) bash configs/fuzz.sh ./datasets FuzzParallelTSV $(FUZZ)
 	GO=$(GO) bash configs/fuzz.sh ./datasets FuzzVocabJSON $(FUZZ)
 	GO=$(GO) bash configs/fuzz.sh ./losses FuzzBLEU $(FUZZ)

@@ -75,13 +75,15 @@
 //
 // # Checkpoints, safetensors and Adam
 //
-// adam.go is the Adam optimizer with saveable moments (Gorgonia's keep
-// theirs unexported, and its AdamW never updates); checkpoint.go writes and
-// reads checkpoints (parameters, Adam's state, the step and the config);
-// safetensors.go writes and reads the safetensors format for export; and
-// atomicfile.go (WriteFileAtomic) replaces a file only once its new
-// contents are on disk. They stay in this package for now: their callers
-// in cmd/trainer are being edited.
+// They are packages of their own beside this one, and import no Gorgonia:
+// graph/optim is the Adam optimizer with saveable moments (Gorgonia's keep
+// theirs unexported, and its AdamW never updates), reading a training
+// program's gradients through Program.Params, Program.GradientData and
+// Param.Data; graph/ckpt writes and reads checkpoints (parameters, Adam's
+// state, the step and the config) and the safetensors format for export;
+// graph/fileio replaces a file only once its new contents are on disk
+// (WriteFileAtomic) and opens only regular files (OpenRegular). This
+// package imports none of them.
 //
 // # The kernels
 //

@@ -214,6 +214,17 @@ func (p *Program) Loss() float64 { return p.loss }
 // Params returns the parameters this program uses, in first-use order.
 func (p *Program) Params() []*Param { return p.used }
 
+// Training reports whether the program was compiled for training
+// (Compile's train argument), so that its runs leave gradients.
+func (p *Program) Training() bool { return p.train }
+
+// GradientData returns the live gradient of Params()[i] from the last run
+// of a training program: the []float32 or []float64 backing itself, not a
+// copy (Gradients copies). It is what an optimizer (graph/optim) reads to
+// update the parameter in place through Param.Data; it must not be written
+// to or kept past the next Run, which overwrites it.
+func (p *Program) GradientData(i int) (any, error) { return p.gradient(i) }
+
 // gradient returns the live gradient backing of the i-th used parameter.
 func (p *Program) gradient(i int) (any, error) {
 	g, err := p.usedN[i].Grad()

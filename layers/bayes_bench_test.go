@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/optim"
 )
 
 // maxnormConfig is the model of the maxnorm preset (configs/presets/
@@ -23,7 +24,7 @@ func maxnormConfig(att AttentionConfig) SetTransformerConfig {
 // KL penalties with weight 1.
 type maxnormStep struct {
 	prog *graph.Program
-	opt  *graph.Adam
+	opt  *optim.Adam
 	rng  *rand.Rand
 }
 
@@ -59,7 +60,7 @@ func newMaxnormStep(tb testing.TB, att AttentionConfig) *maxnormStep {
 	if err := prog.Feed("y", make([]float64, batch*cfg.DimOut)); err != nil {
 		tb.Fatal(err)
 	}
-	return &maxnormStep{prog: prog, opt: graph.NewAdam(1e-3), rng: rng}
+	return &maxnormStep{prog: prog, opt: optim.NewAdam(1e-3), rng: rng}
 }
 
 // run is one training step as the trainer takes it: fresh noise (if the

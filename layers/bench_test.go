@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/optim"
 )
 
 // BenchmarkSetTransformerStep times one training step (forward, backward,
@@ -42,7 +43,7 @@ func benchmarkSetStep(b *testing.B, cfg SetTransformerConfig, batch, n int) {
 	if err := prog.Feed("y", ys); err != nil {
 		b.Fatal(err)
 	}
-	opt := graph.NewAdam(1e-3)
+	opt := optim.NewAdam(1e-3)
 	b.ResetTimer()
 	for range b.N {
 		if err := prog.Run(); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/probformer/probformer/datasets"
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/optim"
 )
 
 // Ids of the toy scorer's words, after the four special tokens.
@@ -311,7 +312,7 @@ func TestDecodeTrainedCopyModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt := graph.NewAdam(0.01)
+	opt := optim.NewAdam(0.01)
 	for range 150 {
 		if err := train.Run(); err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/optim"
 	"github.com/probformer/probformer/layers"
 	"github.com/probformer/probformer/losses"
 )
@@ -34,7 +35,7 @@ func ExampleSetTransformer() {
 		log.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	opt := graph.NewAdam(1e-2)
+	opt := optim.NewAdam(1e-2)
 	var first, last float64
 	for step := 1; step <= 30; step++ {
 		x, y := make([]float64, batch*n*dim), make([]float64, batch*dim)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/optim"
 )
 
 // srcMaskBS masks the last two of S = 4 source positions of the second of
@@ -408,7 +409,7 @@ func TestSeq2SeqFloat32(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	opt := graph.NewAdam(0.02)
+	opt := optim.NewAdam(0.02)
 	var first, last float64
 	for step := range 60 {
 		train.DrawDropout(rng)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/fileio"
 	"github.com/probformer/probformer/losses"
 )
 
@@ -90,11 +90,11 @@ const (
 // readTextLines returns the lines of a text file without their line ends
 // (LF or CRLF); a final line without a newline counts, an empty file has
 // no line. Only a regular file is read: a device, a named pipe or a
-// directory is refused before any byte is read, without blocking (graph.OpenRegular). A file over
+// directory is refused before any byte is read, without blocking (fileio.OpenRegular). A file over
 // maxBLEUFile bytes or with a line over maxBLEULine is refused, naming the
 // file and the line.
 func readTextLines(path string) ([]string, error) {
-	f, size, err := graph.OpenRegular(path)
+	f, size, err := fileio.OpenRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("bleu: %s: %w", path, err)
 	}

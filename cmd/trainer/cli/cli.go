@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/probformer/probformer/cmd/trainer/train"
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/fileio"
 )
 
 // Main runs the trainer's command line on os.Args and exits with its
@@ -89,7 +89,7 @@ func execute(root *cobra.Command, args []string) (code int, err error) {
 	// device, a FIFO, a directory) is the user's path, whichever command
 	// wrote it.
 	var bad *inputError
-	if errors.As(err, &bad) || errors.Is(err, graph.ErrNotRegular) || !started {
+	if errors.As(err, &bad) || errors.Is(err, fileio.ErrNotRegular) || !started {
 		return 2, err
 	}
 	return 1, err

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/probformer/probformer/cmd/trainer/train"
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
 )
 
 // runCLI runs the command line in-process and returns its exit status
@@ -201,7 +201,7 @@ func expectWallClock(t *testing.T, dir string) {
 
 // expectSameRun fails unless two runs' checkpoints hold the same
 // parameters and their metrics files the same lines, to the bit.
-func expectSameRun(t *testing.T, straight, split string, a, b *graph.Checkpoint) {
+func expectSameRun(t *testing.T, straight, split string, a, b *ckpt.Checkpoint) {
 	t.Helper()
 	for i := range a.Params {
 		for j := range a.Params[i].Values {
@@ -226,7 +226,7 @@ func expectSameRun(t *testing.T, straight, split string, a, b *graph.Checkpoint)
 // straightAndResumed trains runs of config (tiny, say) with the extra
 // --set flags: 40 steps straight, and 20 steps resumed to 40, and returns
 // their directories and step-40 checkpoints.
-func straightAndResumed(t *testing.T, config []string, extra ...string) (straight, split string, a, b *graph.Checkpoint) {
+func straightAndResumed(t *testing.T, config []string, extra ...string) (straight, split string, a, b *ckpt.Checkpoint) {
 	t.Helper()
 	base := t.TempDir()
 	common := append(append(append([]string{}, config...), extra...), "--set", "training.eval_every=10",
@@ -244,10 +244,10 @@ func straightAndResumed(t *testing.T, config []string, extra ...string) (straigh
 		t.Fatal(stderr)
 	}
 	var err error
-	if a, err = graph.ReadCheckpoint(filepath.Join(straight, train.CheckpointName(40))); err != nil {
+	if a, err = ckpt.ReadCheckpoint(filepath.Join(straight, train.CheckpointName(40))); err != nil {
 		t.Fatal(err)
 	}
-	if b, err = graph.ReadCheckpoint(filepath.Join(split, train.CheckpointName(40))); err != nil {
+	if b, err = ckpt.ReadCheckpoint(filepath.Join(split, train.CheckpointName(40))); err != nil {
 		t.Fatal(err)
 	}
 	return straight, split, a, b
@@ -295,11 +295,11 @@ func TestInspectAndExport(t *testing.T) {
 		t.Fatal(stderr)
 	}
 	tensors, meta := readExport(t, out)
-	ck, _ := graph.ReadCheckpoint(filepath.Join(dir, train.BestCheckpoint))
+	ck, _ := ckpt.ReadCheckpoint(filepath.Join(dir, train.BestCheckpoint))
 	if len(tensors) != len(ck.Params) {
 		t.Fatalf("%d tensors exported, checkpoint has %d", len(tensors), len(ck.Params))
 	}
-	byName := map[string]graph.SafeTensor{}
+	byName := map[string]ckpt.SafeTensor{}
 	for _, st := range tensors {
 		byName[st.Name] = st
 	}
@@ -342,7 +342,7 @@ func TestDivergenceStopsTraining(t *testing.T) {
 		t.Errorf("error %q does not name the last good checkpoint %s", stderr, steps[len(steps)-1])
 	}
 	for _, s := range steps {
-		if _, err := graph.ReadCheckpoint(s); err != nil {
+		if _, err := ckpt.ReadCheckpoint(s); err != nil {
 			t.Errorf("%s: %v", s, err)
 		}
 	}

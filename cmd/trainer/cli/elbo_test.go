@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/probformer/probformer/cmd/trainer/train"
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
 )
 
 // TestHeadDiversityZeroChangesNothing: a run with λ = 0 is the run without
@@ -31,11 +31,11 @@ func TestHeadDiversityZeroChangesNothing(t *testing.T) {
 	if !reflect.DeepEqual(a, b) {
 		t.Errorf("metrics differ:\n%v\n%v", a, b)
 	}
-	pa, err := graph.ReadCheckpoint(filepath.Join(plain, train.CheckpointName(15)))
+	pa, err := ckpt.ReadCheckpoint(filepath.Join(plain, train.CheckpointName(15)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pb, err := graph.ReadCheckpoint(filepath.Join(zero, train.CheckpointName(15)))
+	pb, err := ckpt.ReadCheckpoint(filepath.Join(zero, train.CheckpointName(15)))
 	if err != nil {
 		t.Fatal(err)
 	}

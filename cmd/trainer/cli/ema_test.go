@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/probformer/probformer/cmd/trainer/train"
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
 )
 
 // TestWeightAverageRun: with training.ema_decay, a run resumed halfway
@@ -24,7 +24,7 @@ func TestWeightAverageRun(t *testing.T) {
 			t.Fatalf("%s differs after resume", a.Params[i].Name)
 		}
 	}
-	best, err := graph.ReadCheckpoint(filepath.Join(straight, train.BestCheckpoint))
+	best, err := ckpt.ReadCheckpoint(filepath.Join(straight, train.BestCheckpoint))
 	if err != nil {
 		t.Fatal(err)
 	}

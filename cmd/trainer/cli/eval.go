@@ -17,7 +17,8 @@ import (
 
 	"github.com/probformer/probformer/cmd/trainer/train"
 	"github.com/probformer/probformer/configs"
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
+	"github.com/probformer/probformer/graph/fileio"
 	"github.com/probformer/probformer/layers"
 )
 
@@ -236,7 +237,7 @@ func writePredictions(path string, preds []train.Predictions, task string, w io.
 	var names []string
 	for _, p := range preds {
 		name := path + p.Suffix
-		if err := graph.WriteFileAtomic(name, p.Write); err != nil {
+		if err := fileio.WriteFileAtomic(name, p.Write); err != nil {
 			return nil, fmt.Errorf("predictions: %w", err)
 		}
 		files = append(files, predictionFile{File: name, Contents: p.Contents})
@@ -278,7 +279,7 @@ func writeEvalResults(out, file string, t *trainer, res train.Results, preds []p
 	if err != nil {
 		return fmt.Errorf("results %s: %w", out, err)
 	}
-	if err := graph.WriteFileAtomic(out, func(w io.Writer) error {
+	if err := fileio.WriteFileAtomic(out, func(w io.Writer) error {
 		_, err := w.Write(append(data, '\n'))
 		return err
 	}); err != nil {
@@ -381,7 +382,7 @@ func loadCheckpointWarn(path string, sets, splits []string, warn io.Writer) (*tr
 // checkpoint), falling back to the directory's newest checkpoint that
 // loads, with a one-line warning on warn, when that one does not
 // (train.ReadRunCheckpoint); its errors are bad input.
-func readCheckpoint(path string, preferBest bool, warn io.Writer) (*graph.Checkpoint, string, error) {
+func readCheckpoint(path string, preferBest bool, warn io.Writer) (*ckpt.Checkpoint, string, error) {
 	ck, file, err := train.ReadRunCheckpoint(path, preferBest, warn)
 	return ck, file, badInput(err)
 }
@@ -389,7 +390,7 @@ func readCheckpoint(path string, preferBest bool, warn io.Writer) (*graph.Checkp
 // checkpointConfig parses the config checkpoint file holds, its errors
 // bad input. A checkpoint of a library run that did not store its config
 // (train.Settings.Config left empty) says what to set.
-func checkpointConfig(ck *graph.Checkpoint, file string) (*configs.Config, error) {
+func checkpointConfig(ck *ckpt.Checkpoint, file string) (*configs.Config, error) {
 	if len(bytes.TrimSpace(ck.Config)) == 0 {
 		return nil, badInput(fmt.Errorf("checkpoint %s holds no config: a library run must set train.Settings.Config (the config's YAML, as train.SettingsFromConfig does) for trainer commands to read it", file))
 	}

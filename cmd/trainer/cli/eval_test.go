@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/probformer/probformer/cmd/trainer/train"
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
 )
 
 // TestMaxNormEMTrainsAndReportsPriors: the maxnorm-em preset, shrunk,
@@ -34,7 +34,7 @@ func TestMaxNormEMTrainsAndReportsPriors(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("eval exit %d: %s", code, stderr)
 	}
-	ck, err := graph.ReadCheckpoint(filepath.Join(dir, train.BestCheckpoint))
+	ck, err := ckpt.ReadCheckpoint(filepath.Join(dir, train.BestCheckpoint))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/probformer/probformer/configs"
 	"github.com/probformer/probformer/datasets"
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
+	"github.com/probformer/probformer/graph/fileio"
 )
 
 func newExportCommand() *cobra.Command {
@@ -98,9 +100,9 @@ that receives model.safetensors and probformer_torch.py.
 			if format == "pytorch" {
 				return exportPyTorch(cmd.OutOrStdout(), ck, cfg, file, out, meta)
 			}
-			tensors := make([]graph.SafeTensor, len(ck.Params))
+			tensors := make([]ckpt.SafeTensor, len(ck.Params))
 			for i, p := range ck.Params {
-				tensors[i] = graph.SafeTensor{Name: p.Name, Shape: p.Shape}
+				tensors[i] = ckpt.SafeTensor{Name: p.Name, Shape: p.Shape}
 				if ck.DType == graph.Float32 {
 					tensors[i].F32 = make([]float32, len(p.Values))
 					for j, v := range p.Values {
@@ -110,8 +112,8 @@ that receives model.safetensors and probformer_torch.py.
 					tensors[i].F64 = p.Values
 				}
 			}
-			if err := graph.WriteFileAtomic(out, func(w io.Writer) error {
-				return graph.WriteSafetensors(w, tensors, meta)
+			if err := fileio.WriteFileAtomic(out, func(w io.Writer) error {
+				return ckpt.WriteSafetensors(w, tensors, meta)
 			}); err != nil {
 				return badInput(err)
 			}

@@ -14,6 +14,8 @@ import (
 	"github.com/probformer/probformer/cmd/trainer/tasks"
 	"github.com/probformer/probformer/configs"
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
+	"github.com/probformer/probformer/graph/fileio"
 	"github.com/probformer/probformer/layers"
 )
 
@@ -113,28 +115,28 @@ func torchSupported(cfg *configs.Config, file string) error {
 // paramGetter looks parameters up by name and shape, records which were
 // used and collects the errors.
 type paramGetter struct {
-	byName map[string]graph.Tensor
+	byName map[string]ckpt.Tensor
 	used   map[string]bool
 	errs   []string
 }
 
-func newParamGetter(params []graph.Tensor) *paramGetter {
-	g := &paramGetter{byName: map[string]graph.Tensor{}, used: map[string]bool{}}
+func newParamGetter(params []ckpt.Tensor) *paramGetter {
+	g := &paramGetter{byName: map[string]ckpt.Tensor{}, used: map[string]bool{}}
 	for _, p := range params {
 		g.byName[p.Name] = p
 	}
 	return g
 }
 
-func (g *paramGetter) get(name string, shape ...int) graph.Tensor {
+func (g *paramGetter) get(name string, shape ...int) ckpt.Tensor {
 	p, ok := g.byName[name]
 	if !ok {
 		g.errs = append(g.errs, fmt.Sprintf("no parameter %s", name))
-		return graph.Tensor{Name: name, Shape: shape, Values: make([]float64, prod(shape))}
+		return ckpt.Tensor{Name: name, Shape: shape, Values: make([]float64, prod(shape))}
 	}
 	if fmt.Sprint(p.Shape) != fmt.Sprint(shape) {
 		g.errs = append(g.errs, fmt.Sprintf("%s has shape %v, want %v", name, p.Shape, shape))
-		return graph.Tensor{Name: name, Shape: shape, Values: make([]float64, prod(shape))}
+		return ckpt.Tensor{Name: name, Shape: shape, Values: make([]float64, prod(shape))}
 	}
 	g.used[name] = true
 	return p
@@ -147,7 +149,7 @@ func (g *paramGetter) get(name string, shape ...int) graph.Tensor {
 // encoder keeps its names (enc.<i>.mab.q → enc.<i>.mab.q.weight, .bias;
 // enc.<i>.inducing, enc.<i>.mab0, enc.<i>.mab1), dec.pma becomes pma,
 // dec.sab sab, head head. Every parameter must be used once.
-func torchSetStateDict(cfg *configs.Config, params []graph.Tensor) (map[string]graph.Tensor, torchSetConfig, error) {
+func torchSetStateDict(cfg *configs.Config, params []ckpt.Tensor) (map[string]ckpt.Tensor, torchSetConfig, error) {
 	m, okM := cfg.Model.(*tasks.MaxNormModel)
 	data, okD := cfg.Data.(*tasks.MaxNormData)
 	if !okM || !okD {
@@ -160,9 +162,9 @@ func torchSetStateDict(cfg *configs.Config, params []graph.Tensor) (map[string]g
 		return nil, tc, fmt.Errorf("model.encoder %q: want sab or isab", tc.Encoder)
 	}
 	g := newParamGetter(params)
-	out := map[string]graph.Tensor{}
-	put := func(name string, t graph.Tensor) {
-		out[name] = graph.Tensor{Name: name, Shape: t.Shape, Values: t.Values}
+	out := map[string]ckpt.Tensor{}
+	put := func(name string, t ckpt.Tensor) {
+		out[name] = ckpt.Tensor{Name: name, Shape: t.Shape, Values: t.Values}
 	}
 	linear := func(to, from string, din, dout int) {
 		put(to+".weight", transpose(g.get(from+".w", din, dout)))
@@ -215,22 +217,22 @@ func torchSetStateDict(cfg *configs.Config, params []graph.Tensor) (map[string]g
 // [in, out] become nn.Linear's [out, in], the q, k, v projections one
 // in_proj_weight [3d, d], LayerNorm g, b its weight, bias, and the
 // sinusoidal table the buffer pos. Every parameter must be used once.
-func torchStateDict(cfg *configs.Config, params []graph.Tensor) (map[string]graph.Tensor, torchConfig, error) {
-	byName := map[string]graph.Tensor{}
+func torchStateDict(cfg *configs.Config, params []ckpt.Tensor) (map[string]ckpt.Tensor, torchConfig, error) {
+	byName := map[string]ckpt.Tensor{}
 	for _, p := range params {
 		byName[p.Name] = p
 	}
 	used := map[string]bool{}
 	var errs []string
-	get := func(name string, shape ...int) graph.Tensor {
+	get := func(name string, shape ...int) ckpt.Tensor {
 		p, ok := byName[name]
 		if !ok {
 			errs = append(errs, fmt.Sprintf("no parameter %s", name))
-			return graph.Tensor{Name: name, Shape: shape, Values: make([]float64, prod(shape))}
+			return ckpt.Tensor{Name: name, Shape: shape, Values: make([]float64, prod(shape))}
 		}
 		if fmt.Sprint(p.Shape) != fmt.Sprint(shape) {
 			errs = append(errs, fmt.Sprintf("%s has shape %v, want %v", name, p.Shape, shape))
-			return graph.Tensor{Name: name, Shape: shape, Values: make([]float64, prod(shape))}
+			return ckpt.Tensor{Name: name, Shape: shape, Values: make([]float64, prod(shape))}
 		}
 		used[name] = true
 		return p
@@ -252,9 +254,9 @@ func torchStateDict(cfg *configs.Config, params []graph.Tensor) (map[string]grap
 	tc := torchConfig{DModel: d, Heads: m.Heads, FF: m.FF, EncLayers: m.EncLayers, DecLayers: m.DecLayers,
 		SrcVocab: src.Shape[0], TgtVocab: tgt.Shape[0], MaxLen: data.MaxLen + 1, MaxSourceLen: data.MaxLen,
 		PreLN: m.PreLN, FinalNorm: m.FinalNorm, TieOutput: m.TieOutput}
-	out := map[string]graph.Tensor{}
-	put := func(name string, t graph.Tensor) {
-		out[name] = graph.Tensor{Name: name, Shape: t.Shape, Values: t.Values}
+	out := map[string]ckpt.Tensor{}
+	put := func(name string, t ckpt.Tensor) {
+		out[name] = ckpt.Tensor{Name: name, Shape: t.Shape, Values: t.Values}
 	}
 	linear := func(to, from string, din, dout int) {
 		put(to+".weight", transpose(get(from+".w", din, dout)))
@@ -266,8 +268,8 @@ func torchStateDict(cfg *configs.Config, params []graph.Tensor) (map[string]grap
 			w = append(w, transpose(get(from+"."+x+".w", d, d)).Values...)
 			b = append(b, get(from+"."+x+".b", d).Values...)
 		}
-		put(to+".in_proj_weight", graph.Tensor{Shape: []int{3 * d, d}, Values: w})
-		put(to+".in_proj_bias", graph.Tensor{Shape: []int{3 * d}, Values: b})
+		put(to+".in_proj_weight", ckpt.Tensor{Shape: []int{3 * d, d}, Values: w})
+		put(to+".in_proj_bias", ckpt.Tensor{Shape: []int{3 * d}, Values: b})
 		linear(to+".out_proj", from+".o", d, d)
 	}
 	norm := func(to, from string) {
@@ -276,7 +278,7 @@ func torchStateDict(cfg *configs.Config, params []graph.Tensor) (map[string]grap
 	}
 	put("src_emb.weight", get("src_emb.table", tc.SrcVocab, d))
 	put("tgt_emb.weight", get("tgt_emb.table", tc.TgtVocab, d))
-	put("pos", graph.Tensor{Shape: []int{tc.MaxLen, d}, Values: layers.SinusoidalEncoding(tc.MaxLen, d)})
+	put("pos", ckpt.Tensor{Shape: []int{tc.MaxLen, d}, Values: layers.SinusoidalEncoding(tc.MaxLen, d)})
 	for i := range m.EncLayers {
 		to, from := fmt.Sprintf("transformer.encoder.layers.%d", i), fmt.Sprintf("enc.%d", i)
 		attention(to+".self_attn", from+".self")
@@ -319,7 +321,7 @@ func torchStateDict(cfg *configs.Config, params []graph.Tensor) (map[string]grap
 }
 
 // transpose swaps the axes of a matrix.
-func transpose(t graph.Tensor) graph.Tensor {
+func transpose(t ckpt.Tensor) ckpt.Tensor {
 	r, c := t.Shape[0], t.Shape[1]
 	v := make([]float64, len(t.Values))
 	for i := range r {
@@ -327,7 +329,7 @@ func transpose(t graph.Tensor) graph.Tensor {
 			v[j*r+i] = t.Values[i*c+j]
 		}
 	}
-	return graph.Tensor{Name: t.Name, Shape: []int{c, r}, Values: v}
+	return ckpt.Tensor{Name: t.Name, Shape: []int{c, r}, Values: v}
 }
 
 func prod(shape []int) int {
@@ -343,12 +345,12 @@ func prod(shape []int) int {
 // probformer_torch.ProbformerSetTransformer (safetensors with PyTorch
 // names, in the checkpoint's dtype), and the module next to it. meta is the
 // safetensors export's metadata.
-func exportPyTorch(w io.Writer, ck *graph.Checkpoint, cfg *configs.Config, file, out string, meta map[string]string) error {
+func exportPyTorch(w io.Writer, ck *ckpt.Checkpoint, cfg *configs.Config, file, out string, meta map[string]string) error {
 	if err := torchSupported(cfg, file); err != nil {
 		return badInput(err)
 	}
 	var (
-		state  map[string]graph.Tensor
+		state  map[string]ckpt.Tensor
 		tc     any
 		module string
 		err    error
@@ -379,16 +381,16 @@ func exportPyTorch(w io.Writer, ck *graph.Checkpoint, cfg *configs.Config, file,
 	if err != nil {
 		return badInput(err)
 	}
-	tensors := make([]graph.SafeTensor, 0, len(state))
+	tensors := make([]ckpt.SafeTensor, 0, len(state))
 	for _, name := range slices.Sorted(maps.Keys(state)) {
 		tensors = append(tensors, safeTensor(state[name], ck.DType))
 	}
-	if err := graph.WriteFileAtomic(stateFile, func(w io.Writer) error {
-		return graph.WriteSafetensors(w, tensors, meta)
+	if err := fileio.WriteFileAtomic(stateFile, func(w io.Writer) error {
+		return ckpt.WriteSafetensors(w, tensors, meta)
 	}); err != nil {
 		return badInput(err)
 	}
-	if err := graph.WriteFileAtomic(moduleFile, func(w io.Writer) error {
+	if err := fileio.WriteFileAtomic(moduleFile, func(w io.Writer) error {
 		_, err := io.WriteString(w, torchModule)
 		return err
 	}); err != nil {
@@ -400,8 +402,8 @@ func exportPyTorch(w io.Writer, ck *graph.Checkpoint, cfg *configs.Config, file,
 }
 
 // safeTensor is t as a safetensors tensor in dtype.
-func safeTensor(t graph.Tensor, dtype graph.DType) graph.SafeTensor {
-	s := graph.SafeTensor{Name: t.Name, Shape: t.Shape}
+func safeTensor(t ckpt.Tensor, dtype graph.DType) ckpt.SafeTensor {
+	s := ckpt.SafeTensor{Name: t.Name, Shape: t.Shape}
 	if dtype == graph.Float32 {
 		s.F32 = make([]float32, len(t.Values))
 		for j, v := range t.Values {

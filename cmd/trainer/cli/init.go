@@ -12,6 +12,7 @@ import (
 	"github.com/probformer/probformer/configs"
 	"github.com/probformer/probformer/datasets"
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
 )
 
 // encoderPrefixes name the parameters a masked LM hands to a seq2seq
@@ -42,7 +43,7 @@ func initEncoder(cfg *configs.Config, tk train.Task, params *graph.Params, stder
 	fail := func(format string, args ...any) error {
 		return badInput(fmt.Errorf("init.encoder_from %s: "+format, append([]any{file}, args...)...))
 	}
-	ck, err := graph.ReadCheckpoint(file)
+	ck, err := ckpt.ReadCheckpoint(file)
 	if err != nil {
 		return badInput(fmt.Errorf("init.encoder_from: %w", err))
 	}
@@ -143,7 +144,7 @@ func sameVocabulary(saved []byte, tk train.Task) error {
 // params, shape-checked; src_emb.table may have one more row ([MASK]),
 // which is left out. Every such parameter of params must be covered. It
 // returns the number of tensors copied.
-func copyEncoder(ck *graph.Checkpoint, params *graph.Params) (int, error) {
+func copyEncoder(ck *ckpt.Checkpoint, params *graph.Params) (int, error) {
 	isEncoder := func(name string) bool {
 		return slices.ContainsFunc(encoderPrefixes[:], func(p string) bool { return strings.HasPrefix(name, p) })
 	}

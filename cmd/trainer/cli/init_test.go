@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/probformer/probformer/cmd/trainer/train"
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
 )
 
 // tinySeq2SeqSets are tinySeq2Seq's --set overrides, without --config.
@@ -37,7 +37,7 @@ func newRun(t *testing.T, extra ...string) *trainer {
 
 func TestInitEncoderFromCopiesEncoder(t *testing.T) {
 	mlmDir := trainRun(t, tinyMLM...)
-	ck, err := graph.ReadCheckpoint(filepath.Join(mlmDir, train.BestCheckpoint))
+	ck, err := ckpt.ReadCheckpoint(filepath.Join(mlmDir, train.BestCheckpoint))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestInitEncoderFromCopiesEncoder(t *testing.T) {
 	for _, p := range started.params.List() {
 		want := fresh.params.Lookup(p.Name).Values()
 		if strings.HasPrefix(p.Name, "src_emb.") || strings.HasPrefix(p.Name, "enc.") {
-			i := slices.IndexFunc(ck.Params, func(x graph.Tensor) bool { return x.Name == p.Name })
+			i := slices.IndexFunc(ck.Params, func(x ckpt.Tensor) bool { return x.Name == p.Name })
 			if i < 0 {
 				t.Fatalf("%s is not in the masked-LM checkpoint", p.Name)
 			}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
 )
 
 func newInspectCommand() *cobra.Command {
@@ -25,13 +25,13 @@ checkpoint file or a run directory (its latest checkpoint).`,
 			if err != nil {
 				return err
 			}
-			ck, err := graph.ReadCheckpoint(file)
+			ck, err := ckpt.ReadCheckpoint(file)
 			if err != nil {
 				return badInput(err)
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "checkpoint: %s\nformat:     version %d\nstep:       %d\ndtype:      %s\nparameters: %d tensors, %d values\n",
-				file, graph.CheckpointVersion, ck.Step, ck.DType, len(ck.Params), paramCount(ck))
+				file, ckpt.CheckpointVersion, ck.Step, ck.DType, len(ck.Params), paramCount(ck))
 			fmt.Fprintf(w, "\nmetrics:\n")
 			keys := make([]string, 0, len(ck.Metrics))
 			for k := range ck.Metrics {
@@ -63,7 +63,7 @@ checkpoint file or a run directory (its latest checkpoint).`,
 	}
 }
 
-func paramCount(ck *graph.Checkpoint) int {
+func paramCount(ck *ckpt.Checkpoint) int {
 	n := 0
 	for _, p := range ck.Params {
 		n += len(p.Values)

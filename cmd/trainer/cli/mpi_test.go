@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/probformer/probformer/cmd/trainer/train"
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
 )
 
 // The data-parallel tests launch `mpirun -np N trainer-mpi train …` on
@@ -180,8 +180,8 @@ func TestMPIMaxNormEqualsOneProcess(t *testing.T) {
 			if err != nil || len(steps) != 3 {
 				t.Fatalf("checkpoints %v (%v), want 3", steps, err)
 			}
-			a, errA := graph.ReadCheckpoint(filepath.Join(one, train.CheckpointName(c.steps)))
-			b, errB := graph.ReadCheckpoint(filepath.Join(two, train.CheckpointName(c.steps)))
+			a, errA := ckpt.ReadCheckpoint(filepath.Join(one, train.CheckpointName(c.steps)))
+			b, errB := ckpt.ReadCheckpoint(filepath.Join(two, train.CheckpointName(c.steps)))
 			if errA != nil || errB != nil {
 				t.Fatal(errA, errB)
 			}

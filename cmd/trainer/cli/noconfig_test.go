@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/probformer/probformer/cmd/trainer/train"
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
 )
 
 // TestCheckpointWithoutConfig: a checkpoint of a library run that left
@@ -21,12 +21,12 @@ func TestCheckpointWithoutConfig(t *testing.T) {
 	}
 	for _, name := range []string{train.BestCheckpoint, "step-00000005.ckpt"} {
 		path := filepath.Join(dir, name)
-		ck, err := graph.ReadCheckpoint(path)
+		ck, err := ckpt.ReadCheckpoint(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ck.Config = nil
-		if err := graph.WriteCheckpoint(path, ck); err != nil {
+		if err := ckpt.WriteCheckpoint(path, ck); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/probformer/probformer/cmd/trainer/train"
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
 )
 
 // copyRun copies the regular files of run directory src to dst.
@@ -71,11 +71,11 @@ func sameRun(t *testing.T, got, want string, final int) {
 	if g, w := readMetrics(t, got), readMetrics(t, want); !reflect.DeepEqual(g, w) {
 		t.Errorf("%s: metrics.jsonl (%d lines) differs from an undisturbed run's (%d lines)", got, len(g), len(w))
 	}
-	ckGot, err := graph.ReadCheckpoint(filepath.Join(got, train.CheckpointName(final)))
+	ckGot, err := ckpt.ReadCheckpoint(filepath.Join(got, train.CheckpointName(final)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ckWant, err := graph.ReadCheckpoint(filepath.Join(want, train.CheckpointName(final)))
+	ckWant, err := ckpt.ReadCheckpoint(filepath.Join(want, train.CheckpointName(final)))
 	if err != nil {
 		t.Fatal(err)
 	}

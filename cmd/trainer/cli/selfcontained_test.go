@@ -14,7 +14,7 @@ import (
 	"github.com/probformer/probformer/cmd/trainer/train"
 	"github.com/probformer/probformer/configs"
 	"github.com/probformer/probformer/datasets"
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
 )
 
 // tsvPairs are a tiny English→French corpus: every subject with every
@@ -166,7 +166,7 @@ func TestCheckpointIsSelfContained(t *testing.T) {
 	if cfg.Data["train_file"] != "train.tsv" || cfg.Data["test_file"] != "test.tsv" {
 		t.Errorf("exported data paths %v, %v: want base names", cfg.Data["train_file"], cfg.Data["test_file"])
 	}
-	ck, err := graph.ReadCheckpoint(filepath.Join(r.run, train.BestCheckpoint))
+	ck, err := ckpt.ReadCheckpoint(filepath.Join(r.run, train.BestCheckpoint))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,14 +250,14 @@ func TestPortableConfig(t *testing.T) {
 }
 
 // readExport reads a safetensors export: its tensors and metadata.
-func readExport(t *testing.T, path string) ([]graph.SafeTensor, map[string]string) {
+func readExport(t *testing.T, path string) ([]ckpt.SafeTensor, map[string]string) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	tensors, meta, err := graph.ReadSafetensors(f)
+	tensors, meta, err := ckpt.ReadSafetensors(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +330,7 @@ func TestExportedVocabRoundTripsInPython(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ck, err := graph.ReadCheckpoint(filepath.Join(r.run, train.BestCheckpoint))
+	ck, err := ckpt.ReadCheckpoint(filepath.Join(r.run, train.BestCheckpoint))
 	if err != nil {
 		t.Fatal(err)
 	}

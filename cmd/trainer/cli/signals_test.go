@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/probformer/probformer/cmd/trainer/train"
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
 )
 
 // TestSIGKILLLeavesLoadableCheckpoint kills `trainer train` at random
@@ -44,7 +44,7 @@ func TestSIGKILLLeavesLoadableCheckpoint(t *testing.T) {
 			continue // killed during start-up, before the first checkpoint
 		}
 		kills++
-		ck, err := graph.ReadCheckpoint(path)
+		ck, err := ckpt.ReadCheckpoint(path)
 		if err != nil {
 			t.Fatalf("kill %d left an unloadable latest checkpoint: %v", kills, err)
 		}
@@ -65,7 +65,7 @@ func TestSIGKILLLeavesLoadableCheckpoint(t *testing.T) {
 	if !strings.Contains(out.String(), "done:") {
 		t.Fatalf("resumed run did not finish:\n%s", out)
 	}
-	ck, err := graph.ReadCheckpoint(filepath.Join(dir, train.CheckpointName(end)))
+	ck, err := ckpt.ReadCheckpoint(filepath.Join(dir, train.CheckpointName(end)))
 	if err != nil || ck.Step != end {
 		t.Fatalf("final checkpoint: %v", err)
 	}
@@ -102,7 +102,7 @@ func TestSIGINTSavesAndExitsZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := graph.ReadCheckpoint(path); err != nil {
+	if _, err := ckpt.ReadCheckpoint(path); err != nil {
 		t.Fatal(err)
 	}
 }

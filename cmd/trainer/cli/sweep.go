@@ -18,7 +18,7 @@ import (
 
 	"github.com/probformer/probformer/cmd/trainer/train"
 	"github.com/probformer/probformer/configs"
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/fileio"
 )
 
 // A sweep trains one config several times, each variant with its own
@@ -159,7 +159,7 @@ func runSweep(f sweepFlags, stdout, stderr io.Writer) error {
 		results = append(results, r)
 	}
 	table := sweepTable(results)
-	if err := graph.WriteFileAtomic(filepath.Join(f.out, "results.md"), func(w io.Writer) error {
+	if err := fileio.WriteFileAtomic(filepath.Join(f.out, "results.md"), func(w io.Writer) error {
 		_, err := io.WriteString(w, table)
 		return err
 	}); err != nil {
@@ -230,7 +230,7 @@ func sweepVariant(f sweepFlags, v variant, stdout, stderr io.Writer) (sweepResul
 }
 
 func writeSweepResult(path string, r sweepResult) error {
-	return graph.WriteFileAtomic(path, func(w io.Writer) error {
+	return fileio.WriteFileAtomic(path, func(w io.Writer) error {
 		return json.NewEncoder(w).Encode(r)
 	})
 }

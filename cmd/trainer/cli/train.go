@@ -20,6 +20,8 @@ import (
 
 	"github.com/probformer/probformer/configs"
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
+	"github.com/probformer/probformer/graph/fileio"
 
 	"github.com/probformer/probformer/cmd/trainer/train"
 )
@@ -231,7 +233,7 @@ func setupUntilDone(ctx context.Context, f trainFlags, stdout, stderr io.Writer)
 func setupRun(f trainFlags, stdout, stderr io.Writer) (_ *trainer, err error) {
 	var (
 		cfg *configs.Config
-		ck  *graph.Checkpoint
+		ck  *ckpt.Checkpoint
 		dir string
 	)
 	var release func()
@@ -306,7 +308,7 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (_ *trainer, err error) {
 			// change. A failed read or write of the run's files (a full
 			// disk) is not.
 			var ioErr *fs.PathError
-			if errors.As(err, &ioErr) && !errors.Is(err, graph.ErrNotRegular) {
+			if errors.As(err, &ioErr) && !errors.Is(err, fileio.ErrNotRegular) {
 				return nil, err
 			}
 			return nil, badInput(err)
@@ -355,7 +357,7 @@ func lockResumeDir(path string) (release func(), err error) {
 	case info.Mode().IsRegular():
 		dir = filepath.Dir(path) // the run goes on in the checkpoint's directory
 	case !info.IsDir():
-		return nil, badInput(fmt.Errorf("--resume %s: %w", path, &graph.NotRegularError{Path: path, Mode: info.Mode()}))
+		return nil, badInput(fmt.Errorf("--resume %s: %w", path, &fileio.NotRegularError{Path: path, Mode: info.Mode()}))
 	}
 	release, err = train.LockRunDir(dir)
 	if err != nil {
@@ -375,7 +377,7 @@ func newRunDir(dir string, cfg *configs.Config) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return badInput(fmt.Errorf("run directory: %w", err))
 	}
-	return graph.WriteFileAtomic(filepath.Join(dir, train.ConfigFile), func(w io.Writer) error {
+	return fileio.WriteFileAtomic(filepath.Join(dir, train.ConfigFile), func(w io.Writer) error {
 		_, err := w.Write(portableConfig(cfg).YAML())
 		return err
 	})
@@ -384,7 +386,7 @@ func newRunDir(dir string, cfg *configs.Config) error {
 // readResume reads the checkpoint to resume from, and returns it with its
 // run directory and path; in an MPI job, on rank 0 only (the others get
 // a nil checkpoint).
-func readResume(f trainFlags, stderr io.Writer) (ck *graph.Checkpoint, dir, path string, err error) {
+func readResume(f trainFlags, stderr io.Writer) (ck *ckpt.Checkpoint, dir, path string, err error) {
 	dir, path = f.resume, f.resume
 	if !leader() {
 		return nil, dir, path, nil
@@ -397,7 +399,7 @@ func readResume(f trainFlags, stderr io.Writer) (ck *graph.Checkpoint, dir, path
 		ck, path, err = train.LatestCheckpoint(f.resume, stderr)
 	} else {
 		dir = filepath.Dir(f.resume)
-		ck, err = graph.ReadCheckpoint(f.resume)
+		ck, err = ckpt.ReadCheckpoint(f.resume)
 	}
 	if err != nil {
 		return nil, "", "", badInput(err)
@@ -407,7 +409,7 @@ func readResume(f trainFlags, stderr io.Writer) (ck *graph.Checkpoint, dir, path
 
 // loadResume reads the checkpoint to resume from and its config, with the
 // allowed --set overrides applied.
-func loadResume(f trainFlags, stderr io.Writer) (*graph.Checkpoint, string, *configs.Config, error) {
+func loadResume(f trainFlags, stderr io.Writer) (*ckpt.Checkpoint, string, *configs.Config, error) {
 	ck, dir, path, err := readResume(f, stderr)
 	if err != nil {
 		return nil, "", nil, err

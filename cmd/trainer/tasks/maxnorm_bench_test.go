@@ -6,6 +6,7 @@ import (
 
 	"github.com/probformer/probformer/configs"
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/optim"
 )
 
 // BenchmarkMaxNormStep times one training step (forward, backward, Adam;
@@ -63,7 +64,7 @@ func BenchmarkMaxNormStep(b *testing.B) {
 			if err := task.Feed(rng, prog, 1); err != nil {
 				b.Fatal(err)
 			}
-			opt := graph.NewAdam(cfg.Optimizer.LR)
+			opt := optim.NewAdam(cfg.Optimizer.LR)
 			b.ResetTimer()
 			for range b.N {
 				prog.DrawNoise(rng)

@@ -7,6 +7,7 @@ import (
 	"github.com/probformer/probformer/cmd/trainer/train"
 	"github.com/probformer/probformer/configs"
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/optim"
 )
 
 // TestFloat32RoundingGrowsInTraining measures how far apart two float32
@@ -32,7 +33,7 @@ func TestFloat32RoundingGrowsInTraining(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := cfg.Optimizer
-		opt := graph.NewAdam(o.LR)
+		opt := optim.NewAdam(o.LR)
 		opt.Beta1, opt.Beta2, opt.Eps, opt.WeightDecay, opt.ClipNorm = o.Beta1, o.Beta2, o.Eps, o.WeightDecay, o.ClipNorm
 		sched, err := train.NewSchedule(o.Schedule, o.LR, o.MinLR, o.WarmupSteps)
 		if err != nil {

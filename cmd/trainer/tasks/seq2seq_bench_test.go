@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/optim"
 	"github.com/probformer/probformer/layers"
 	"github.com/probformer/probformer/losses"
 )
@@ -47,7 +48,7 @@ func BenchmarkSeq2SeqStep(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	opt := graph.NewAdam(1e-3)
+	opt := optim.NewAdam(1e-3)
 	b.ResetTimer()
 	for range b.N {
 		prog.DrawDropout(rng)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/probformer/probformer/cmd/trainer/train"
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
+	"github.com/probformer/probformer/graph/optim"
 )
 
 // runAccumulated trains maskedEcho (batch 16, dropout, losses over
@@ -34,7 +36,7 @@ func runAccumulated(t *testing.T, dir string, ranks, accumulate, steps int, resu
 			}
 			s := train.Settings{Dir: dir, Steps: steps, Batch: 16, Seed: 5, DType: graph.Float64,
 				LogEvery: 5, EvalEvery: 10, CheckpointEvery: 10, KeepCheckpoints: 10,
-				Optimizer: graph.NewAdam(1e-2), Accumulate: accumulate}
+				Optimizer: optim.NewAdam(1e-2), Accumulate: accumulate}
 			if ranks > 1 {
 				s.Comm = member{g, r}
 			}
@@ -45,7 +47,7 @@ func runAccumulated(t *testing.T, dir string, ranks, accumulate, steps int, resu
 			}
 			loops[r] = l
 			if resume {
-				var ck *graph.Checkpoint
+				var ck *ckpt.Checkpoint
 				if r == 0 {
 					if ck, _, err = train.LatestCheckpoint(dir, nil); err != nil {
 						errs[r] = err

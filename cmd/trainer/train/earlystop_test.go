@@ -14,6 +14,7 @@ import (
 
 	"github.com/probformer/probformer/cmd/trainer/train"
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
 )
 
 // scripted trains maskedEcho but reports a scripted validation score: the
@@ -67,7 +68,7 @@ func TestEarlyStop(t *testing.T) {
 	if at, ok := l.StoppedEarly(); !ok || at != 35 || l.Step() != 35 || l.Interrupted() {
 		t.Fatalf("stopped early %v at step %d (loop at %d), want step 35: the 3rd validation without improvement", ok, at, l.Step())
 	}
-	best, err := graph.ReadCheckpoint(filepath.Join(dir, train.BestCheckpoint))
+	best, err := ckpt.ReadCheckpoint(filepath.Join(dir, train.BestCheckpoint))
 	if err != nil || best.Step != 20 {
 		t.Fatalf("best.ckpt: %v, step %d; want step 20", err, best.Step)
 	}
@@ -124,7 +125,7 @@ func TestEarlyStop(t *testing.T) {
 	if err := l.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	best, err = graph.ReadCheckpoint(filepath.Join(dir, train.BestCheckpoint))
+	best, err = ckpt.ReadCheckpoint(filepath.Join(dir, train.BestCheckpoint))
 	if at, _ := l.StoppedEarly(); at != 25 || err != nil || best.Step != 25 {
 		t.Errorf("min_delta 0.1: stopped at step %d, best.ckpt at step %d (%v); want both 25", at, best.Step, err)
 	}

@@ -6,9 +6,10 @@ import (
 	"math"
 
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
 )
 
-// AverageExtra is the checkpoint entry (graph.Checkpoint.Extra) that
+// AverageExtra is the checkpoint entry (ckpt.Checkpoint.Extra) that
 // holds the averaged weights.
 const AverageExtra = "ema"
 
@@ -102,7 +103,7 @@ func (a *WeightAverage) Decode(data []byte) error {
 // UseAverage replaces a checkpoint's parameters by its weight average, if
 // it has one: the weights that evaluation, export and init.encoder_from
 // read. The entries follow ck.Params's order, as Encode writes them.
-func UseAverage(ck *graph.Checkpoint) error {
+func UseAverage(ck *ckpt.Checkpoint) error {
 	data, ok := ck.Extra[AverageExtra]
 	if !ok {
 		return nil

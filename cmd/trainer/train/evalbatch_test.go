@@ -9,6 +9,7 @@ import (
 
 	"github.com/probformer/probformer/cmd/trainer/train"
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/optim"
 )
 
 // lineFit regresses y = Σ x·w on 4 inputs, through a hidden layer, with
@@ -103,7 +104,7 @@ func (lineFit) Selection() (string, bool) { return "valid_mse", false }
 func TestEvalBatchesAnySize(t *testing.T) {
 	task := newLineFit(1000)
 	l, err := train.New(task, train.Settings{Dir: t.TempDir(), Steps: 40, Batch: 32, Seed: 1, DType: graph.Float64,
-		LogEvery: 10, EvalEvery: 20, Optimizer: graph.NewAdam(1e-2)})
+		LogEvery: 10, EvalEvery: 20, Optimizer: optim.NewAdam(1e-2)})
 	if err != nil {
 		t.Fatal(err)
 	}

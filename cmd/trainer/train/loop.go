@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
+	"github.com/probformer/probformer/graph/fileio"
+	"github.com/probformer/probformer/graph/optim"
 )
 
 // Settings configure a Loop. Steps and Batch are required; a zero value
@@ -31,8 +34,8 @@ type Settings struct {
 	Seed uint64
 	// DType of the parameters and graphs (graph.Float32 is the zero value).
 	DType graph.DType
-	// Optimizer updates the weights; nil is graph.NewAdam(1e-3).
-	Optimizer *graph.Adam
+	// Optimizer updates the weights; nil is optim.NewAdam(1e-3).
+	Optimizer *optim.Adam
 	// Schedule sets the optimizer's learning rate before every step; nil
 	// leaves it as it is. A resumed run of another length re-anchors it
 	// (Schedule.Resized).
@@ -51,7 +54,7 @@ type Settings struct {
 	CheckpointEvery int
 	// KeepCheckpoints is how many step checkpoints are kept (default 3).
 	KeepCheckpoints int
-	// Config is stored in every checkpoint (graph.Checkpoint.Config), the
+	// Config is stored in every checkpoint (ckpt.Checkpoint.Config), the
 	// run's config as its caller writes it, YAML for `trainer train`.
 	// The trainer's commands (eval, export, translate, inspect, train
 	// --resume) read it back with configs.Parse: a library run whose
@@ -131,7 +134,7 @@ type Loop struct {
 	params  *graph.Params
 	train   *graph.Program
 	eval    *graph.Program
-	opt     *graph.Adam
+	opt     *optim.Adam
 	dataSrc *rand.PCG
 	dropSrc *rand.PCG
 	data    *rand.Rand
@@ -192,7 +195,7 @@ func New(task Task, s Settings) (*Loop, error) {
 		s.KeepCheckpoints = 3
 	}
 	if s.Optimizer == nil {
-		s.Optimizer = graph.NewAdam(1e-3)
+		s.Optimizer = optim.NewAdam(1e-3)
 	}
 	if s.Out == nil {
 		s.Out = io.Discard
@@ -276,7 +279,7 @@ func (l *Loop) Interrupted() bool { return l.interrupted }
 // step are dropped and the temporary files of a killed run removed, under
 // the directory's lock (LockRunDir): Restore fails with a *LockedError if
 // another process writes the run.
-func (l *Loop) Restore(ck *graph.Checkpoint) error {
+func (l *Loop) Restore(ck *ckpt.Checkpoint) error {
 	var loop loopState
 	if err := json.Unmarshal(ck.Extra["loop"], &loop); err != nil {
 		return fmt.Errorf("checkpoint loop state: %w", err)
@@ -418,8 +421,8 @@ func (l *Loop) wallSec() float64 {
 }
 
 // Checkpoint captures the run as it is now.
-func (l *Loop) Checkpoint() (*graph.Checkpoint, error) {
-	ck := graph.NewCheckpoint(l.params, l.opt, l.step, l.set.Config)
+func (l *Loop) Checkpoint() (*ckpt.Checkpoint, error) {
+	ck := ckpt.NewCheckpoint(l.params, l.opt, l.step, l.set.Config)
 	for k, v := range l.metrics {
 		ck.Metrics[k] = v
 	}
@@ -468,7 +471,7 @@ func (l *Loop) save() (string, error) {
 		return "", err
 	}
 	path := filepath.Join(l.set.Dir, CheckpointName(l.step))
-	if err := graph.WriteCheckpoint(path, ck); err != nil {
+	if err := ckpt.WriteCheckpoint(path, ck); err != nil {
 		return "", err
 	}
 	return path, PruneCheckpoints(l.set.Dir, l.set.KeepCheckpoints)
@@ -527,7 +530,7 @@ func (l *Loop) validate() (m map[string]float64, stop bool, err error) {
 		if err != nil {
 			return nil, false, err
 		}
-		if err := graph.WriteCheckpoint(filepath.Join(l.set.Dir, BestCheckpoint), ck); err != nil {
+		if err := ckpt.WriteCheckpoint(filepath.Join(l.set.Dir, BestCheckpoint), ck); err != nil {
 			return nil, false, err
 		}
 	}
@@ -598,7 +601,7 @@ func (l *Loop) Run(ctx context.Context) (err error) {
 // appendMetrics opens the metrics log at path to append to it, creating
 // it if need be. The open does not block: a FIFO with no reader would
 // hang it, and a FIFO, socket or directory is no log, so each is refused
-// with a *graph.NotRegularError. A device is written as a file is (a log
+// with a *fileio.NotRegularError. A device is written as a file is (a log
 // sent to /dev/null is discarded, one sent to /dev/full fails at its
 // first line, naming the step).
 func appendMetrics(path string) (*os.File, error) {
@@ -606,7 +609,7 @@ func appendMetrics(path string) (*os.File, error) {
 		return mode&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDir) != 0
 	}
 	if info, err := os.Stat(path); err == nil && refused(info.Mode()) {
-		return nil, fmt.Errorf("%s: %w", path, &graph.NotRegularError{Path: path, Mode: info.Mode()})
+		return nil, fmt.Errorf("%s: %w", path, &fileio.NotRegularError{Path: path, Mode: info.Mode()})
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
@@ -614,7 +617,7 @@ func appendMetrics(path string) (*os.File, error) {
 	}
 	info, err := f.Stat()
 	if err == nil && refused(info.Mode()) {
-		err = fmt.Errorf("%s: %w", path, &graph.NotRegularError{Path: path, Mode: info.Mode()})
+		err = fmt.Errorf("%s: %w", path, &fileio.NotRegularError{Path: path, Mode: info.Mode()})
 	}
 	if err != nil {
 		f.Close()

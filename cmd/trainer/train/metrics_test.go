@@ -14,6 +14,7 @@ import (
 
 	"github.com/probformer/probformer/cmd/trainer/train"
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/fileio"
 )
 
 // longLine is a metrics line of step with a field of n bytes.
@@ -122,7 +123,7 @@ func TestMetricsLogMustBeAFile(t *testing.T) {
 		go func() { done <- f() }()
 		select {
 		case err := <-done:
-			if !errors.Is(err, graph.ErrNotRegular) || !strings.Contains(err.Error(), train.MetricsFile) {
+			if !errors.Is(err, fileio.ErrNotRegular) || !strings.Contains(err.Error(), train.MetricsFile) {
 				t.Errorf("%s: %v, want a not-regular error naming %s", what, err, train.MetricsFile)
 			}
 		case <-time.After(10 * time.Second):

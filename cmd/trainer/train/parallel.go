@@ -10,7 +10,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
 )
 
 // Comm is the group of processes of a data-parallel run, as MPI's
@@ -223,14 +223,14 @@ func (l *Loop) checkRanksAgree() error {
 // passes the checkpoint it read (the others' ck is ignored) and every
 // process gets a copy, so that only rank 0 needs the run directory (the
 // others may run on machines without it).
-func ShareCheckpoint(comm Comm, ck *graph.Checkpoint) (*graph.Checkpoint, error) {
+func ShareCheckpoint(comm Comm, ck *ckpt.Checkpoint) (*ckpt.Checkpoint, error) {
 	if comm == nil || comm.Size() <= 1 {
 		return ck, nil
 	}
 	var data []byte
 	if comm.Rank() == 0 {
 		var err error
-		if data, err = graph.EncodeCheckpoint(ck); err != nil {
+		if data, err = ckpt.EncodeCheckpoint(ck); err != nil {
 			return nil, fmt.Errorf("share checkpoint: %w", err)
 		}
 	}
@@ -248,5 +248,5 @@ func ShareCheckpoint(comm Comm, ck *graph.Checkpoint) (*graph.Checkpoint, error)
 	if comm.Rank() == 0 {
 		return ck, nil
 	}
-	return graph.DecodeCheckpoint(data)
+	return ckpt.DecodeCheckpoint(data)
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/probformer/probformer/cmd/trainer/train"
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
+	"github.com/probformer/probformer/graph/optim"
 )
 
 // group is an in-process train.Comm of n goroutines: what MPI does
@@ -173,7 +175,7 @@ func runGroup(t *testing.T, dir string, n, steps int, resume bool, stopRank, sto
 			}
 			s := train.Settings{Dir: dir, Steps: steps, Batch: 8, Seed: 3, DType: graph.Float64,
 				LogEvery: 5, EvalEvery: 10, CheckpointEvery: 10, KeepCheckpoints: 10,
-				Optimizer: graph.NewAdam(1e-2)}
+				Optimizer: optim.NewAdam(1e-2)}
 			if n > 1 {
 				s.Comm = member{g, r}
 			}
@@ -184,7 +186,7 @@ func runGroup(t *testing.T, dir string, n, steps int, resume bool, stopRank, sto
 			}
 			loops[r] = l
 			if resume {
-				var ck *graph.Checkpoint
+				var ck *ckpt.Checkpoint
 				if r == 0 {
 					ck, _, err = train.LatestCheckpoint(dir, nil)
 					if err != nil {

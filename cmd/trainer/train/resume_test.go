@@ -10,13 +10,14 @@ import (
 
 	"github.com/probformer/probformer/cmd/trainer/train"
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/optim"
 )
 
 // echoLoop is a loop of maskedEcho (or a task that wraps it) on dir.
 func echoLoop(t *testing.T, task train.Task, dir string, steps int) *train.Loop {
 	t.Helper()
 	l, err := train.New(task, train.Settings{Dir: dir, Steps: steps, Batch: 8, Seed: 3, DType: graph.Float64,
-		LogEvery: 5, EvalEvery: 10, CheckpointEvery: 10, Optimizer: graph.NewAdam(1e-2)})
+		LogEvery: 5, EvalEvery: 10, CheckpointEvery: 10, Optimizer: optim.NewAdam(1e-2)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
+	"github.com/probformer/probformer/graph/fileio"
 )
 
 // A run directory holds:
@@ -95,7 +96,7 @@ var ErrNoCheckpoint = errors.New("no checkpoint to resume from")
 // skipping (and naming) any that do not: a crash can only leave whole
 // files, but a disk can still fail. A dir that does not exist or holds no
 // step checkpoint is an ErrNoCheckpoint.
-func LatestCheckpoint(dir string, warn io.Writer) (*graph.Checkpoint, string, error) {
+func LatestCheckpoint(dir string, warn io.Writer) (*ckpt.Checkpoint, string, error) {
 	steps, err := StepCheckpoints(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, "", fmt.Errorf("resume: %s: %w (the directory does not exist)", dir, ErrNoCheckpoint)
@@ -107,7 +108,7 @@ func LatestCheckpoint(dir string, warn io.Writer) (*graph.Checkpoint, string, er
 		return nil, "", fmt.Errorf("resume: %s holds no step checkpoint: %w", dir, ErrNoCheckpoint)
 	}
 	for i := len(steps) - 1; i >= 0; i-- {
-		ck, err := graph.ReadCheckpoint(steps[i])
+		ck, err := ckpt.ReadCheckpoint(steps[i])
 		if err == nil {
 			return ck, steps[i], nil
 		}
@@ -124,12 +125,12 @@ func LatestCheckpoint(dir string, warn io.Writer) (*graph.Checkpoint, string, er
 // best.ckpt), and the first that loads is used, with one line on warn
 // (which may be nil) naming what was skipped and what is used instead. It
 // returns the checkpoint and its path.
-func ReadRunCheckpoint(path string, preferBest bool, warn io.Writer) (*graph.Checkpoint, string, error) {
+func ReadRunCheckpoint(path string, preferBest bool, warn io.Writer) (*ckpt.Checkpoint, string, error) {
 	first, err := ResolveCheckpoint(path, preferBest)
 	if err != nil {
 		return nil, "", err
 	}
-	ck, firstErr := graph.ReadCheckpoint(first)
+	ck, firstErr := ckpt.ReadCheckpoint(first)
 	if firstErr == nil {
 		return ck, first, nil
 	}
@@ -150,7 +151,7 @@ func ReadRunCheckpoint(path string, preferBest bool, warn io.Writer) (*graph.Che
 		if _, err := os.Stat(c); err != nil {
 			continue
 		}
-		ck, err := graph.ReadCheckpoint(c)
+		ck, err := ckpt.ReadCheckpoint(c)
 		if err != nil {
 			skipped = append(skipped, err.Error())
 			continue
@@ -231,7 +232,7 @@ func TruncateMetrics(dir string, step int) error {
 	if !dropped {
 		return nil
 	}
-	return graph.WriteFileAtomic(path, func(w io.Writer) error {
+	return fileio.WriteFileAtomic(path, func(w io.Writer) error {
 		_, err := w.Write(kept.Bytes())
 		return err
 	})
@@ -251,9 +252,9 @@ func (m metricsFile) Read(b []byte) (int, error) { return m.Reader.Read(b) }
 
 // openMetrics opens the metrics log at path for reading (see metricsFile).
 func openMetrics(path string) (metricsFile, error) {
-	f, size, err := graph.OpenRegular(path)
+	f, size, err := fileio.OpenRegular(path)
 	if err != nil {
-		if errors.Is(err, graph.ErrNotRegular) {
+		if errors.Is(err, fileio.ErrNotRegular) {
 			return metricsFile{}, fmt.Errorf("%s: %w", path, err)
 		}
 		return metricsFile{}, &fs.PathError{Op: "open", Path: path, Err: err}
@@ -366,7 +367,7 @@ func RemoveStaleTemps(dir string) error {
 }
 
 // isLoopTemp reports whether name is the temporary file of a write the
-// Loop or `trainer train` makes in a run directory (graph.WriteFileAtomic
+// Loop or `trainer train` makes in a run directory (fileio.WriteFileAtomic
 // names them ".<name>.tmp-…"): a step checkpoint, best.ckpt,
 // metrics.jsonl or config.yaml. Others' temporary files (eval's results,
 // an export into the directory) are not the run's to remove: their

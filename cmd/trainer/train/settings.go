@@ -5,6 +5,7 @@ import (
 
 	"github.com/probformer/probformer/configs"
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/optim"
 )
 
 // SettingsFromConfig maps a config's dtype, optimizer and training
@@ -22,7 +23,7 @@ func SettingsFromConfig(cfg *configs.Config, dir string) (Settings, error) {
 		return Settings{}, err
 	}
 	o, tr := cfg.Optimizer, cfg.Training
-	opt := graph.NewAdam(o.LR)
+	opt := optim.NewAdam(o.LR)
 	opt.Beta1, opt.Beta2, opt.Eps = o.Beta1, o.Beta2, o.Eps
 	opt.WeightDecay, opt.ClipNorm = o.WeightDecay, o.ClipNorm
 	schedule, err := NewSchedule(o.Schedule, o.LR, o.MinLR, o.WarmupSteps)

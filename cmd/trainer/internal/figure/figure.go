@@ -23,7 +23,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/fileio"
 )
 
 // Heat-map geometry. A cell is heatmapCell on a side until the matrix would
@@ -573,7 +573,7 @@ func writePNG(path string, png []byte) error {
 	if path == "" {
 		return errors.New("write png: empty path")
 	}
-	return graph.WriteFileAtomic(path, func(w io.Writer) error {
+	return fileio.WriteFileAtomic(path, func(w io.Writer) error {
 		_, err := w.Write(png)
 		return err
 	})

@@ -1,23 +1,25 @@
-package graph
+package optim
 
 import (
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/probformer/probformer/graph"
 )
 
 // quadratic builds loss = Σ w⊙c + ½Σ w², whose gradient is c + w.
-func quadratic(b *Builder) error {
+func quadratic(b *graph.Builder) error {
 	w := b.Param("w", []int{3}, func(_ *rand.Rand, _ []int) []float64 { return []float64{1, -2, 0.5} })
 	c := b.Constant("c", []int{3}, []float64{0.3, -1.5, 2})
-	b.SetLoss(Add(Sum(Mul(w, c)), Scale(Sum(Square(w)), 0.5)))
+	b.SetLoss(graph.Add(graph.Sum(graph.Mul(w, c)), graph.Scale(graph.Sum(graph.Square(w)), 0.5)))
 	return nil
 }
 
 func TestAdamMatchesReference(t *testing.T) {
-	ps := NewParams(Float64, 1)
-	prog, err := Compile(ps, quadratic, true)
+	ps := graph.NewParams(graph.Float64, 1)
+	prog, err := graph.Compile(ps, quadratic, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +46,8 @@ func TestAdamMatchesReference(t *testing.T) {
 
 func TestAdamStateRoundTrip(t *testing.T) {
 	run := func(split bool) []float64 {
-		ps := NewParams(Float64, 1)
-		prog, err := Compile(ps, quadratic, true)
+		ps := graph.NewParams(graph.Float64, 1)
+		prog, err := graph.Compile(ps, quadratic, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,10 +76,10 @@ func TestAdamStateRoundTrip(t *testing.T) {
 }
 
 func TestAdamRefusesNaNGradient(t *testing.T) {
-	ps := NewParams(Float64, 1)
-	prog, err := Compile(ps, func(b *Builder) error {
-		w := b.Param("w", []int{2}, Ones)
-		b.SetLoss(Sum(Sqrt(Scale(w, -1))))
+	ps := graph.NewParams(graph.Float64, 1)
+	prog, err := graph.Compile(ps, func(b *graph.Builder) error {
+		w := b.Param("w", []int{2}, graph.Ones)
+		b.SetLoss(graph.Sum(graph.Sqrt(graph.Scale(w, -1))))
 		return nil
 	}, true)
 	if err != nil {
@@ -96,8 +98,8 @@ func TestAdamRefusesNaNGradient(t *testing.T) {
 }
 
 func TestAdamClipNorm(t *testing.T) {
-	ps := NewParams(Float64, 1)
-	prog, err := Compile(ps, quadratic, true)
+	ps := graph.NewParams(graph.Float64, 1)
+	prog, err := graph.Compile(ps, quadratic, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package graph
+package ckpt
 
 import (
 	"crypto/sha256"
@@ -9,22 +9,25 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/optim"
 )
 
 // trainedCheckpoint trains the quadratic of adam_test.go for two steps and
 // captures it.
-func trainedCheckpoint(t testing.TB, dt DType) (*Checkpoint, *Params) {
-	ps := NewParams(dt, 1)
-	prog, err := Compile(ps, func(b *Builder) error {
-		w := b.Param("enc.0.w", []int{2, 3}, Glorot)
-		v := b.Param("enc.0.b", []int{3}, Normal(1))
-		b.SetLoss(Add(Sum(Square(w)), Sum(Exp(v))))
+func trainedCheckpoint(t testing.TB, dt graph.DType) (*Checkpoint, *graph.Params) {
+	ps := graph.NewParams(dt, 1)
+	prog, err := graph.Compile(ps, func(b *graph.Builder) error {
+		w := b.Param("enc.0.w", []int{2, 3}, graph.Glorot)
+		v := b.Param("enc.0.b", []int{3}, graph.Normal(1))
+		b.SetLoss(graph.Add(graph.Sum(graph.Square(w)), graph.Sum(graph.Exp(v))))
 		return nil
 	}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt := NewAdam(0.01)
+	opt := optim.NewAdam(0.01)
 	for range 2 {
 		if err := prog.Run(); err != nil {
 			t.Fatal(err)
@@ -40,7 +43,7 @@ func trainedCheckpoint(t testing.TB, dt DType) (*Checkpoint, *Params) {
 }
 
 func TestCheckpointRoundTrip(t *testing.T) {
-	for _, dt := range []DType{Float32, Float64} {
+	for _, dt := range []graph.DType{graph.Float32, graph.Float64} {
 		ck, ps := trainedCheckpoint(t, dt)
 		path := filepath.Join(t.TempDir(), "step-2.ckpt")
 		if err := WriteCheckpoint(path, ck); err != nil {
@@ -57,10 +60,10 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		if back.Adam.Step != 2 || !slices.Equal(back.Adam.M["enc.0.w"], ck.Adam.M["enc.0.w"]) || !slices.Equal(back.Adam.V["enc.0.b"], ck.Adam.V["enc.0.b"]) {
 			t.Fatal("optimizer state changed")
 		}
-		fresh := NewParams(dt, 99)
-		if _, err := Compile(fresh, func(b *Builder) error {
-			b.Param("enc.0.w", []int{2, 3}, Glorot)
-			b.Param("enc.0.b", []int{3}, Zeros)
+		fresh := graph.NewParams(dt, 99)
+		if _, err := graph.Compile(fresh, func(b *graph.Builder) error {
+			b.Param("enc.0.w", []int{2, 3}, graph.Glorot)
+			b.Param("enc.0.b", []int{3}, graph.Zeros)
 			return nil
 		}, false); err != nil {
 			t.Fatal(err)
@@ -80,20 +83,20 @@ func TestCheckpointRoundTrip(t *testing.T) {
 }
 
 func TestCheckpointRestoreRefusesMismatch(t *testing.T) {
-	ck, _ := trainedCheckpoint(t, Float32)
-	other := NewParams(Float64, 1)
+	ck, _ := trainedCheckpoint(t, graph.Float32)
+	other := graph.NewParams(graph.Float64, 1)
 	if err := ck.Restore(other); err == nil || !strings.Contains(err.Error(), "float32") {
 		t.Fatalf("dtype mismatch: %v", err)
 	}
-	short := NewParams(Float32, 1)
-	Compile(short, func(b *Builder) error { b.Param("enc.0.w", []int{3, 2}, Glorot); return nil }, false)
+	short := graph.NewParams(graph.Float32, 1)
+	graph.Compile(short, func(b *graph.Builder) error { b.Param("enc.0.w", []int{3, 2}, graph.Glorot); return nil }, false)
 	if err := ck.Restore(short); err == nil || !strings.Contains(err.Error(), "enc.0.w") {
 		t.Fatalf("shape mismatch: %v", err)
 	}
 }
 
 func checkpointBytes(t testing.TB) []byte {
-	ck, _ := trainedCheckpoint(t, Float32)
+	ck, _ := trainedCheckpoint(t, graph.Float32)
 	path := filepath.Join(t.TempDir(), "c.ckpt")
 	if err := WriteCheckpoint(path, ck); err != nil {
 		t.Fatal(err)
@@ -138,7 +141,7 @@ func TestCheckpointNewerVersion(t *testing.T) {
 }
 
 func TestWriteCheckpointRefusesNaN(t *testing.T) {
-	ck, _ := trainedCheckpoint(t, Float64)
+	ck, _ := trainedCheckpoint(t, graph.Float64)
 	ck.Params[0].Values[1] = math.NaN()
 	path := filepath.Join(t.TempDir(), "nan.ckpt")
 	if err := WriteCheckpoint(path, ck); err == nil {

@@ -1,4 +1,4 @@
-package graph
+package ckpt
 
 import (
 	"crypto/sha256"
@@ -9,8 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/fileio"
 )
 
 // within runs f and fails the test if it takes longer than limit: a read
@@ -55,8 +59,8 @@ func TestReadCheckpointRefusesSpecialFiles(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var err error
 			took := within(t, 10*time.Second, func() { _, err = ReadCheckpoint(path) })
-			if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), path) {
-				t.Fatalf("error = %v, want ErrNotRegular naming %s", err, path)
+			if !errors.Is(err, fileio.ErrNotRegular) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("error = %v, want fileio.ErrNotRegular naming %s", err, path)
 			}
 			if took > time.Second {
 				t.Errorf("refused after %v, want at once", took)
@@ -146,7 +150,7 @@ func TestReadCheckpointBoundedByHeader(t *testing.T) {
 // moment, is refused on load with an error naming the parameter; writing
 // one is refused too.
 func TestCheckpointRefusesNonFinite(t *testing.T) {
-	for _, dt := range []DType{Float32, Float64} {
+	for _, dt := range []graph.DType{graph.Float32, graph.Float64} {
 		ck, _ := trainedCheckpoint(t, dt)
 		path := filepath.Join(t.TempDir(), "c.ckpt")
 		if err := WriteCheckpoint(path, ck); err != nil {
@@ -157,7 +161,7 @@ func TestCheckpointRefusesNonFinite(t *testing.T) {
 			t.Fatal(err)
 		}
 		elem := 8
-		if dt == Float32 {
+		if dt == graph.Float32 {
 			elem = 4
 		}
 		// Offsets of the tensors in the data, in the order encode writes them.
@@ -194,7 +198,7 @@ func TestCheckpointRefusesNonFinite(t *testing.T) {
 				if !ok {
 					t.Fatalf("no tensor %s in the checkpoint", tt.tensor)
 				}
-				if dt == Float32 && !strings.Contains(tt.tensor, " ") {
+				if dt == graph.Float32 && !strings.Contains(tt.tensor, " ") {
 					binary.LittleEndian.PutUint32(data[at+4*tt.index:], math.Float32bits(float32(tt.value)))
 				} else {
 					binary.LittleEndian.PutUint64(data[at+8*tt.index:], math.Float64bits(tt.value))
@@ -219,7 +223,7 @@ func TestCheckpointRefusesNonFinite(t *testing.T) {
 // TestWriteCheckpointRefusesNonFiniteMoment: a moment that is not finite
 // is refused on writing, like a parameter (TestWriteCheckpointRefusesNaN).
 func TestWriteCheckpointRefusesNonFiniteMoment(t *testing.T) {
-	ck, _ := trainedCheckpoint(t, Float64)
+	ck, _ := trainedCheckpoint(t, graph.Float64)
 	ck.Adam.V["enc.0.b"][0] = math.Inf(1)
 	path := filepath.Join(t.TempDir(), "inf.ckpt")
 	err := WriteCheckpoint(path, ck)
@@ -231,5 +235,12 @@ func TestWriteCheckpointRefusesNonFiniteMoment(t *testing.T) {
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Error("a file was left behind")
+	}
+}
+
+func mkfifo(t testing.TB, path string) {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatalf("mkfifo %s: %v", path, err)
 	}
 }

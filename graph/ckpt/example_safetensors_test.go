@@ -1,4 +1,4 @@
-package graph_test
+package ckpt_test
 
 import (
 	"fmt"
@@ -7,7 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/ckpt"
+	"github.com/probformer/probformer/graph/fileio"
 )
 
 // Reading back a safetensors file such as `trainer export` writes:
@@ -21,12 +22,12 @@ func ExampleReadSafetensors() {
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "model.safetensors")
 	// What `trainer export --checkpoint R --format safetensors --out F` writes.
-	tensors := []graph.SafeTensor{
+	tensors := []ckpt.SafeTensor{
 		{Name: "head.w", Shape: []int{2, 1}, F32: []float32{0.5, -1.25}},
 		{Name: "head.b", Shape: []int{1}, F32: []float32{0.125}},
 	}
 	meta := map[string]string{"format": "pt", "step": "3000", "source": "probformer"}
-	if err := graph.WriteFileAtomic(path, func(w io.Writer) error { return graph.WriteSafetensors(w, tensors, meta) }); err != nil {
+	if err := fileio.WriteFileAtomic(path, func(w io.Writer) error { return ckpt.WriteSafetensors(w, tensors, meta) }); err != nil {
 		log.Fatal(err)
 	}
 
@@ -35,7 +36,7 @@ func ExampleReadSafetensors() {
 		log.Fatal(err)
 	}
 	defer f.Close()
-	loaded, metadata, err := graph.ReadSafetensors(f)
+	loaded, metadata, err := ckpt.ReadSafetensors(f)
 	if err != nil {
 		log.Fatal(err)
 	}

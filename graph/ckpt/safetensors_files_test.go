@@ -1,4 +1,4 @@
-package graph
+package ckpt
 
 import (
 	"encoding/binary"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/probformer/probformer/graph/fileio"
 )
 
 // TestReadSafetensorsFileRefusesSpecialFiles: /dev/zero, a named pipe and a
@@ -19,8 +21,8 @@ func TestReadSafetensorsFileRefusesSpecialFiles(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var err error
 			took := within(t, 10*time.Second, func() { _, _, err = ReadSafetensorsFile(path) })
-			if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), path) {
-				t.Fatalf("error = %v, want ErrNotRegular naming %s", err, path)
+			if !errors.Is(err, fileio.ErrNotRegular) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("error = %v, want fileio.ErrNotRegular naming %s", err, path)
 			}
 			if took > time.Second {
 				t.Errorf("refused after %v, want at once", took)

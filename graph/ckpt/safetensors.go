@@ -1,4 +1,4 @@
-package graph
+package ckpt
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"math/bits"
 	"slices"
 	"unicode/utf8"
+
+	"github.com/probformer/probformer/graph/fileio"
 )
 
 // The safetensors format (https://github.com/huggingface/safetensors) is
@@ -286,7 +288,7 @@ func ReadSafetensors(r io.Reader) ([]SafeTensor, map[string]string, error) {
 // read, and a header whose tensors do not end exactly at the end of the file
 // is refused before any tensor data is read.
 func ReadSafetensorsFile(path string) ([]SafeTensor, map[string]string, error) {
-	f, size, err := OpenRegular(path)
+	f, size, err := fileio.OpenRegular(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read safetensors %s: %w", path, err)
 	}

@@ -1,4 +1,4 @@
-package graph
+package ckpt
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/probformer/probformer/graph/fileio"
 )
 
 // f32bits and f64bits build values from exact bit patterns, so NaN payloads
@@ -474,7 +476,7 @@ func TestSafetensorsThroughAtomicFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "model.safetensors")
 	tensors := []SafeTensor{{Name: "w", Shape: []int{2}, F64: []float64{1.25, -3}}}
 	meta := map[string]string{"step": "3"}
-	if err := WriteFileAtomic(path, func(w io.Writer) error { return WriteSafetensors(w, tensors, meta) }); err != nil {
+	if err := fileio.WriteFileAtomic(path, func(w io.Writer) error { return WriteSafetensors(w, tensors, meta) }); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(path)

@@ -1,8 +1,11 @@
-package graph
+package optim
 
 import (
 	"fmt"
 	"math"
+
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // Adam is the Adam optimizer (Kingma & Ba 2015) with decoupled weight decay
@@ -63,11 +66,11 @@ func (a *Adam) SetState(s AdamState) {
 }
 
 // stepGrads returns the gradients of prog's last run and their global norm.
-func (a *Adam) stepGrads(prog *Program) ([]any, float64, error) {
-	grads := make([]any, len(prog.used))
+func (a *Adam) stepGrads(prog *graph.Program, used []*graph.Param) ([]any, float64, error) {
+	grads := make([]any, len(used))
 	var sq float64
-	for i, prm := range prog.used {
-		g, err := prog.gradient(i)
+	for i, prm := range used {
+		g, err := prog.GradientData(i)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -99,11 +102,12 @@ func (a *Adam) stepGrads(prog *Program) ([]any, float64, error) {
 // Step updates every parameter that prog uses from the gradients of prog's
 // last run, and returns the gradient norm before clipping. A gradient with
 // a NaN or Inf is an error, and then no parameter changes.
-func (a *Adam) Step(prog *Program) (float64, error) {
-	if !prog.train {
+func (a *Adam) Step(prog *graph.Program) (float64, error) {
+	if !prog.Training() {
 		return 0, fmt.Errorf("optimizer step on an evaluation program")
 	}
-	grads, norm, err := a.stepGrads(prog)
+	used := prog.Params()
+	grads, norm, err := a.stepGrads(prog, used)
 	if err != nil {
 		return norm, err
 	}
@@ -119,8 +123,8 @@ func (a *Adam) Step(prog *Program) (float64, error) {
 	// between the cores.
 	type chunk struct{ i, lo, hi int }
 	var chunks []chunk
-	ms, vs := make([][]float64, len(prog.used)), make([][]float64, len(prog.used))
-	for i, prm := range prog.used {
+	ms, vs := make([][]float64, len(used)), make([][]float64, len(used))
+	for i, prm := range used {
 		n := shapeSize(prm.Shape)
 		m, v := a.state.M[prm.Name], a.state.V[prm.Name]
 		if m == nil {
@@ -132,10 +136,10 @@ func (a *Adam) Step(prog *Program) (float64, error) {
 			chunks = append(chunks, chunk{i, lo, min(lo+adamChunk, n)})
 		}
 	}
-	parallelFor(len(chunks), func(_, c int) {
+	kernels.ParallelFor(len(chunks), func(_, c int) {
 		ch := chunks[c]
 		m, v := ms[ch.i][ch.lo:ch.hi], vs[ch.i][ch.lo:ch.hi]
-		switch w := prog.used[ch.i].value.Data().(type) {
+		switch w := used[ch.i].Data().(type) {
 		case []float32:
 			adamUpdate(a, w[ch.lo:ch.hi], grads[ch.i].([]float32)[ch.lo:ch.hi], m, v, scale, bc1, bc2)
 		case []float64:
@@ -153,7 +157,7 @@ func adamUpdate[T float32 | float64](a *Adam, w, g []T, m, v []float64, scale, b
 	decay := 1 - a.LR*a.WeightDecay
 	if w32, ok := any(w).([]float32); ok {
 		c := [10]float64{scale, a.LR, a.Beta1, 1 - a.Beta1, a.Beta2, 1 - a.Beta2, bc1, bc2, a.Eps, decay}
-		if adam32(w32, any(g).([]float32), m, v, &c) {
+		if kernels.Adam32(w32, any(g).([]float32), m, v, &c) {
 			return
 		}
 	}
@@ -169,4 +173,32 @@ func adamLoop[T float32 | float64](a *Adam, w, g []T, m, v []float64, scale, bc1
 		wj := float64(w[j]) * decay
 		w[j] = T(wj - a.LR*(m[j]/bc1)/(math.Sqrt(v[j]/bc2)+a.Eps))
 	}
+}
+
+// shapeSize is the number of elements of a tensor of the given shape.
+func shapeSize(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// finite reports whether every element of a float backing is finite.
+func finite(data any) bool {
+	switch d := data.(type) {
+	case []float32:
+		for _, v := range d {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return false
+			}
+		}
+	case []float64:
+		for _, v := range d {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -1,4 +1,4 @@
-package graph
+package ckpt
 
 import (
 	"bytes"
@@ -8,9 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"math"
 	"slices"
+
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/fileio"
+	"github.com/probformer/probformer/graph/optim"
 )
 
 // CheckpointVersion is the format this code writes. It reads every
@@ -37,14 +42,14 @@ const maxHeader = 64 << 20
 //	                            in the header's order
 //	[32]byte                    SHA-256 of every byte before it
 type Checkpoint struct {
-	DType   DType
+	DType   graph.DType
 	Step    int
 	Config  []byte             // the run's config, as YAML
 	Metrics map[string]float64 // latest metrics, e.g. "valid_mse"
 	RNG     map[string][]byte  // generator states by role ("data", "dropout")
 	Extra   map[string][]byte  // task state a model needs, e.g. a vocabulary
 	Params  []Tensor
-	Adam    AdamState
+	Adam    optim.AdamState
 }
 
 // Tensor is one named parameter's values.
@@ -72,10 +77,10 @@ type tensorEntry struct {
 }
 
 // NewCheckpoint captures params and the optimizer's state.
-func NewCheckpoint(params *Params, opt *Adam, step int, config []byte) *Checkpoint {
-	ck := &Checkpoint{DType: params.dtype, Step: step, Config: config,
+func NewCheckpoint(params *graph.Params, opt *optim.Adam, step int, config []byte) *Checkpoint {
+	ck := &Checkpoint{DType: params.DType(), Step: step, Config: config,
 		Metrics: map[string]float64{}, RNG: map[string][]byte{}, Extra: map[string][]byte{}}
-	for _, p := range params.list {
+	for _, p := range params.List() {
 		ck.Params = append(ck.Params, Tensor{Name: p.Name, Shape: slices.Clone(p.Shape), Values: p.Values()})
 	}
 	if opt != nil {
@@ -87,13 +92,13 @@ func NewCheckpoint(params *Params, opt *Adam, step int, config []byte) *Checkpoi
 // Restore copies the checkpoint's parameters into params in place, so
 // every program sharing them sees the loaded values. Params must hold
 // exactly the checkpoint's names and shapes, in its dtype.
-func (ck *Checkpoint) Restore(params *Params) error {
-	if ck.DType != params.dtype {
-		return fmt.Errorf("checkpoint holds %s parameters, the model is %s", ck.DType, params.dtype)
+func (ck *Checkpoint) Restore(params *graph.Params) error {
+	if ck.DType != params.DType() {
+		return fmt.Errorf("checkpoint holds %s parameters, the model is %s", ck.DType, params.DType())
 	}
 	seen := map[string]bool{}
 	for _, t := range ck.Params {
-		p := params.byName[t.Name]
+		p := params.Lookup(t.Name)
 		if p == nil {
 			return fmt.Errorf("checkpoint parameter %s is not in the model", t.Name)
 		}
@@ -105,7 +110,7 @@ func (ck *Checkpoint) Restore(params *Params) error {
 		}
 		seen[t.Name] = true
 	}
-	for _, p := range params.list {
+	for _, p := range params.List() {
 		if !seen[p.Name] {
 			return fmt.Errorf("model parameter %s is missing from the checkpoint", p.Name)
 		}
@@ -153,7 +158,7 @@ func WriteCheckpoint(path string, ck *Checkpoint) error {
 	if err := ck.Finite(); err != nil {
 		return fmt.Errorf("write checkpoint %s: %w", path, err)
 	}
-	return WriteFileAtomic(path, func(w io.Writer) error {
+	return fileio.WriteFileAtomic(path, func(w io.Writer) error {
 		h := sha256.New()
 		return ck.encode(io.MultiWriter(w, h), func() error {
 			_, err := w.Write(h.Sum(nil))
@@ -206,24 +211,24 @@ func (ck *Checkpoint) encode(w io.Writer, trailer func() error) error {
 		}
 	}
 	for _, name := range hdr.Moments {
-		if err := writeFloats(w, ck.Adam.M[name], Float64); err != nil {
+		if err := writeFloats(w, ck.Adam.M[name], graph.Float64); err != nil {
 			return err
 		}
-		if err := writeFloats(w, ck.Adam.V[name], Float64); err != nil {
+		if err := writeFloats(w, ck.Adam.V[name], graph.Float64); err != nil {
 			return err
 		}
 	}
 	return trailer()
 }
 
-func writeFloats(w io.Writer, v []float64, dt DType) error {
+func writeFloats(w io.Writer, v []float64, dt graph.DType) error {
 	size := 8
-	if dt == Float32 {
+	if dt == graph.Float32 {
 		size = 4
 	}
 	buf := make([]byte, size*len(v))
 	for i, x := range v {
-		if dt == Float32 {
+		if dt == graph.Float32 {
 			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(float32(x)))
 		} else {
 			binary.LittleEndian.PutUint64(buf[8*i:], math.Float64bits(x))
@@ -266,7 +271,7 @@ func ReadCheckpoint(path string) (*Checkpoint, error) {
 // header is checked only as far as is needed to know the size;
 // DecodeCheckpoint verifies the rest, the checksum first.
 func readCheckpointFile(path string) ([]byte, error) {
-	f, size, err := OpenRegular(path)
+	f, size, err := fileio.OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}
@@ -298,7 +303,7 @@ func readCheckpointFile(path string) ([]byte, error) {
 	if err := json.Unmarshal(js, &hdr); err != nil {
 		return nil, fmt.Errorf("header (the file is corrupted): %w", err)
 	}
-	dt, err := ParseDType(hdr.DType)
+	dt, err := graph.ParseDType(hdr.DType)
 	if err != nil {
 		return nil, fmt.Errorf("header: %w", err)
 	}
@@ -327,9 +332,9 @@ func readCheckpointFile(path string) ([]byte, error) {
 // parameters of dtype dt: each parameter, then two float64 moments for
 // each name in h.Moments. It fails once the sum passes limit, for a shape
 // that is negative or too large, and for moments of an unknown parameter.
-func (h *checkpointHeader) dataSize(dt DType, limit int64) (int64, error) {
+func (h *checkpointHeader) dataSize(dt graph.DType, limit int64) (int64, error) {
 	elem := int64(8)
-	if dt == Float32 {
+	if dt == graph.Float32 {
 		elem = 4
 	}
 	var total int64
@@ -397,16 +402,16 @@ func DecodeCheckpoint(data []byte) (*Checkpoint, error) {
 	if err := json.Unmarshal(body[fixed:fixed+int(n)], &hdr); err != nil {
 		return nil, fmt.Errorf("header: %w", err)
 	}
-	dt, err := ParseDType(hdr.DType)
+	dt, err := graph.ParseDType(hdr.DType)
 	if err != nil {
 		return nil, fmt.Errorf("header: %w", err)
 	}
 	ck := &Checkpoint{DType: dt, Step: hdr.Step, Config: []byte(hdr.Config), Metrics: hdr.Metrics,
-		RNG: hdr.RNG, Extra: hdr.Extra, Adam: AdamState{Step: hdr.AdamStep, M: map[string][]float64{}, V: map[string][]float64{}}}
+		RNG: hdr.RNG, Extra: hdr.Extra, Adam: optim.AdamState{Step: hdr.AdamStep, M: map[string][]float64{}, V: map[string][]float64{}}}
 	rest := body[fixed+int(n):]
-	take := func(count int, dt DType) ([]float64, error) {
+	take := func(count int, dt graph.DType) ([]float64, error) {
 		size := 8
-		if dt == Float32 {
+		if dt == graph.Float32 {
 			size = 4
 		}
 		if count < 0 || count > len(rest)/size {
@@ -414,7 +419,7 @@ func DecodeCheckpoint(data []byte) (*Checkpoint, error) {
 		}
 		out := make([]float64, count)
 		for i := range out {
-			if dt == Float32 {
+			if dt == graph.Float32 {
 				out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(rest[4*i:])))
 			} else {
 				out[i] = math.Float64frombits(binary.LittleEndian.Uint64(rest[8*i:]))
@@ -444,10 +449,10 @@ func DecodeCheckpoint(data []byte) (*Checkpoint, error) {
 		if !ok {
 			return nil, fmt.Errorf("optimizer moments for unknown parameter %q", name)
 		}
-		if ck.Adam.M[name], err = take(count, Float64); err != nil {
+		if ck.Adam.M[name], err = take(count, graph.Float64); err != nil {
 			return nil, err
 		}
-		if ck.Adam.V[name], err = take(count, Float64); err != nil {
+		if ck.Adam.V[name], err = take(count, graph.Float64); err != nil {
 			return nil, err
 		}
 	}
@@ -471,4 +476,14 @@ func checkedSize(shape []int) (int, error) {
 		n *= s
 	}
 	return n, nil
+}
+
+// bareError strips the file name from a *fs.PathError, so that an error
+// reading a checkpoint names the path once, where the caller reports it.
+func bareError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
