@@ -49,7 +49,7 @@ func TestOnlyGraphImportsGorgonia(t *testing.T) {
 			p, _ := strconv.Unquote(imp.Path.Value)
 			if strings.HasPrefix(p, "gorgonia.org/") {
 				rel, _ := filepath.Rel(root, path)
-				t.Errorf("%s imports %s; only graph/ may", rel, p)
+				t.Errorf("%s imports %s; only package graph may", rel, p)
 			}
 		}
 		return nil
