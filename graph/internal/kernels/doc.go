@@ -12,7 +12,7 @@
 // Each C file has one binding, X_cgo.go for X.c, and its pure-Go twin
 // X_purego.go; kernels.h declares every C entry point, by file.
 //
-//	gemm.c       row-major sgemm/dgemm: AVX2/FMA packed kernel, portable C otherwise (Gemm, GemmBias)
+//	gemm.c       row-major sgemm/dgemm: AVX-512 and AVX2/FMA packed kernels, portable C otherwise (Gemm, GemmBias)
 //	softmax.c    row softmax, row exponentials, row max and sum, scale-and-shift (SoftmaxRows32, ExpRow, MaxSum32, ScaleShift32)
 //	layernorm.c  layer norm rows, forward and backward (LayerNormFwd32, LayerNormBwd32)
 //	vec.c        column sums, Adam, product, repeated add, ReLU and its gradient, bit for bit their Go loops (ColSum32, Adam32, ...)
@@ -42,8 +42,29 @@
 // functions carry __attribute__((target("avx2,fma"))), and gemm.c's
 // pf_has_avx2 asks the CPU once, at run time (hasAVX2). Without AVX2 and
 // FMA, gemm.c and dropout.c run their portable C loops and the other
-// bindings report false, so the caller takes its Go loop. Nothing depends
-// on the number of threads: RunShares and ParallelFor split work by index,
-// and Gemm splits rows (or, where gemm.c's packed kernel computes every
-// element, columns) so that each element is computed the same way.
+// bindings report false, so the caller takes its Go loop.
+//
+// gemm.c's float32 packed path (n ≥ 16 and k ≥ 32) has a second kernel
+// for CPUs with AVX-512: 12×32 blocks of C in 24 zmm accumulators, B
+// packed in 32-column panels, its functions compiled with
+// __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
+// so the rest of the file builds as before. It runs where pf_has_avx512
+// finds AVX-512 F/VL/BW/DQ and FMA in cpuid and the OS saving the opmask
+// and zmm state (XCR0 bits 5–7 with bits 1–2), asked once (gemmLevel,
+// GemmKernelName); elsewhere the AVX2 kernel does. Its values are the
+// AVX2 kernel's bit for bit, not merely close: each element of C is a sum
+// over one 128-deep pass of k from +0, one fused multiply-add per p in
+// order, then C ← fma(α, sum, C) (or the bias on the first pass), in both
+// kernels and at every edge; they differ only in how C is tiled, which no
+// element depends on (TestGemmAVX512IsAVX2 compares the bits over sizes
+// around both kernels' blocks, transposes, strides, β and bias). So a
+// training run gives the same numbers on either. The environment
+// variable PROBFORMER_GEMM=avx2 (GemmEnv), read when the first product
+// runs, keeps the AVX2 kernel, to time one against the other. float64
+// products and the direct (unpacked) float32 path use AVX2 on both.
+//
+// Nothing depends on the number of threads: RunShares and ParallelFor
+// split work by index, and Gemm splits rows (or, where gemm.c's packed
+// kernels compute every element, columns) so that each element is
+// computed the same way.
 package kernels
