@@ -542,11 +542,18 @@ func TestBoardServesEmbeddedAssets(t *testing.T) {
 // boardChromium is the browser the page is tested in.
 const boardChromium = "/usr/bin/chromium"
 
+// chromiumMu lets one test's browser run at a time.
+var chromiumMu sync.Mutex
+
 // browseBoard loads page in headless Chromium (3 s of virtual time, so
 // the page polls a few times) and returns what it prints: the DOM with
 // --dump-dom (--screenshot=F also writes a PNG to F).
 func browseBoard(ctx context.Context, t *testing.T, page string, extra ...string) []byte {
 	t.Helper()
+	// One browser at a time: two headless Chromiums beside the other
+	// tests on two cores can outlast any deadline.
+	chromiumMu.Lock()
+	defer chromiumMu.Unlock()
 	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
 		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=3000"}, extra...)
@@ -586,7 +593,7 @@ func TestBoardBrowser(t *testing.T) {
 	if _, err := os.Stat(boardChromium); err != nil {
 		t.Skipf("no %s: the page is not tested in a browser", boardChromium)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	parent := t.TempDir()
 	growing := boardRunDir(t, parent, "growing", 20)
@@ -690,8 +697,6 @@ func TestBoardBrowserPage(t *testing.T) {
 	if _, err := os.Stat(boardChromium); err != nil {
 		t.Skipf("no %s: the page is not tested in a browser", boardChromium)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel) // after the parallel subtests
 	empty := t.TempDir()
 	boardTree(t, empty, "data/train.txt")
 	runs := t.TempDir()
@@ -719,6 +724,10 @@ func TestBoardBrowserPage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The deadline starts here: a parallel subtest may wait long for
+			// its turn.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
 			dom := string(browseBoard(ctx, t, serveTestBoard(t, h)+tt.query, "--dump-dom"))
 			for _, w := range tt.want {
 				if !strings.Contains(dom, w) {
