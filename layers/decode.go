@@ -7,13 +7,23 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/probformer/probformer/datasets"
 	"github.com/probformer/probformer/graph"
 )
 
 // Autoregressive decoding of a Seq2Seq model: greedy search and beam
 // search over target ids, starting from <bos> and stopping at <eos>
-// (datasets.BOSID, datasets.EOSID) or a length limit.
+// (BOSID, EOSID) or a length limit.
+
+// BOSID and EOSID are the ids of <bos> and <eos> in a target vocabulary,
+// where decoding starts and stops: those of datasets' vocabularies
+// (datasets.BOSID, datasets.EOSID), which layers does not import, as no
+// model package imports a data package; cmd/trainer/tasks checks that
+// the two agree.
+const (
+	BOSID = 2
+	EOSID = 3
+)
+
 //
 // Gorgonia graphs have static shapes, so a Translator compiles one
 // evaluation program of the full size — rows × srcLen source ids and
@@ -72,7 +82,7 @@ func Greedy(s Scorer, src [][]int, maxLen int) ([]Hypothesis, error) {
 	hyps := make([]Hypothesis, len(src))
 	prefixes := make([][]int, len(src))
 	for i := range prefixes {
-		prefixes[i] = []int{datasets.BOSID}
+		prefixes[i] = []int{BOSID}
 	}
 	for range maxLen {
 		var active []int
@@ -100,7 +110,7 @@ func Greedy(s Scorer, src [][]int, maxLen int) ([]Hypothesis, error) {
 				}
 			}
 			hyps[i].LogProb += lps[j][best]
-			if best == datasets.EOSID {
+			if best == EOSID {
 				hyps[i].Finished = true
 				continue
 			}
@@ -208,7 +218,7 @@ type beam struct {
 }
 
 func newBeamSearch(src []int, opt BeamOptions) *beamSearch {
-	return &beamSearch{src: src, opt: opt, beams: []beam{{prefix: []int{datasets.BOSID}}}}
+	return &beamSearch{src: src, opt: opt, beams: []beam{{prefix: []int{BOSID}}}}
 }
 
 func (b *beamSearch) finished() bool { return len(b.beams) == 0 }
@@ -259,7 +269,7 @@ func (b *beamSearch) advance(lps [][]float64) {
 			break
 		}
 		prefix := b.beams[c.beam].prefix
-		if c.token == datasets.EOSID {
+		if c.token == EOSID {
 			if rank < b.opt.Size {
 				b.done = append(b.done, b.hyp(prefix[1:], c.logProb, true))
 			}
