@@ -213,6 +213,29 @@ func TestMPISeq2SeqWithDropout(t *testing.T) {
 	sameCurve(t, "seq2seq-toy on 2 processes", lossCurve(t, two), lossCurve(t, one), 0, 60, 1e-10)
 }
 
+// TestMPIAccumulate: gradient accumulation composes with data
+// parallelism: seq2seq-toy (dropout, unequal real tokens per micro-batch)
+// and maxnorm on 2 processes of 2 micro-batches each follow one process
+// of one batch, in float64.
+func TestMPIAccumulate(t *testing.T) {
+	bin := buildMPITrainer(t)
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"seq2seq-toy", []string{"--config", "seq2seq-toy", "--set", "model.dim=16", "--set", "model.ff=32",
+			"--set", "data.train_pairs=2000", "--set", "data.valid_pairs=64", "--set", "model.dropout=0.1"}},
+		{"maxnorm", slices.Clone(mpiMaxNorm)},
+	} {
+		args := append(append([]string{"train", "--progress", "lines", "--set", "dtype=float64"}, c.args...),
+			"--set", "training.steps=30", "--set", "training.log_every=5", "--set", "training.eval_every=30")
+		one, two := filepath.Join(t.TempDir(), "one"), filepath.Join(t.TempDir(), "two")
+		runOut(t, exec.Command(bin, append(args, "--out", one)...))
+		runOut(t, mpirun(2, bin, append(args, "--out", two, "--set", "training.accumulate=2")...))
+		sameCurve(t, c.name+" on 2 processes × 2 micro-batches", lossCurve(t, two), lossCurve(t, one), 0, 30, 1e-10)
+	}
+}
+
 // waitForStep waits until a run has logged step, or fails.
 func waitForStep(t *testing.T, dir string, step int, out *bytes.Buffer) {
 	t.Helper()
