@@ -100,7 +100,7 @@ func to32(v []float64) []float32 {
 
 // BenchmarkGemm times float32 Gemm (both threads, the kernel this CPU
 // runs: GemmKernelName; PROBFORMER_GEMM=avx2 keeps it on AVX2) at the
-// models' shapes. Each is named as /work/shared/bench/gemm_ref.py takes
+// models' shapes. Each is named as gemm_ref.py (../shared/bench) takes
 // it, MxKxN with a trailing t for a transposed A (stored K×M, as a
 // weight gradient reads its input), so OpenBLAS can be timed at the same
 // shapes: gemm_ref.py 1024x64x256 64x1024x256t ... It reports the mean
