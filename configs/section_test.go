@@ -137,7 +137,7 @@ func TestRegisterTask(t *testing.T) {
 		{"a value where a section goes", strings.Replace(userConfig, "  window:\n    size: 2", "  window: 2", 1), nil, `"2" is a int, want a section (data.window)`},
 		{"unknown set key", userConfig, []string{"data.kind=x"}, `--set data.kind: unknown key "kind" in data`},
 		{"another task's key", userConfig, []string{"task=maxnorm"}, `unknown key "file"`},
-		{"unknown task", userConfig, []string{"task=nope"}, `task = "nope" (--set): want maxnorm, seq2seq, segment, mlm or section-test`},
+		{"unknown task", userConfig, []string{"task=nope"}, `task = "nope" (--set): want maxnorm, seq2seq, segment, mlm, bert or section-test`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

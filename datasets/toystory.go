@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 )
 
 // Two-sentence stories in the toy language's source side, for BERT's
@@ -233,8 +234,18 @@ func ToyStoryBestNSPAccuracy() float64 {
 	return acc
 }
 
-// toyStoryBayesFollows is the Bayes-optimal decision on a pair (first a
-// sentence of ToyStories' first sentences, second any second sentence).
+// toyMarginal caches toySignatureMarginal.
+var toyMarginal = sync.OnceValue(toySignatureMarginal)
+
+// ToyStoryBayesFollows is the Bayes-optimal next-sentence decision on a
+// pair of ToyStories' sentences (first one of its first sentences, second
+// one of its second sentences): true when second's signature is likelier
+// after first than at random. Its accuracy on NSPPair's pairs is
+// ToyStoryBestNSPAccuracy in expectation.
+func ToyStoryBayesFollows(first, second []string) (bool, error) {
+	return toyStoryBayesFollows(first, second, toyMarginal())
+}
+
 func toyStoryBayesFollows(first, second []string, marginal map[toySignature]float64) (bool, error) {
 	p := toyParser{lex: newToyLexicon(), toks: first}
 	c, err := p.clause()

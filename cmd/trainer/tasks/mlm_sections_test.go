@@ -51,7 +51,7 @@ func TestValidateMLMAndInit(t *testing.T) {
 		{"mlm-toy", []string{"init.encoder_from=run"}, "init.encoder_from"},
 		{"maxnorm", []string{"init.encoder_from=run"}, "init.encoder_from"},
 		{"seq2seq-toy", []string{"init.encoder_from=run"}, ""},
-		{"seq2seq-toy", []string{"task=bert"}, "mlm"},
+		{"seq2seq-toy", []string{"task=gpt"}, "mlm"},
 	}
 	for _, c := range cases {
 		_, err := configs.Load(c.preset, c.sets)

@@ -29,6 +29,10 @@ func init() {
 			New: func(cfg *configs.Config, d *MLMData, m *TransformerModel, state map[string][]byte) (train.Task, error) {
 				return asTask(newMLMTask(cfg, d, m, state))
 			}}),
+		train.Register("bert", train.Spec[BERTData, TransformerModel]{Check: checkBERT,
+			New: func(cfg *configs.Config, d *BERTData, m *TransformerModel, state map[string][]byte) (train.Task, error) {
+				return asTask(newBERTTask(cfg, d, m, state))
+			}}),
 	} {
 		if err != nil {
 			panic(fmt.Sprintf("built-in task: %v", err)) // a programming error, found by every test

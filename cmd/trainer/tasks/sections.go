@@ -118,6 +118,17 @@ type MLMData struct {
 	MaskProb     float64 `yaml:"mask_prob"`
 }
 
+// BERTData is task bert's data: two-sentence toy stories
+// (datasets.ToyStories; data.source toy), train_pairs, valid_pairs and
+// test_pairs of them, paired for next-sentence prediction and masked as
+// task mlm masks (MaskProb). MaxLen bounds a pair's tokens, [CLS] and the
+// two [SEP] included (longer pairs are cut, the longer sentence first);
+// 29 holds every toy pair. The file fields are not read.
+type BERTData struct {
+	Corpus   `yaml:",inline"`
+	MaskProb float64 `yaml:"mask_prob"`
+}
+
 // TransformerModel is the model of tasks seq2seq and mlm: an
 // encoder–decoder Transformer (layers.Seq2SeqConfig), of which a masked
 // LM has the encoder (layers.MaskedLMConfig), so that an mlm run can
@@ -376,6 +387,41 @@ func corpusRules(d Corpus) []configs.Rule {
 		want(d.MaxLen > 0, "data.max_len", "a positive integer"),
 		want(d.MinCount >= 0, "data.min_count", "≥ 0"),
 	}
+}
+
+// checkBERT: BERT pretrains a Transformer encoder (task mlm's model) on
+// sentence pairs of the toy stories, with MLM and NSP.
+func checkBERT(c *configs.Config, d *BERTData, m *TransformerModel) error {
+	t := c.Training
+	if err := c.Check(concat(
+		[]configs.Rule{noEncoderFrom(c)},
+		[]configs.Rule{
+			want(d.Source == "toy", "data.source", "toy for task bert (two-sentence toy stories)"),
+			want(!m.FinalNorm, "model.final_norm", "false: only task seq2seq has it"),
+			want(!m.TieOutput, "model.tie_output", "false: only task seq2seq has it"),
+		},
+		corpusRules(d.Corpus),
+		[]configs.Rule{
+			want(d.ValidPairs >= 2, "data.valid_pairs", "at least 2 (a story pairs with another's sentence)"),
+			want(d.TestPairs >= 2, "data.test_pairs", "at least 2 (a story pairs with another's sentence)"),
+			want(d.TrainPairs >= 2, "data.train_pairs", "at least 2 (a story pairs with another's sentence)"),
+			want(d.MaxLen >= 5, "data.max_len", "at least 5 ([CLS] a word [SEP] a word [SEP]); 29 holds every toy pair"),
+			want(d.MaskProb > 0 && d.MaskProb < 1, "data.mask_prob", "in (0, 1); BERT's is 0.15"),
+			want(m.Kind == "transformer", "model.kind", "transformer for task bert"),
+			want(m.FF > 0, "model.ff", "a positive integer"),
+			want(m.EncLayers > 0, "model.enc_layers", "a positive integer"),
+			want(m.DecLayers >= 0, "model.dec_layers", "an integer ≥ 0 (task bert does not read it)"),
+			want(m.Dropout >= 0 && m.Dropout < 1, "model.dropout", "in [0, 1)"),
+			want(t.Loss == "cross_entropy", "training.loss", "cross_entropy for task bert"),
+			want(t.LabelSmoothing >= 0 && t.LabelSmoothing < 1, "training.label_smoothing", "in [0, 1)"),
+		},
+		widthRules(m.Dim, m.Heads))...); err != nil {
+		return err
+	}
+	if err := c.CheckAttention("model.attention", m.Attention); err != nil {
+		return err
+	}
+	return transformerSizes(c, &d.Corpus, m, false)
 }
 
 // checkMLM: a masked LM pretrains the encoder of task seq2seq's

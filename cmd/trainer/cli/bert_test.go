@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/probformer/probformer/cmd/trainer/train"
+)
+
+// tinyBERT shrinks bert-toy to a few seconds: 5 steps of a width-8
+// encoder on 200 stories.
+var tinyBERT = []string{"--config", "bert-toy",
+	"--set", "model.dim=8", "--set", "model.heads=2", "--set", "model.ff=16", "--set", "model.enc_layers=1",
+	"--set", "data.train_pairs=200", "--set", "data.valid_pairs=20", "--set", "data.test_pairs=20",
+	"--set", "training.steps=5", "--set", "training.batch=8", "--set", "training.eval_every=5", "--set", "training.log_every=5",
+}
+
+// TestBERTTrainAndEval: bert-toy trains 5 steps, logs both heads' validation
+// losses and accuracies, and `trainer eval` prints both next to their
+// baselines: NSP's chance and best achievable accuracy, MLM's unigram.
+func TestBERTTrainAndEval(t *testing.T) {
+	dir := trainRun(t, tinyBERT...)
+	f, err := os.Open(filepath.Join(dir, train.MetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	evaluated := false
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		var rec map[string]float64
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := rec["valid_nsp_accuracy"]; !ok {
+			continue
+		}
+		evaluated = true
+		for _, k := range []string{"valid_mlm_accuracy", "valid_nsp_accuracy"} {
+			if rec[k] < 0 || rec[k] > 1 {
+				t.Errorf("%s = %g", k, rec[k])
+			}
+		}
+		if rec["valid_mlm_loss"] <= 0 || rec["valid_nsp_loss"] <= 0 ||
+			abs(rec["valid_loss"]-rec["valid_mlm_loss"]-rec["valid_nsp_loss"]) > 1e-9 {
+			t.Errorf("validation losses %v: want positive heads that sum to valid_loss", rec)
+		}
+	}
+	if !evaluated {
+		t.Fatal("metrics.jsonl holds no valid_nsp_accuracy")
+	}
+
+	code, stdout, stderr := runCLI(t, "eval", "--checkpoint", dir)
+	if code != 0 {
+		t.Fatalf("eval: exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"20 sentence pairs [CLS] S [SEP] S′ [SEP]", "masked LM", "next sentence", "[CLS]", "[SEP]", "samples",
+		"the generator's best expected accuracy is 0.9520"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("eval output lacks %q:\n%s", want, stdout)
+		}
+	}
+	rows := map[string]string{
+		"MLM model":        `(?s)masked LM.*?\n\s+model\s+([0-9.]+)\s`,
+		"MLM unigram":      `(?m)^\s+unigram baseline \(always "[^"]+"\)\s+([0-9.]+)\s`,
+		"NSP model":        `(?s)next sentence.*?\n\s+model\s+([0-9.]+)\s`,
+		"NSP chance":       `(?m)^\s+chance \(always "follows"; loss of p = ½\)\s+([0-9.]+)\s+0\.6931$`,
+		"NSP best (Bayes)": `(?m)^\s+best achievable \(Bayes rule of the generator\)\s+([0-9.]+)\s`,
+	}
+	for name, re := range rows {
+		m := regexp.MustCompile(re).FindStringSubmatch(stdout)
+		if m == nil {
+			t.Errorf("eval output has no %s line (%s):\n%s", name, re, stdout)
+			continue
+		}
+		if v, err := strconv.ParseFloat(m[1], 64); err != nil || v < 0 || v > 1 {
+			t.Errorf("%s accuracy %q", name, m[1])
+		}
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func TestBERTPresetListed(t *testing.T) {
+	code, stdout, _ := runCLI(t, "presets")
+	if code != 0 || !regexp.MustCompile(`(?m)^bert-toy\s`).MatchString(stdout) {
+		t.Fatalf("exit %d, presets:\n%s", code, stdout)
+	}
+	code, stdout, _ = runCLI(t, "presets", "bert-toy")
+	if code != 0 || !strings.Contains(stdout, "task: bert") {
+		t.Fatalf("exit %d:\n%s", code, stdout)
+	}
+}

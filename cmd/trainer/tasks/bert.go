@@ -1,0 +1,496 @@
+package tasks
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/configs"
+	"github.com/probformer/probformer/datasets"
+	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/layers"
+	"github.com/probformer/probformer/losses"
+)
+
+// bertTask pretrains a Transformer encoder as BERT does (Devlin et al.
+// 2019, §3.1): masked LM and next-sentence prediction at once, on sentence
+// pairs [CLS] S [SEP] S′ [SEP] with segment embeddings (layers.BERT). The
+// pairs come from two-sentence toy stories (datasets.ToyStories), whose
+// second sentence refers back to the first: half the pairs are a story's
+// own two sentences (y = 1), half its first sentence and the second
+// sentence of another story (y = 0), drawn afresh at every step. The
+// masking is task mlm's (datasets.MaskTokens, 80/10/10, at least one
+// word a pair); [CLS] is <bos> and [SEP] <eos>, which are never masked.
+//
+// The objective is the sum of the two means, the MLM cross-entropy over
+// the masked positions and the NSP cross-entropy over the pairs. Its loss
+// weight (graph.Builder.SetLossWeight) is the count of masked positions,
+// which data-parallel shards and accumulated micro-batches are weighed
+// by: exact for the MLM term, and for the NSP term up to the spread of
+// that count among shards.
+type bertTask struct {
+	cfg      *configs.Config
+	modelCfg *TransformerModel
+	train    []datasets.Story
+	vocab    *datasets.Vocab
+	model    layers.BERT
+	length   int // padded pair length, data.max_len
+	mask     datasets.MaskOptions
+	unigram  int // the most frequent training word
+	// valid and test pair and mask their stories once, from fixed seeds.
+	valid, test bertSplit
+}
+
+// bertSplit is an evaluation split: its pairs, masked and cut into eval
+// batches.
+type bertSplit struct {
+	first, second [][]string // the pairs' sentences
+	isNext        []int      // their labels, 1 for a true successor
+	batches       []bertBatch
+}
+
+// bertBatch is a batch of pairs, row-major [B, Len].
+type bertBatch struct {
+	mb       datasets.MaskedBatch
+	segments []int
+	isNext   []int // [B]
+	real     int   // the first real rows are pairs, the others fill up
+}
+
+// PCG streams of the fixed pairings and maskings of the evaluation splits
+// ("bertval", "berttest").
+const (
+	bertValidStream = 0x6265727476616c
+	bertTestStream  = 0x6265727474657374
+)
+
+func newBERTTask(cfg *configs.Config, d *BERTData, m *TransformerModel, state map[string][]byte) (*bertTask, error) {
+	t := &bertTask{cfg: cfg, modelCfg: m, length: d.MaxLen}
+	corpus, err := datasets.ToyStories(datasets.ToyStoryConfig{Seed: cfg.Seed, Train: d.TrainPairs, Valid: d.ValidPairs, Test: d.TestPairs})
+	if err != nil {
+		return nil, err
+	}
+	t.train = corpus.Train
+	if t.vocab, err = bertVocabulary(corpus.Train, d.MinCount, state); err != nil {
+		return nil, err
+	}
+	t.mask = datasets.MaskOptions{Prob: d.MaskProb, MaskID: t.vocab.Size(), Vocab: t.vocab.Size(), AtLeastOne: true}
+	var sentences [][]string
+	for _, s := range t.train {
+		sentences = append(sentences, s.First, s.Second)
+	}
+	t.unigram = mostFrequentWord(sentences, t.vocab)
+	for _, s := range []struct {
+		dst     *bertSplit
+		stories []datasets.Story
+		stream  uint64
+		name    string
+	}{{&t.valid, corpus.Valid, bertValidStream, "validation"}, {&t.test, corpus.Test, bertTestStream, "test"}} {
+		if len(s.stories) < 2 {
+			return nil, fmt.Errorf("%s set: %d stories, want at least 2 to pair", s.name, len(s.stories))
+		}
+		if err := t.pairSplit(s.dst, s.stories, rand.New(rand.NewPCG(cfg.Seed, s.stream))); err != nil {
+			return nil, fmt.Errorf("%s set: %w", s.name, err)
+		}
+	}
+	mc := layers.MaskedLMConfig{DModel: m.Dim, Heads: m.Heads, FF: m.FF, Layers: m.EncLayers, Dropout: m.Dropout,
+		PreLN: m.PreLN, Vocab: t.vocab.Size(), MaxLen: t.length, Attention: m.Attention}
+	if err := mc.Validate(); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	t.model = layers.BERT{Config: mc}
+	return t, nil
+}
+
+// bertVocabulary is the checkpoint's vocabulary when there is one, else
+// the words of the training stories.
+func bertVocabulary(train []datasets.Story, minCount int, state map[string][]byte) (*datasets.Vocab, error) {
+	if state["vocab"] != nil {
+		v := new(datasets.Vocab)
+		if err := json.Unmarshal(state["vocab"], v); err != nil {
+			return nil, fmt.Errorf("checkpoint vocabulary: %w", err)
+		}
+		return v, nil
+	}
+	var sentences [][]string
+	for _, s := range train {
+		sentences = append(sentences, s.First, s.Second)
+	}
+	v, err := datasets.BuildVocab(sentences, datasets.VocabOptions{MinCount: minCount})
+	if err != nil {
+		return nil, fmt.Errorf("vocabulary: %w", err)
+	}
+	return v, nil
+}
+
+// fitPair cuts a pair to fit [CLS] a [SEP] b [SEP] in length tokens,
+// dropping the last token of the longer sentence first, as BERT's
+// truncate_seq_pair; length must be at least 5.
+func fitPair(a, b []int, length int) ([]int, []int) {
+	for len(a)+len(b)+3 > length {
+		if len(a) > len(b) {
+			a = a[:len(a)-1]
+		} else {
+			b = b[:len(b)-1]
+		}
+	}
+	return a, b
+}
+
+// encodePairs lays out and masks a batch of pairs.
+func (t *bertTask) encodePairs(rng *rand.Rand, first, second [][]string, isNext []int) (bertBatch, error) {
+	n := len(first)
+	ids, segs, mask := make([]int, 0, n*t.length), make([]int, 0, n*t.length), make([]float64, 0, n*t.length)
+	for r := range n {
+		a, b := fitPair(t.vocab.Encode(first[r]), t.vocab.Encode(second[r]), t.length)
+		i, s, m, _ := datasets.EncodePair(a, b, datasets.BOSID, datasets.EOSID, t.length)
+		ids, segs, mask = append(ids, i...), append(segs, s...), append(mask, m...)
+	}
+	mb, err := datasets.MaskTokens(rng, ids, mask, t.length, t.mask)
+	if err != nil {
+		return bertBatch{}, err
+	}
+	return bertBatch{mb: mb, segments: segs, isNext: isNext, real: n}, nil
+}
+
+// pairSplit pairs a split's stories once (datasets.NSPPair) and masks the
+// pairs, in batches of mlmEvalBatch rows; the last batch is filled up with
+// copies of its first pair, which count for nothing.
+func (t *bertTask) pairSplit(dst *bertSplit, stories []datasets.Story, rng *rand.Rand) error {
+	for i := range stories {
+		a, b, next := datasets.NSPPair(rng, stories, i)
+		dst.first, dst.second = append(dst.first, a), append(dst.second, b)
+		dst.isNext = append(dst.isNext, boolInt(next))
+	}
+	for start := 0; start < len(stories); start += mlmEvalBatch {
+		end := min(start+mlmEvalBatch, len(stories))
+		first, second, isNext := dst.first[start:end:end], dst.second[start:end:end], dst.isNext[start:end:end]
+		for len(first) < mlmEvalBatch {
+			first, second, isNext = append(first, first[0]), append(second, second[0]), append(isNext, isNext[0])
+		}
+		bb, err := t.encodePairs(rng, first, second, isNext)
+		if err != nil {
+			return err
+		}
+		bb.real = end - start
+		for i := bb.real * t.length; i < len(bb.mb.LossMask); i++ {
+			bb.mb.LossMask[i] = 0
+		}
+		dst.batches = append(dst.batches, bb)
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (t *bertTask) State() (map[string][]byte, error) {
+	v, err := json.Marshal(t.vocab)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{"vocab": v}, nil
+}
+
+func (t *bertTask) Build(batch int) graph.BuildFunc {
+	return func(b *graph.Builder) error {
+		src, segs := b.IndexInput("src", batch, t.length), b.IndexInput("segments", batch, t.length)
+		srcMask := b.Input("src_mask", batch, t.length)
+		targets, lossMask := b.IndexInput("targets", batch, t.length), b.Input("loss_mask", batch, t.length)
+		isNext := b.IndexInput("is_next", batch, 1)
+		smoothing := t.cfg.Training.LabelSmoothing
+		z := t.model.Encode(b, src, segs, srcMask)
+		w, bias := t.model.MLMHead(b, z)
+		var mlm *graph.Node
+		var err error
+		if b.Training() {
+			// The head is fused with the loss, which scores only the
+			// masked positions.
+			mlm, err = losses.ProjectedTokenCrossEntropy(b, z, w, bias, targets, lossMask, smoothing)
+		} else {
+			logits := graph.Linear(z, w, bias)
+			b.Output("mlm_logits", logits) // [B, S, Vocab]
+			mlm, err = losses.TokenCrossEntropy(b, "mlm", logits, targets, lossMask, smoothing)
+		}
+		if err != nil {
+			return err
+		}
+		nspLogits := layers.NSPHead(b, z) // [B, 2]
+		if !b.Training() {
+			b.Output("nsp_logits", nspLogits)
+		}
+		// A mean over the pairs; no mask, so the loss weight stays the
+		// MLM's count of masked positions.
+		nsp, err := losses.TokenCrossEntropy(b, "nsp", graph.Reshape(nspLogits, batch, 1, layers.NSPClasses), isNext, nil, smoothing)
+		if err != nil {
+			return err
+		}
+		return setObjective(b, graph.Add(mlm, nsp), t.modelCfg.Attention.HeadDiversity)
+	}
+}
+
+func feedBERT(prog *graph.Program, bb bertBatch) error {
+	for _, in := range []struct {
+		name string
+		ids  []int
+	}{{"src", bb.mb.Inputs}, {"targets", bb.mb.Targets}, {"segments", bb.segments}, {"is_next", bb.isNext}} {
+		if err := prog.FeedIndices(in.name, in.ids); err != nil {
+			return err
+		}
+	}
+	if err := prog.Feed("src_mask", bb.mb.Mask); err != nil {
+		return err
+	}
+	return prog.Feed("loss_mask", bb.mb.LossMask)
+}
+
+// Feed draws the batch's stories, their pairing and their masking from
+// rng, the run's data generator, so a resumed run trains as an
+// uninterrupted one.
+func (t *bertTask) Feed(rng *rand.Rand, prog *graph.Program, _ int) error {
+	n := prog.InputShape("src")[0]
+	first, second, isNext := make([][]string, n), make([][]string, n), make([]int, n)
+	for r := range n {
+		a, b, next := datasets.NSPPair(rng, t.train, rng.IntN(len(t.train)))
+		first[r], second[r], isNext[r] = a, b, boolInt(next)
+	}
+	bb, err := t.encodePairs(rng, first, second, isNext)
+	if err != nil {
+		return err
+	}
+	return feedBERT(prog, bb)
+}
+
+func (t *bertTask) EvalBatch() int { return mlmEvalBatch }
+
+func (t *bertTask) AtStep(prog *graph.Program, step, _ int) error {
+	return train.FeedKLWeight(prog, t.cfg.Training.KLWeight, t.cfg.Training.KLWarmup, step)
+}
+
+// Selection: the validation loss, MLM + NSP, the objective.
+func (t *bertTask) Selection() (string, bool) { return "valid_loss", false }
+
+func (t *bertTask) split(name string) *bertSplit {
+	if name == "test" {
+		return &t.test
+	}
+	return &t.valid
+}
+
+// bertScores counts a split's predictions.
+type bertScores struct {
+	mlmLoss, positions float64 // MLM loss summed over the masked positions
+	mlmCorrect         float64
+	unigram, copyUni   float64 // right unigram and copy-else-unigram guesses
+	nspLoss, pairs     float64 // NSP loss summed over the pairs
+	nspCorrect, follow float64 // right model guesses; true successors
+	pFollows           []float64
+	mlmPred            [][]int // [batch][B·S] argmax ids
+}
+
+// score runs the evaluation program over a split's fixed pairs.
+func (t *bertTask) score(prog *graph.Program, s *bertSplit) (bertScores, error) {
+	var sc bertScores
+	smoothing := t.cfg.Training.LabelSmoothing
+	for _, bb := range s.batches {
+		if err := feedBERT(prog, bb); err != nil {
+			return sc, err
+		}
+		if err := prog.Run(); err != nil {
+			return sc, err
+		}
+		logits, shape, err := prog.Output("mlm_logits")
+		if err != nil {
+			return sc, err
+		}
+		nsp, _, err := prog.Output("nsp_logits")
+		if err != nil {
+			return sc, err
+		}
+		v := shape[len(shape)-1]
+		mb := bb.mb
+		var w float64
+		for _, m := range mb.LossMask {
+			w += m
+		}
+		if w > 0 {
+			l, err := losses.TokenCrossEntropyValue(logits, mb.Targets, mb.LossMask, v, smoothing)
+			if err != nil {
+				return sc, err
+			}
+			sc.mlmLoss += l * w
+			sc.positions += w
+		}
+		pred := make([]int, len(mb.Targets))
+		for i, y := range mb.Targets {
+			if mb.LossMask[i] == 0 {
+				continue
+			}
+			pred[i] = argmax(logits[i*v : (i+1)*v])
+			if pred[i] == y {
+				sc.mlmCorrect++
+			}
+			if t.unigram == y {
+				sc.unigram++
+			}
+			guess := mb.Inputs[i]
+			if guess == t.mask.MaskID {
+				guess = t.unigram
+			}
+			if guess == y {
+				sc.copyUni++
+			}
+		}
+		sc.mlmPred = append(sc.mlmPred, pred)
+		k := layers.NSPClasses
+		l, err := losses.TokenCrossEntropyValue(nsp[:bb.real*k], bb.isNext[:bb.real], nil, k, smoothing)
+		if err != nil {
+			return sc, err
+		}
+		sc.nspLoss += l * float64(bb.real)
+		sc.pairs += float64(bb.real)
+		for r := range bb.real {
+			row := nsp[r*k : (r+1)*k]
+			if argmax(row) == bb.isNext[r] {
+				sc.nspCorrect++
+			}
+			sc.follow += float64(bb.isNext[r])
+			sc.pFollows = append(sc.pFollows, 1/(1+math.Exp(row[0]-row[1])))
+		}
+	}
+	return sc, nil
+}
+
+// metrics are a split's metrics: the objective's loss, and each head's.
+func (sc bertScores) metrics(split string) map[string]float64 {
+	mlm, nsp := sc.mlmLoss/sc.positions, sc.nspLoss/sc.pairs
+	return map[string]float64{
+		split + "_loss": mlm + nsp, split + "_mlm_loss": mlm, split + "_nsp_loss": nsp,
+		split + "_mlm_accuracy": sc.mlmCorrect / sc.positions, split + "_nsp_accuracy": sc.nspCorrect / sc.pairs,
+	}
+}
+
+// Evaluate reports the objective (MLM + NSP loss) and both heads' losses
+// and accuracies.
+func (t *bertTask) Evaluate(_ *graph.Params, prog *graph.Program, split string) (map[string]float64, error) {
+	sc, err := t.score(prog, t.split(split))
+	if err != nil {
+		return nil, err
+	}
+	if sc.positions == 0 {
+		return nil, fmt.Errorf("%s set: no masked position", split)
+	}
+	return sc.metrics(split), nil
+}
+
+// Report implements train.Reporter: ReportResults without the results.
+func (t *bertTask) Report(w io.Writer, params *graph.Params, prog *graph.Program) error {
+	_, err := t.ReportResults(w, params, prog)
+	return err
+}
+
+// ReportResults implements train.ResultReporter: the test set's MLM
+// accuracy and loss at the masked positions next to task mlm's two
+// baselines, and its NSP accuracy and loss next to chance (always
+// "follows"; a uniform guess's loss ln 2) and the best achievable, the
+// Bayes-optimal rule of the story generator on the same pairs
+// (datasets.ToyStoryBayesFollows; datasets.ToyStoryBestNSPAccuracy in
+// expectation). The predictions are a TSV file with a header line, then
+// one line per test pair: its index, the label (1: S′ follows S), the
+// model's p(follows), its guess, S and S′.
+func (t *bertTask) ReportResults(w io.Writer, _ *graph.Params, prog *graph.Program) (train.Results, error) {
+	sc, err := t.score(prog, &t.test)
+	if err != nil {
+		return train.Results{}, err
+	}
+	if sc.positions == 0 {
+		return train.Results{}, fmt.Errorf("test set: no masked position")
+	}
+	var bayes float64
+	for i := range t.test.first {
+		g, err := datasets.ToyStoryBayesFollows(t.test.first[i], t.test.second[i])
+		if err != nil {
+			return train.Results{}, err
+		}
+		if boolInt(g) == t.test.isNext[i] {
+			bayes++
+		}
+	}
+	m := sc.metrics("test")
+	fmt.Fprintf(w, "test set: %.0f sentence pairs [CLS] S [SEP] S′ [SEP], %.0f of them true successors; %.0f masked positions (mask_prob %g, seed %d); vocabulary %d ids + [MASK]\n\n",
+		sc.pairs, sc.follow, sc.positions, t.mask.Prob, t.cfg.Seed, t.vocab.Size())
+	fmt.Fprintf(w, "%-46s  %8s  %7s\n", "masked LM (masked positions)", "accuracy", "loss")
+	fmt.Fprintf(w, "%-46s  %8.4f  %7.4f\n", "  model", m["test_mlm_accuracy"], m["test_mlm_loss"])
+	unigram := fmt.Sprintf("  unigram baseline (always %q)", t.vocab.Word(t.unigram))
+	fmt.Fprintf(w, "%-46s  %8.4f  %7s\n", unigram, sc.unigram/sc.positions, "—")
+	fmt.Fprintf(w, "%-46s  %8.4f  %7s\n", "  copy the input, unigram at [MASK]", sc.copyUni/sc.positions, "—")
+	fmt.Fprintf(w, "%-46s  %8s  %7s\n", "next sentence (pairs)", "accuracy", "loss")
+	fmt.Fprintf(w, "%-46s  %8.4f  %7.4f\n", "  model", m["test_nsp_accuracy"], m["test_nsp_loss"])
+	fmt.Fprintf(w, "%-46s  %8.4f  %7.4f\n", "  chance (always \"follows\"; loss of p = ½)", sc.follow/sc.pairs, math.Ln2)
+	fmt.Fprintf(w, "%-46s  %8.4f  %7s\n", "  best achievable (Bayes rule of the generator)", bayes/sc.pairs, "—")
+	fmt.Fprintf(w, "  (the generator's best expected accuracy is %.4f)\n", datasets.ToyStoryBestNSPAccuracy())
+	fmt.Fprintf(w, "objective (MLM + NSP loss): %.4f\n\nsamples (*masked* positions; p = the model's p(follows)):\n", m["test_loss"])
+	bb, pred := t.test.batches[0], sc.mlmPred[0]
+	for r := range min(5, bb.real) {
+		var in, model []string
+		for i := r * t.length; i < (r+1)*t.length && bb.mb.Mask[i] == 1; i++ {
+			tok := t.token(bb.mb.Inputs[i])
+			if bb.mb.LossMask[i] == 0 {
+				in, model = append(in, tok), append(model, tok)
+				continue
+			}
+			in = append(in, "*"+tok+"*")
+			model = append(model, "*"+t.token(pred[i])+"*")
+		}
+		fmt.Fprintf(w, "  input: %s\n  model: %s\n  follows: %v, p = %.3f\n\n", strings.Join(in, " "), strings.Join(model, " "),
+			bb.isNext[r] == 1, sc.pFollows[r])
+	}
+	m["test_pairs"], m["test_positions"] = sc.pairs, sc.positions
+	return train.Results{
+		Metrics: m,
+		Baselines: map[string]map[string]float64{
+			"unigram":                         {"test_mlm_accuracy": sc.unigram / sc.positions},
+			"copy input, unigram at [MASK]":   {"test_mlm_accuracy": sc.copyUni / sc.positions},
+			"always follows":                  {"test_nsp_accuracy": sc.follow / sc.pairs, "test_nsp_loss": math.Ln2},
+			"Bayes rule of the toy generator": {"test_nsp_accuracy": bayes / sc.pairs},
+		},
+		Predictions: []train.Predictions{{
+			Contents: "TSV: pair, label (1: S′ follows S), p(follows), guess, S, S′ of each test pair",
+			Write:    t.predictionTSV(sc.pFollows),
+		}},
+	}, nil
+}
+
+// token is the word of id, [MASK], [CLS] or [SEP].
+func (t *bertTask) token(id int) string {
+	switch id {
+	case t.mask.MaskID:
+		return "[MASK]"
+	case datasets.BOSID:
+		return "[CLS]"
+	case datasets.EOSID:
+		return "[SEP]"
+	}
+	return t.vocab.Word(id)
+}
+
+func (t *bertTask) predictionTSV(pFollows []float64) func(io.Writer) error {
+	return func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		bw.WriteString("pair\tlabel\tp_follows\tguess\tfirst\tsecond\n")
+		for i, p := range pFollows {
+			fmt.Fprintf(bw, "%d\t%d\t%.4f\t%d\t%s\t%s\n", i, t.test.isNext[i], p, boolInt(p > 0.5),
+				strings.Join(t.test.first[i], " "), strings.Join(t.test.second[i], " "))
+		}
+		return bw.Flush()
+	}
+}
