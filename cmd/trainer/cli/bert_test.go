@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -99,5 +100,69 @@ func TestBERTPresetListed(t *testing.T) {
 	code, stdout, _ = runCLI(t, "presets", "bert-toy")
 	if code != 0 || !strings.Contains(stdout, "task: bert") {
 		t.Fatalf("exit %d:\n%s", code, stdout)
+	}
+}
+
+// tinyBERTPairs shrinks bert-pairs-tsv to 5 steps of a width-8 encoder.
+var tinyBERTPairs = []string{"--config", "bert-pairs-tsv",
+	"--set", "model.dim=8", "--set", "model.heads=2", "--set", "model.ff=16", "--set", "model.enc_layers=1",
+	"--set", "training.steps=5", "--set", "training.batch=8", "--set", "training.eval_every=5", "--set", "training.log_every=5",
+}
+
+// TestBERTPairsTSV: the pair classifier trains on a small TSV corpus,
+// alone (mask_prob 0: no MLM metric) and with the masked LM over both
+// languages, and `trainer eval` prints its accuracy next to chance.
+func TestBERTPairsTSV(t *testing.T) {
+	dir := t.TempDir()
+	train := filepath.Join(dir, "train.tsv")
+	if err := os.WriteFile(train, []byte(strings.Join(tsvPairs(), "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, mask := range []string{"0", "0.15"} {
+		run := trainRun(t, append(append(slices.Clone(tinyBERTPairs), tsvFiles(t, dir, train)...), "--set", "data.mask_prob="+mask)...)
+		m := readMetrics(t, run)
+		var valid map[string]float64
+		for _, rec := range m {
+			if _, ok := rec["valid_nsp_accuracy"]; ok {
+				valid = rec
+			}
+		}
+		if valid == nil {
+			t.Fatalf("mask_prob %s: no validation metrics", mask)
+		}
+		if _, ok := valid["valid_mlm_accuracy"]; ok != (mask != "0") {
+			t.Errorf("mask_prob %s: validation metrics %v", mask, valid)
+		}
+		code, stdout, stderr := runCLI(t, "eval", "--checkpoint", run)
+		if code != 0 {
+			t.Fatalf("eval: exit %d: %s", code, stderr)
+		}
+		for _, want := range []string{"true translations", "is S′ the translation of S? (pairs)", "chance (always \"follows\""} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("mask_prob %s: eval output lacks %q:\n%s", mask, want, stdout)
+			}
+		}
+		if strings.Contains(stdout, "masked LM") != (mask != "0") {
+			t.Errorf("mask_prob %s: masked LM reported or not:\n%s", mask, stdout)
+		}
+	}
+}
+
+// TestBERTPairsEngFra: the pair classifier reads the English–French
+// corpus, one vocabulary for both languages.
+func TestBERTPairsEngFra(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(engFraDir, "simple.train.tsv")); err != nil {
+		t.Skipf("English–French data not found at %s: %v", engFraDir, err)
+	}
+	run := trainRun(t, append(slices.Clone(tinyBERTPairs),
+		"--set", "data.train_file="+filepath.Join(engFraDir, "simple.train.tsv"),
+		"--set", "data.valid_file="+filepath.Join(engFraDir, "simple.valid.tsv"),
+		"--set", "data.test_file="+filepath.Join(engFraDir, "simple.test.tsv"))...)
+	code, stdout, stderr := runCLI(t, "eval", "--checkpoint", run)
+	if code != 0 {
+		t.Fatalf("eval: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "test set: 586 sentence pairs") && !strings.Contains(stdout, "test set: 587 sentence pairs") {
+		t.Errorf("eval output:\n%s", stdout)
 	}
 }

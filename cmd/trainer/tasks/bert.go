@@ -33,6 +33,13 @@ import (
 // which data-parallel shards and accumulated micro-batches are weighed
 // by: exact for the MLM term, and for the NSP term up to the spread of
 // that count among shards.
+//
+// With data.source tsv the pairs are a parallel corpus's lines instead,
+// both languages in one vocabulary: S the source side, S′ its own target
+// (y = 1, "S′ is the translation of S") or the target of another line of
+// the split (y = 0), segment 0 the source and 1 the target. data.mask_prob
+// 0 then trains the pair classifier alone (BERT's fine-tuning, no MLM
+// head); a positive one adds the masked LM over both sides.
 type bertTask struct {
 	cfg      *configs.Config
 	modelCfg *TransformerModel
@@ -41,7 +48,9 @@ type bertTask struct {
 	model    layers.BERT
 	length   int // padded pair length, data.max_len
 	mask     datasets.MaskOptions
-	unigram  int // the most frequent training word
+	unigram  int  // the most frequent training word
+	toy      bool // toy stories, else a TSV corpus's translation pairs
+	mlm      bool // the masked LM is trained (data.mask_prob > 0)
 	// valid and test pair and mask their stories once, from fixed seeds.
 	valid, test bertSplit
 }
@@ -70,8 +79,14 @@ const (
 )
 
 func newBERTTask(cfg *configs.Config, d *BERTData, m *TransformerModel, state map[string][]byte) (*bertTask, error) {
-	t := &bertTask{cfg: cfg, modelCfg: m, length: d.MaxLen}
-	corpus, err := datasets.ToyStories(datasets.ToyStoryConfig{Seed: cfg.Seed, Train: d.TrainPairs, Valid: d.ValidPairs, Test: d.TestPairs})
+	t := &bertTask{cfg: cfg, modelCfg: m, length: d.MaxLen, toy: d.Source == "toy", mlm: d.MaskProb > 0}
+	var corpus datasets.StoryCorpus
+	var err error
+	if t.toy {
+		corpus, err = datasets.ToyStories(datasets.ToyStoryConfig{Seed: cfg.Seed, Train: d.TrainPairs, Valid: d.ValidPairs, Test: d.TestPairs})
+	} else {
+		corpus, err = translationPairs(d.Corpus)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +120,23 @@ func newBERTTask(cfg *configs.Config, d *BERTData, m *TransformerModel, state ma
 	}
 	t.model = layers.BERT{Config: mc}
 	return t, nil
+}
+
+// translationPairs reads a TSV parallel corpus as pairs S = source, S′ =
+// its translation.
+func translationPairs(d Corpus) (datasets.StoryCorpus, error) {
+	pc, err := loadTSVCorpus(d)
+	if err != nil {
+		return datasets.StoryCorpus{}, err
+	}
+	conv := func(pairs []datasets.Pair) []datasets.Story {
+		out := make([]datasets.Story, len(pairs))
+		for i, p := range pairs {
+			out[i] = datasets.Story{First: p.Src, Second: p.Tgt}
+		}
+		return out
+	}
+	return datasets.StoryCorpus{Train: conv(pc.Train), Valid: conv(pc.Valid), Test: conv(pc.Test)}, nil
 }
 
 // bertVocabulary is the checkpoint's vocabulary when there is one, else
@@ -150,6 +182,11 @@ func (t *bertTask) encodePairs(rng *rand.Rand, first, second [][]string, isNext 
 		a, b := fitPair(t.vocab.Encode(first[r]), t.vocab.Encode(second[r]), t.length)
 		i, s, m, _ := datasets.EncodePair(a, b, datasets.BOSID, datasets.EOSID, t.length)
 		ids, segs, mask = append(ids, i...), append(segs, s...), append(mask, m...)
+	}
+	if !t.mlm {
+		mb := datasets.MaskedBatch{B: n, Len: t.length, Inputs: ids, Targets: ids, Mask: mask,
+			LossMask: make([]float64, len(ids)), Kind: make([]datasets.Corruption, len(ids))}
+		return bertBatch{mb: mb, segments: segs, isNext: isNext, real: n}, nil
 	}
 	mb, err := datasets.MaskTokens(rng, ids, mask, t.length, t.mask)
 	if err != nil {
@@ -205,13 +242,25 @@ func (t *bertTask) Build(batch int) graph.BuildFunc {
 	return func(b *graph.Builder) error {
 		src, segs := b.IndexInput("src", batch, t.length), b.IndexInput("segments", batch, t.length)
 		srcMask := b.Input("src_mask", batch, t.length)
-		targets, lossMask := b.IndexInput("targets", batch, t.length), b.Input("loss_mask", batch, t.length)
 		isNext := b.IndexInput("is_next", batch, 1)
 		smoothing := t.cfg.Training.LabelSmoothing
 		z := t.model.Encode(b, src, segs, srcMask)
+		nspLogits := layers.NSPHead(b, z) // [B, 2]
+		if !b.Training() {
+			b.Output("nsp_logits", nspLogits)
+		}
+		// A mean over the pairs; no mask, so the loss weight stays the
+		// MLM's count of masked positions (or the pairs, without MLM).
+		nsp, err := losses.TokenCrossEntropy(b, "nsp", graph.Reshape(nspLogits, batch, 1, layers.NSPClasses), isNext, nil, smoothing)
+		if err != nil {
+			return err
+		}
+		if !t.mlm {
+			return setObjective(b, nsp, t.modelCfg.Attention.HeadDiversity)
+		}
+		targets, lossMask := b.IndexInput("targets", batch, t.length), b.Input("loss_mask", batch, t.length)
 		w, bias := t.model.MLMHead(b, z)
 		var mlm *graph.Node
-		var err error
 		if b.Training() {
 			// The head is fused with the loss, which scores only the
 			// masked positions.
@@ -224,16 +273,6 @@ func (t *bertTask) Build(batch int) graph.BuildFunc {
 		if err != nil {
 			return err
 		}
-		nspLogits := layers.NSPHead(b, z) // [B, 2]
-		if !b.Training() {
-			b.Output("nsp_logits", nspLogits)
-		}
-		// A mean over the pairs; no mask, so the loss weight stays the
-		// MLM's count of masked positions.
-		nsp, err := losses.TokenCrossEntropy(b, "nsp", graph.Reshape(nspLogits, batch, 1, layers.NSPClasses), isNext, nil, smoothing)
-		if err != nil {
-			return err
-		}
 		return setObjective(b, graph.Add(mlm, nsp), t.modelCfg.Attention.HeadDiversity)
 	}
 }
@@ -243,12 +282,18 @@ func feedBERT(prog *graph.Program, bb bertBatch) error {
 		name string
 		ids  []int
 	}{{"src", bb.mb.Inputs}, {"targets", bb.mb.Targets}, {"segments", bb.segments}, {"is_next", bb.isNext}} {
+		if in.name == "targets" && !prog.HasInput("targets") {
+			continue // no MLM
+		}
 		if err := prog.FeedIndices(in.name, in.ids); err != nil {
 			return err
 		}
 	}
 	if err := prog.Feed("src_mask", bb.mb.Mask); err != nil {
 		return err
+	}
+	if !prog.HasInput("loss_mask") {
+		return nil
 	}
 	return prog.Feed("loss_mask", bb.mb.LossMask)
 }
@@ -308,11 +353,17 @@ func (t *bertTask) score(prog *graph.Program, s *bertSplit) (bertScores, error) 
 		if err := prog.Run(); err != nil {
 			return sc, err
 		}
-		logits, shape, err := prog.Output("mlm_logits")
+		nsp, _, err := prog.Output("nsp_logits")
 		if err != nil {
 			return sc, err
 		}
-		nsp, _, err := prog.Output("nsp_logits")
+		if err := t.scoreNSP(&sc, bb, nsp); err != nil {
+			return sc, err
+		}
+		if !t.mlm {
+			continue
+		}
+		logits, shape, err := prog.Output("mlm_logits")
 		if err != nil {
 			return sc, err
 		}
@@ -351,32 +402,41 @@ func (t *bertTask) score(prog *graph.Program, s *bertSplit) (bertScores, error) 
 			}
 		}
 		sc.mlmPred = append(sc.mlmPred, pred)
-		k := layers.NSPClasses
-		l, err := losses.TokenCrossEntropyValue(nsp[:bb.real*k], bb.isNext[:bb.real], nil, k, smoothing)
-		if err != nil {
-			return sc, err
-		}
-		sc.nspLoss += l * float64(bb.real)
-		sc.pairs += float64(bb.real)
-		for r := range bb.real {
-			row := nsp[r*k : (r+1)*k]
-			if argmax(row) == bb.isNext[r] {
-				sc.nspCorrect++
-			}
-			sc.follow += float64(bb.isNext[r])
-			sc.pFollows = append(sc.pFollows, 1/(1+math.Exp(row[0]-row[1])))
-		}
 	}
 	return sc, nil
 }
 
-// metrics are a split's metrics: the objective's loss, and each head's.
-func (sc bertScores) metrics(split string) map[string]float64 {
-	mlm, nsp := sc.mlmLoss/sc.positions, sc.nspLoss/sc.pairs
-	return map[string]float64{
-		split + "_loss": mlm + nsp, split + "_mlm_loss": mlm, split + "_nsp_loss": nsp,
-		split + "_mlm_accuracy": sc.mlmCorrect / sc.positions, split + "_nsp_accuracy": sc.nspCorrect / sc.pairs,
+// scoreNSP counts a batch's pair predictions.
+func (t *bertTask) scoreNSP(sc *bertScores, bb bertBatch, nsp []float64) error {
+	k := layers.NSPClasses
+	l, err := losses.TokenCrossEntropyValue(nsp[:bb.real*k], bb.isNext[:bb.real], nil, k, t.cfg.Training.LabelSmoothing)
+	if err != nil {
+		return err
 	}
+	sc.nspLoss += l * float64(bb.real)
+	sc.pairs += float64(bb.real)
+	for r := range bb.real {
+		row := nsp[r*k : (r+1)*k]
+		if argmax(row) == bb.isNext[r] {
+			sc.nspCorrect++
+		}
+		sc.follow += float64(bb.isNext[r])
+		sc.pFollows = append(sc.pFollows, 1/(1+math.Exp(row[0]-row[1])))
+	}
+	return nil
+}
+
+// metrics are a split's metrics: the objective's loss, and each head's
+// (NSP's alone without MLM).
+func (sc bertScores) metrics(split string, mlm bool) map[string]float64 {
+	nsp := sc.nspLoss / sc.pairs
+	m := map[string]float64{split + "_loss": nsp, split + "_nsp_loss": nsp, split + "_nsp_accuracy": sc.nspCorrect / sc.pairs}
+	if mlm {
+		m[split+"_mlm_loss"] = sc.mlmLoss / sc.positions
+		m[split+"_mlm_accuracy"] = sc.mlmCorrect / sc.positions
+		m[split+"_loss"] += m[split+"_mlm_loss"]
+	}
+	return m
 }
 
 // Evaluate reports the objective (MLM + NSP loss) and both heads' losses
@@ -386,10 +446,10 @@ func (t *bertTask) Evaluate(_ *graph.Params, prog *graph.Program, split string) 
 	if err != nil {
 		return nil, err
 	}
-	if sc.positions == 0 {
+	if t.mlm && sc.positions == 0 {
 		return nil, fmt.Errorf("%s set: no masked position", split)
 	}
-	return sc.metrics(split), nil
+	return sc.metrics(split, t.mlm), nil
 }
 
 // Report implements train.Reporter: ReportResults without the results.
@@ -412,34 +472,68 @@ func (t *bertTask) ReportResults(w io.Writer, _ *graph.Params, prog *graph.Progr
 	if err != nil {
 		return train.Results{}, err
 	}
-	if sc.positions == 0 {
+	if t.mlm && sc.positions == 0 {
 		return train.Results{}, fmt.Errorf("test set: no masked position")
 	}
-	var bayes float64
-	for i := range t.test.first {
-		g, err := datasets.ToyStoryBayesFollows(t.test.first[i], t.test.second[i])
-		if err != nil {
-			return train.Results{}, err
-		}
-		if boolInt(g) == t.test.isNext[i] {
-			bayes++
-		}
+	m := sc.metrics("test", t.mlm)
+	m["test_pairs"] = sc.pairs
+	res := train.Results{
+		Metrics: m,
+		Baselines: map[string]map[string]float64{
+			"always follows": {"test_nsp_accuracy": sc.follow / sc.pairs, "test_nsp_loss": math.Ln2},
+		},
+		Predictions: []train.Predictions{{
+			Contents: "TSV: pair, label (1: S′ follows S), p(follows), guess, S, S′ of each test pair",
+			Write:    t.predictionTSV(sc.pFollows),
+		}},
 	}
-	m := sc.metrics("test")
-	fmt.Fprintf(w, "test set: %.0f sentence pairs [CLS] S [SEP] S′ [SEP], %.0f of them true successors; %.0f masked positions (mask_prob %g, seed %d); vocabulary %d ids + [MASK]\n\n",
-		sc.pairs, sc.follow, sc.positions, t.mask.Prob, t.cfg.Seed, t.vocab.Size())
-	fmt.Fprintf(w, "%-46s  %8s  %7s\n", "masked LM (masked positions)", "accuracy", "loss")
-	fmt.Fprintf(w, "%-46s  %8.4f  %7.4f\n", "  model", m["test_mlm_accuracy"], m["test_mlm_loss"])
-	unigram := fmt.Sprintf("  unigram baseline (always %q)", t.vocab.Word(t.unigram))
-	fmt.Fprintf(w, "%-46s  %8.4f  %7s\n", unigram, sc.unigram/sc.positions, "—")
-	fmt.Fprintf(w, "%-46s  %8.4f  %7s\n", "  copy the input, unigram at [MASK]", sc.copyUni/sc.positions, "—")
-	fmt.Fprintf(w, "%-46s  %8s  %7s\n", "next sentence (pairs)", "accuracy", "loss")
+	follows := "true successors"
+	if !t.toy {
+		follows = "true translations"
+	}
+	fmt.Fprintf(w, "test set: %.0f sentence pairs [CLS] S [SEP] S′ [SEP], %.0f of them %s (seed %d); vocabulary %d ids + [MASK]\n",
+		sc.pairs, sc.follow, follows, t.cfg.Seed, t.vocab.Size())
+	if t.mlm {
+		fmt.Fprintf(w, "%.0f masked positions (mask_prob %g)\n", sc.positions, t.mask.Prob)
+	}
+	fmt.Fprintln(w)
+	if t.mlm {
+		m["test_positions"] = sc.positions
+		fmt.Fprintf(w, "%-46s  %8s  %7s\n", "masked LM (masked positions)", "accuracy", "loss")
+		fmt.Fprintf(w, "%-46s  %8.4f  %7.4f\n", "  model", m["test_mlm_accuracy"], m["test_mlm_loss"])
+		unigram := fmt.Sprintf("  unigram baseline (always %q)", t.vocab.Word(t.unigram))
+		fmt.Fprintf(w, "%-46s  %8.4f  %7s\n", unigram, sc.unigram/sc.positions, "—")
+		fmt.Fprintf(w, "%-46s  %8.4f  %7s\n", "  copy the input, unigram at [MASK]", sc.copyUni/sc.positions, "—")
+		res.Baselines["unigram"] = map[string]float64{"test_mlm_accuracy": sc.unigram / sc.positions}
+		res.Baselines["copy input, unigram at [MASK]"] = map[string]float64{"test_mlm_accuracy": sc.copyUni / sc.positions}
+	}
+	head := "next sentence (pairs)"
+	if !t.toy {
+		head = "is S′ the translation of S? (pairs)"
+	}
+	fmt.Fprintf(w, "%-46s  %8s  %7s\n", head, "accuracy", "loss")
 	fmt.Fprintf(w, "%-46s  %8.4f  %7.4f\n", "  model", m["test_nsp_accuracy"], m["test_nsp_loss"])
 	fmt.Fprintf(w, "%-46s  %8.4f  %7.4f\n", "  chance (always \"follows\"; loss of p = ½)", sc.follow/sc.pairs, math.Ln2)
-	fmt.Fprintf(w, "%-46s  %8.4f  %7s\n", "  best achievable (Bayes rule of the generator)", bayes/sc.pairs, "—")
-	fmt.Fprintf(w, "  (the generator's best expected accuracy is %.4f)\n", datasets.ToyStoryBestNSPAccuracy())
-	fmt.Fprintf(w, "objective (MLM + NSP loss): %.4f\n\nsamples (*masked* positions; p = the model's p(follows)):\n", m["test_loss"])
-	bb, pred := t.test.batches[0], sc.mlmPred[0]
+	if t.toy {
+		var bayes float64
+		for i := range t.test.first {
+			g, err := datasets.ToyStoryBayesFollows(t.test.first[i], t.test.second[i])
+			if err != nil {
+				return train.Results{}, err
+			}
+			if boolInt(g) == t.test.isNext[i] {
+				bayes++
+			}
+		}
+		fmt.Fprintf(w, "%-46s  %8.4f  %7s\n", "  best achievable (Bayes rule of the generator)", bayes/sc.pairs, "—")
+		fmt.Fprintf(w, "  (the generator's best expected accuracy is %.4f)\n", datasets.ToyStoryBestNSPAccuracy())
+		res.Baselines["Bayes rule of the toy generator"] = map[string]float64{"test_nsp_accuracy": bayes / sc.pairs}
+	}
+	if t.mlm {
+		fmt.Fprintf(w, "objective (MLM + NSP loss): %.4f\n", m["test_loss"])
+	}
+	fmt.Fprintf(w, "\nsamples (*masked* positions; p = the model's p(follows)):\n")
+	bb := t.test.batches[0]
 	for r := range min(5, bb.real) {
 		var in, model []string
 		for i := r * t.length; i < (r+1)*t.length && bb.mb.Mask[i] == 1; i++ {
@@ -449,25 +543,15 @@ func (t *bertTask) ReportResults(w io.Writer, _ *graph.Params, prog *graph.Progr
 				continue
 			}
 			in = append(in, "*"+tok+"*")
-			model = append(model, "*"+t.token(pred[i])+"*")
+			model = append(model, "*"+t.token(sc.mlmPred[0][i])+"*")
 		}
-		fmt.Fprintf(w, "  input: %s\n  model: %s\n  follows: %v, p = %.3f\n\n", strings.Join(in, " "), strings.Join(model, " "),
-			bb.isNext[r] == 1, sc.pFollows[r])
+		fmt.Fprintf(w, "  input: %s\n", strings.Join(in, " "))
+		if t.mlm {
+			fmt.Fprintf(w, "  model: %s\n", strings.Join(model, " "))
+		}
+		fmt.Fprintf(w, "  follows: %v, p = %.3f\n\n", bb.isNext[r] == 1, sc.pFollows[r])
 	}
-	m["test_pairs"], m["test_positions"] = sc.pairs, sc.positions
-	return train.Results{
-		Metrics: m,
-		Baselines: map[string]map[string]float64{
-			"unigram":                         {"test_mlm_accuracy": sc.unigram / sc.positions},
-			"copy input, unigram at [MASK]":   {"test_mlm_accuracy": sc.copyUni / sc.positions},
-			"always follows":                  {"test_nsp_accuracy": sc.follow / sc.pairs, "test_nsp_loss": math.Ln2},
-			"Bayes rule of the toy generator": {"test_nsp_accuracy": bayes / sc.pairs},
-		},
-		Predictions: []train.Predictions{{
-			Contents: "TSV: pair, label (1: S′ follows S), p(follows), guess, S, S′ of each test pair",
-			Write:    t.predictionTSV(sc.pFollows),
-		}},
-	}, nil
+	return res, nil
 }
 
 // token is the word of id, [MASK], [CLS] or [SEP].
@@ -493,4 +577,36 @@ func (t *bertTask) predictionTSV(pFollows []float64) func(io.Writer) error {
 		}
 		return bw.Flush()
 	}
+}
+
+// bertSizes checks the sizes of task bert: task mlm's, over pairs of
+// data.max_len tokens.
+func bertSizes(c *configs.Config, d *BERTData, m *TransformerModel) error {
+	t, dd, mm := c.Training, *d, *m
+	return checkSizes(c, []size{
+		{"training.batch", &t.Batch, 1, 0, 64},
+		{"data.train_pairs", &dd.TrainPairs, 0, MaxExamples, 20000},
+		{"data.valid_pairs", &dd.ValidPairs, 0, MaxExamples, 500},
+		{"data.test_pairs", &dd.TestPairs, 0, MaxExamples, 1000},
+		{"data.max_len", &dd.MaxLen, 1, MaxTokens, 29},
+		{"model.dim", &mm.Dim, 1, MaxDim, 64},
+		{"model.ff", &mm.FF, 1, MaxFF, 256},
+		{"model.enc_layers", &mm.EncLayers, 1, MaxLayers, 2},
+		{"model.dec_layers", &mm.DecLayers, 0, MaxLayers, 2},
+	}, func() estimate { return bertEstimate(c, t, dd, mm) })
+}
+
+// bertEstimate is the masked LM's estimate (the NSP head adds one
+// [B, dim] row), without the MLM head's [B, S, vocab] scores when
+// data.mask_prob is 0.
+func bertEstimate(c *configs.Config, t configs.Training, d BERTData, m TransformerModel) estimate {
+	e := transformerEstimate(c, t, d.Corpus, m, false, mlmEvalBatch, 0)
+	if d.MaskProb == 0 {
+		vocab := float64(tsvVocab)
+		if d.Source == "toy" {
+			vocab = toyVocab
+		}
+		e.activations -= activationBytes(c, 3*float64(t.Batch*d.MaxLen)*vocab, 3*float64(mlmEvalBatch*d.MaxLen)*vocab)
+	}
+	return e
 }

@@ -489,10 +489,8 @@ func estimateConfig(c *configs.Config) (estimate, bool) {
 			return transformerEstimate(c, c.Training, d.Corpus, *m, false, mlmEvalBatch, 0), true
 		}
 	case *BERTData:
-		// The masked LM's estimate over pairs of data.max_len tokens (the
-		// NSP head is one [B, dim] row more).
 		if m, ok := c.Model.(*TransformerModel); ok {
-			return transformerEstimate(c, c.Training, d.Corpus, *m, false, mlmEvalBatch, 0), true
+			return bertEstimate(c, c.Training, *d, *m), true
 		}
 	case *SegmentData:
 		if m, ok := c.Model.(*SegmentModel); ok {

@@ -121,9 +121,11 @@ type MLMData struct {
 // BERTData is task bert's data: two-sentence toy stories
 // (datasets.ToyStories; data.source toy), train_pairs, valid_pairs and
 // test_pairs of them, paired for next-sentence prediction and masked as
-// task mlm masks (MaskProb). MaxLen bounds a pair's tokens, [CLS] and the
-// two [SEP] included (longer pairs are cut, the longer sentence first);
-// 29 holds every toy pair. The file fields are not read.
+// task mlm masks (MaskProb); or a TSV parallel corpus (data.source tsv,
+// as task seq2seq reads it), whose lines pair a source sentence with its
+// translation or another line's (MaskProb 0: no masked LM). MaxLen bounds
+// a pair's tokens, [CLS] and the two [SEP] included (longer pairs are cut,
+// the longer sentence first); 29 holds every toy pair.
 type BERTData struct {
 	Corpus   `yaml:",inline"`
 	MaskProb float64 `yaml:"mask_prob"`
@@ -396,17 +398,18 @@ func checkBERT(c *configs.Config, d *BERTData, m *TransformerModel) error {
 	if err := c.Check(concat(
 		[]configs.Rule{noEncoderFrom(c)},
 		[]configs.Rule{
-			want(d.Source == "toy", "data.source", "toy for task bert (two-sentence toy stories)"),
+
 			want(!m.FinalNorm, "model.final_norm", "false: only task seq2seq has it"),
 			want(!m.TieOutput, "model.tie_output", "false: only task seq2seq has it"),
 		},
 		corpusRules(d.Corpus),
 		[]configs.Rule{
-			want(d.ValidPairs >= 2, "data.valid_pairs", "at least 2 (a story pairs with another's sentence)"),
-			want(d.TestPairs >= 2, "data.test_pairs", "at least 2 (a story pairs with another's sentence)"),
-			want(d.TrainPairs >= 2, "data.train_pairs", "at least 2 (a story pairs with another's sentence)"),
+			want(d.ValidPairs >= 2 || d.Source != "toy", "data.valid_pairs", "at least 2 (a story pairs with another's sentence)"),
+			want(d.TestPairs >= 2 || d.Source != "toy", "data.test_pairs", "at least 2 (a story pairs with another's sentence)"),
+			want(d.TrainPairs >= 2 || d.Source != "toy", "data.train_pairs", "at least 2 (a story pairs with another's sentence)"),
 			want(d.MaxLen >= 5, "data.max_len", "at least 5 ([CLS] a word [SEP] a word [SEP]); 29 holds every toy pair"),
-			want(d.MaskProb > 0 && d.MaskProb < 1, "data.mask_prob", "in (0, 1); BERT's is 0.15"),
+			want(d.MaskProb > 0 && d.MaskProb < 1 || d.Source == "tsv" && d.MaskProb == 0, "data.mask_prob",
+				"in (0, 1), BERT's is 0.15; or 0 with data.source tsv (the pair classifier alone)"),
 			want(m.Kind == "transformer", "model.kind", "transformer for task bert"),
 			want(m.FF > 0, "model.ff", "a positive integer"),
 			want(m.EncLayers > 0, "model.enc_layers", "a positive integer"),
@@ -421,7 +424,7 @@ func checkBERT(c *configs.Config, d *BERTData, m *TransformerModel) error {
 	if err := c.CheckAttention("model.attention", m.Attention); err != nil {
 		return err
 	}
-	return transformerSizes(c, &d.Corpus, m, false)
+	return bertSizes(c, d, m)
 }
 
 // checkMLM: a masked LM pretrains the encoder of task seq2seq's
