@@ -166,3 +166,40 @@ func TestBERTPairsEngFra(t *testing.T) {
 		t.Errorf("eval output:\n%s", stdout)
 	}
 }
+
+// TestBERTPairsFromPretrained: a bert-pairs-tsv run with the masked LM
+// (pretraining over both languages) starts the pair classifier through
+// init.encoder_from: the embeddings, encoder and NSP pooler are copied,
+// the classifier and MLM head are not. A checkpoint of another
+// vocabulary (bert-toy) or another task (mlm) is refused.
+func TestBERTPairsFromPretrained(t *testing.T) {
+	dir := t.TempDir()
+	train := filepath.Join(dir, "train.tsv")
+	if err := os.WriteFile(train, []byte(strings.Join(tsvPairs(), "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := tsvFiles(t, dir, train)
+	pre := trainRun(t, append(append(slices.Clone(tinyBERTPairs), files...), "--set", "data.mask_prob=0.15")...)
+	out := filepath.Join(t.TempDir(), "fine")
+	code, _, stderr := runCLI(t, append(append([]string{"train", "--out", out}, tinyBERTPairs...), append(files, "--set", "init.encoder_from="+pre)...)...)
+	if code != 0 {
+		t.Fatalf("fine-tuning: exit %d: %s", code, stderr)
+	}
+	if !regexp.MustCompile(`init: embeddings, encoder and NSP pooler \(\d+ tensors\) from `).MatchString(stderr) {
+		t.Errorf("stderr lacks the init line:\n%s", stderr)
+	}
+	for _, c := range []struct {
+		from []string
+		want string
+	}{
+		{tinyBERT, "vocabulary"},
+		{tinyMLM, "want a BERT (task bert) checkpoint"},
+	} {
+		src := trainRun(t, c.from...)
+		code, _, stderr := runCLI(t, append(append([]string{"train", "--out", filepath.Join(t.TempDir(), "x")}, tinyBERTPairs...),
+			append(files, "--set", "init.encoder_from="+src)...)...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("from %s: exit %d, stderr %q, want an error mentioning %q", c.from[1], code, stderr, c.want)
+		}
+	}
+}

@@ -17,7 +17,13 @@ import (
 
 // encoderPrefixes name the parameters a masked LM hands to a seq2seq
 // model: the source embedding and the encoder stack (layers.MaskedLM).
-var encoderPrefixes = [...]string{"src_emb.", "enc."}
+var encoderPrefixes = []string{"src_emb.", "enc."}
+
+// bertPrefixes name the parameters a BERT run hands to another (task
+// bert, layers.BERT): the encoder's, the segment embedding and the NSP
+// pooler, as BERT's fine-tuning starts them from pretraining; the MLM
+// head and the 2-way classifier start afresh.
+var bertPrefixes = []string{"src_emb.", "seg_emb.", "enc.", "nsp.pool."}
 
 // initEncoder starts a new seq2seq run's source embedding and encoder
 // from the masked-LM checkpoint init.encoder_from names (a file, or a run
@@ -27,6 +33,10 @@ var encoderPrefixes = [...]string{"src_emb.", "enc."}
 // vocabulary; every src_emb.* and enc.* parameter is copied, the
 // embedding without its last row, [MASK]. The decoder and the output
 // layer keep their fresh initial values.
+//
+// A run of task bert starts from a checkpoint of task bert instead, with
+// the same encoder and vocabulary: its bertPrefixes parameters are
+// copied, src_emb.table whole.
 //
 // Only a new run calls it: a resumed run restores every parameter from
 // its own checkpoint, so init.encoder_from, kept in its config, is
@@ -54,7 +64,13 @@ func initEncoder(cfg *configs.Config, tk train.Task, params *graph.Params, stder
 	if err != nil {
 		return fmt.Errorf("init.encoder_from: %w", err)
 	}
-	if src.Task != "mlm" {
+	prefixes, what := encoderPrefixes, "source embedding and encoder"
+	switch {
+	case cfg.Task == "bert" && src.Task != "bert":
+		return fail("a checkpoint of task %q; want a BERT (task bert) checkpoint", src.Task)
+	case cfg.Task == "bert":
+		prefixes, what = bertPrefixes, "embeddings, encoder and NSP pooler"
+	case src.Task != "mlm":
 		return fail("a checkpoint of task %q; want a masked-LM (task mlm) checkpoint", src.Task)
 	}
 	ckModel, ok := src.Model.(*tasks.TransformerModel)
@@ -71,11 +87,11 @@ func initEncoder(cfg *configs.Config, tk train.Task, params *graph.Params, stder
 	if err := sameVocabulary(ck.Extra["src_vocab"], tk); err != nil {
 		return fail("%v", err)
 	}
-	copied, err := copyEncoder(ck, params)
+	copied, err := copyEncoder(ck, params, prefixes)
 	if err != nil {
 		return fail("%v", err)
 	}
-	fmt.Fprintf(stderr, "init: source embedding and encoder (%d tensors) from %s, step %d\n", copied, file, ck.Step)
+	fmt.Fprintf(stderr, "init: %s (%d tensors) from %s, step %d\n", what, copied, file, ck.Step)
 	return nil
 }
 
@@ -140,13 +156,14 @@ func sameVocabulary(saved []byte, tk train.Task) error {
 		len(a), len(b), i, ckVocab.Word(i), runVocab.Word(i))
 }
 
-// copyEncoder copies the checkpoint's src_emb.* and enc.* tensors into
-// params, shape-checked; src_emb.table may have one more row ([MASK]),
-// which is left out. Every such parameter of params must be covered. It
-// returns the number of tensors copied.
-func copyEncoder(ck *ckpt.Checkpoint, params *graph.Params) (int, error) {
+// copyEncoder copies the checkpoint's tensors whose names start with one
+// of prefixes (src_emb.* and enc.*, say) into params, shape-checked;
+// src_emb.table may have one more row ([MASK]), which is left out. Every
+// such parameter of params must be covered. It returns the number of
+// tensors copied.
+func copyEncoder(ck *ckpt.Checkpoint, params *graph.Params, prefixes []string) (int, error) {
 	isEncoder := func(name string) bool {
-		return slices.ContainsFunc(encoderPrefixes[:], func(p string) bool { return strings.HasPrefix(name, p) })
+		return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) })
 	}
 	seen := map[string]bool{}
 	for _, tensor := range ck.Params {

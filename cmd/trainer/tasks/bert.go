@@ -142,9 +142,9 @@ func translationPairs(d Corpus) (datasets.StoryCorpus, error) {
 // bertVocabulary is the checkpoint's vocabulary when there is one, else
 // the words of the training stories.
 func bertVocabulary(train []datasets.Story, minCount int, state map[string][]byte) (*datasets.Vocab, error) {
-	if state["vocab"] != nil {
+	if state["src_vocab"] != nil {
 		v := new(datasets.Vocab)
-		if err := json.Unmarshal(state["vocab"], v); err != nil {
+		if err := json.Unmarshal(state["src_vocab"], v); err != nil {
 			return nil, fmt.Errorf("checkpoint vocabulary: %w", err)
 		}
 		return v, nil
@@ -235,7 +235,8 @@ func (t *bertTask) State() (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string][]byte{"vocab": v}, nil
+	// Named as task mlm's, for init.encoder_from (cmd/trainer/cli).
+	return map[string][]byte{"src_vocab": v}, nil
 }
 
 func (t *bertTask) Build(batch int) graph.BuildFunc {

@@ -302,9 +302,10 @@ func concat(lists ...[]configs.Rule) []configs.Rule {
 	return out
 }
 
-// noEncoderFrom: only task seq2seq starts from a pretrained encoder.
+// noEncoderFrom: only tasks seq2seq and bert start from a pretrained
+// encoder.
 func noEncoderFrom(c *configs.Config) configs.Rule {
-	return want(c.Init.EncoderFrom == "", "init.encoder_from", "empty: only task seq2seq starts from a pretrained encoder")
+	return want(c.Init.EncoderFrom == "", "init.encoder_from", "empty: only tasks seq2seq and bert start from a pretrained encoder")
 }
 
 // widthRules are the model width and heads every built-in model has;
@@ -392,13 +393,12 @@ func corpusRules(d Corpus) []configs.Rule {
 }
 
 // checkBERT: BERT pretrains a Transformer encoder (task mlm's model) on
-// sentence pairs of the toy stories, with MLM and NSP.
+// sentence pairs, with MLM and NSP; init.encoder_from may start it from
+// another bert run (cmd/trainer/cli/init.go).
 func checkBERT(c *configs.Config, d *BERTData, m *TransformerModel) error {
 	t := c.Training
 	if err := c.Check(concat(
-		[]configs.Rule{noEncoderFrom(c)},
 		[]configs.Rule{
-
 			want(!m.FinalNorm, "model.final_norm", "false: only task seq2seq has it"),
 			want(!m.TieOutput, "model.tie_output", "false: only task seq2seq has it"),
 		},
