@@ -533,7 +533,11 @@ func (t *bertTask) ReportResults(w io.Writer, _ *graph.Params, prog *graph.Progr
 	if t.mlm {
 		fmt.Fprintf(w, "objective (MLM + NSP loss): %.4f\n", m["test_loss"])
 	}
-	fmt.Fprintf(w, "\nsamples (*masked* positions; p = the model's p(follows)):\n")
+	if t.mlm {
+		fmt.Fprintf(w, "\nsamples (*masked* positions; p = the model's p(follows)):\n")
+	} else {
+		fmt.Fprintf(w, "\nsamples (p = the model's p(follows)):\n")
+	}
 	bb := t.test.batches[0]
 	for r := range min(5, bb.real) {
 		var in, model []string
