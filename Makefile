@@ -55,12 +55,15 @@ train: build
 # libopenblas0-pthread with python3-torch: on the reference BLAS PyTorch
 # is several times slower).
 TORCH_BENCH ?= ../shared/bench
+# OpenBLAS named for the CPU, so PyTorch is timed at its best: Debian's
+# OpenBLAS falls back to a generic kernel on CPUs it does not recognise.
+OPENBLAS_CORE ?= $(shell grep -q avx512f /proc/cpuinfo 2>/dev/null && echo SkylakeX || echo Haswell)
 bench:
 	$(GO) test ./layers ./cmd/trainer/tasks -run '^$$' -bench . -benchtime 50x
 	$(GO) test ./graph -run '^$$' -bench 'EMAttention' -benchtime 50x
 	@if /usr/bin/python3 -c 'import torch' 2>/dev/null && test -d $(TORCH_BENCH); then \
 		for m in setstep-softmax setstep-em maxnorm-softmax maxnorm-em-k1v0; do \
-			printf 'PyTorch 1.13 %s: ' $$m; OPENBLAS_NUM_THREADS=1 /usr/bin/python3 $(TORCH_BENCH)/torch_em_bench.py $$m 2>/dev/null; \
+			printf 'PyTorch 1.13 %s: ' $$m; OPENBLAS_CORETYPE=$(OPENBLAS_CORE) OPENBLAS_NUM_THREADS=1 /usr/bin/python3 $(TORCH_BENCH)/torch_em_bench.py $$m 2>/dev/null; \
 		done; \
 	else echo "no PyTorch rows: apt-get install -y python3-torch libopenblas0-pthread, and TORCH_BENCH=<the reference scripts' folder>"; fi
 	@if command -v mpirun >/dev/null && pkg-config --exists ompi-c; then $(MAKE) --no-print-directory bench-mpi; \
