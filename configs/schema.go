@@ -22,6 +22,13 @@ type Config struct {
 	Training  Training  `yaml:"training"`
 	Init      Init      `yaml:"init"`
 
+	// ForInference marks a config read to use a trained model (eval,
+	// translate, attention) rather than to train one: a task's rules may
+	// skip what only training needs, such as the built-in tasks' memory
+	// budget for a training step, so that a model trained on a larger
+	// machine still evaluates on a smaller one. It is never stored.
+	ForInference bool `yaml:"-"`
+
 	// where holds where a value came from by dotted key, for Check's
 	// messages: its line in the config file Load read, or fromSet. Set
 	// replaces the map rather than changing it, so copies may share it.

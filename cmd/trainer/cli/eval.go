@@ -360,6 +360,7 @@ func loadCheckpointWarn(path string, sets, splits []string, warn io.Writer) (*tr
 			return nil, "", badInput(err)
 		}
 	}
+	cfg.ForInference = true // the model is used, not trained
 	if err := cfg.Validate(); err != nil {
 		return nil, "", badInput(fmt.Errorf("checkpoint %s: config: %w", file, err))
 	}

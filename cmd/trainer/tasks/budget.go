@@ -202,6 +202,9 @@ func ceilingRules(sizes []size) []configs.Rule {
 // its lowest value. Every size must be within its ceiling (ceilingRules)
 // first, so that the estimate is finite.
 func checkBudget(c *configs.Config, sizes []size, est func() estimate) error {
+	if c.ForInference {
+		return nil // the estimate is a training step's (see configs.Config.ForInference)
+	}
 	e := est()
 	budget, machine := memoryBudget()
 	if e.total() <= budget {

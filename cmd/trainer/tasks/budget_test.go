@@ -185,3 +185,31 @@ func TestMachineMemory(t *testing.T) {
 		t.Errorf("machine memory %s", bytesWord(m))
 	}
 }
+
+// TestBudgetIsForTraining: the memory budget is a training step's, so a
+// config read to use a trained model (configs.Config.ForInference) is
+// not refused by it; its sizes' ceilings still hold.
+func TestBudgetIsForTraining(t *testing.T) {
+	old := memoryBudget
+	t.Cleanup(func() { memoryBudget = old })
+	memoryBudget = func() (float64, float64) { return 1 << 30, 2 << 30 }
+	cfg, err := configs.Load("maxnorm", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Set("model.dim=8192"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("a model over the budget was accepted for training")
+	}
+	cfg.ForInference = true
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("for inference: %v", err)
+	}
+	if err := cfg.Set("model.dim=1000000000"); err == nil {
+		if err := cfg.Validate(); err == nil {
+			t.Error("for inference, a width past its ceiling was accepted")
+		}
+	}
+}
