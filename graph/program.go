@@ -3,7 +3,6 @@ package graph
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	G "gorgonia.org/gorgonia"
 )
@@ -249,23 +248,4 @@ func (p *Program) Gradients() (map[string][]float64, error) {
 		out[prm.Name] = toFloat64(g)
 	}
 	return out, nil
-}
-
-// finite reports whether every element of a float backing is finite.
-func finite(data any) bool {
-	switch d := data.(type) {
-	case []float32:
-		for _, v := range d {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return false
-			}
-		}
-	case []float64:
-		for _, v := range d {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -53,11 +53,6 @@ func Run(args []string, stdout, stderr io.Writer) int {
 // run is Run, for the tests.
 func run(args []string, stdout, stderr io.Writer) int { return Run(args, stdout, stderr) }
 
-// runCommand is Run, and also returns the error it printed.
-func runCommand(args []string, stdout, stderr io.Writer) (code int, err error) {
-	return execute(NewRootCommand(stdout, stderr), args)
-}
-
 // execute runs root on args and maps its error to an exit status.
 func execute(root *cobra.Command, args []string) (code int, err error) {
 	stderr := root.ErrOrStderr()
