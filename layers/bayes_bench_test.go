@@ -11,15 +11,17 @@ import (
 )
 
 // maxnormConfig is the model of the maxnorm preset (configs/presets/
-// maxnorm.yaml): ISAB(2→64, 4 heads, 16 inducing points) ×2 → PMA(1 seed)
-// → Linear(64→2), with LayerNorm, and the given attention.
-func maxnormConfig(att AttentionConfig) SetTransformerConfig {
-	return SetTransformerConfig{DimIn: 2, Dim: 64, Heads: 4, DimOut: 2, Encoder: "isab", Blocks: 2,
+// maxnorm.yaml) at width dim: ISAB(2→dim, 4 heads, 16 inducing points)
+// ×2 → PMA(1 seed) → Linear(dim→2), with LayerNorm, and the given
+// attention. The preset has dim 64; the PyTorch reference's
+// maxnorm-em-k1v0 model has 32 (heads of 8).
+func maxnormConfig(att AttentionConfig, dim int) SetTransformerConfig {
+	return SetTransformerConfig{DimIn: 2, Dim: dim, Heads: 4, DimOut: 2, Encoder: "isab", Blocks: 2,
 		Inducing: 16, Seeds: 1, LayerNorm: true, Attention: att}
 }
 
 // maxnormStep is one compiled training step of the maxnorm model (batch
-// 64 sets of 50 points, float32): the loss is the MSE plus, as the
+// sets of 50 points, float32): the loss is the MSE plus, as the
 // trainer's ELBO has it (layers/BAYES.md §5), the mean of the layers'
 // KL penalties with weight 1.
 type maxnormStep struct {
@@ -28,9 +30,16 @@ type maxnormStep struct {
 	rng  *rand.Rand
 }
 
+// newMaxnormStep is the maxnorm preset's step: width 64, batch 64.
 func newMaxnormStep(tb testing.TB, att AttentionConfig) *maxnormStep {
-	const batch, n = 64, 50
-	cfg := maxnormConfig(att)
+	return newMaxnormStepSized(tb, att, 64, 64)
+}
+
+// newMaxnormStepSized is the maxnorm model's step at width dim (4 heads
+// of dim/4) on batch sets of 50 points.
+func newMaxnormStepSized(tb testing.TB, att AttentionConfig, dim, batch int) *maxnormStep {
+	const n = 50
+	cfg := maxnormConfig(att, dim)
 	prog, err := graph.Compile(graph.NewParams(graph.Float32, 1), func(bd *graph.Builder) error {
 		x := bd.Input("x", batch, n, cfg.DimIn)
 		y := bd.Input("y", batch, cfg.DimOut)
@@ -134,11 +143,25 @@ func BenchmarkEMAttentionRatio(b *testing.B) {
 	}
 }
 
+// BenchmarkEMAttentionRatioDim32 is BenchmarkEMAttentionRatio at the size
+// of the PyTorch reference's maxnorm-em-k1v0 model (width 32, 4 heads of
+// 8, batch 32 sets of 50; /work/shared/bench/torch_em_bench.py), where a
+// head is so narrow that EM's per-element work, not its products, sets
+// its cost: EM with T_k = 1 against its softmax twin, step by step.
+func BenchmarkEMAttentionRatioDim32(b *testing.B) {
+	b.Run("k1-v0", func(b *testing.B) {
+		benchmarkRatioSized(b, AttentionConfig{Kind: "em", KeyIters: 1}, 32, 32)
+	})
+}
+
 // benchmarkRatio alternates training steps of the maxnorm model with
 // softmax attention and with att, and reports their ratios (see
 // BenchmarkBayesAttentionRatio).
-func benchmarkRatio(b *testing.B, att AttentionConfig) {
-	soft, other := newMaxnormStep(b, bayesBenchKinds[0].att), newMaxnormStep(b, att)
+func benchmarkRatio(b *testing.B, att AttentionConfig) { benchmarkRatioSized(b, att, 64, 64) }
+
+// benchmarkRatioSized is benchmarkRatio at width dim on batch sets.
+func benchmarkRatioSized(b *testing.B, att AttentionConfig, dim, batch int) {
+	soft, other := newMaxnormStepSized(b, bayesBenchKinds[0].att, dim, batch), newMaxnormStepSized(b, att, dim, batch)
 	soft.run(b)
 	other.run(b)
 	var ts, to, cs, co time.Duration
