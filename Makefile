@@ -58,7 +58,13 @@ TORCH_BENCH ?= ../shared/bench
 # OpenBLAS named for the CPU, so PyTorch is timed at its best: Debian's
 # OpenBLAS falls back to a generic kernel on CPUs it does not recognise.
 OPENBLAS_CORE ?= $(shell grep -q avx512f /proc/cpuinfo 2>/dev/null && echo SkylakeX || echo Haswell)
+# First the two softmax steps beside PyTorch in interleaved rounds
+# (BENCH_ROUNDS), with their GFLOP/s and share of the sgemm peak
+# (configs/bench-steps.sh says how each is measured), then every step
+# benchmark once.
+BENCH_ROUNDS ?= 3
 bench:
+	GO=$(GO) TORCH_BENCH=$(TORCH_BENCH) OPENBLAS_CORE=$(OPENBLAS_CORE) bash configs/bench-steps.sh $(BENCH_ROUNDS)
 	$(GO) test ./layers ./cmd/trainer/tasks -run '^$$' -bench . -benchtime 50x
 	$(GO) test ./graph -run '^$$' -bench 'EMAttention' -benchtime 50x
 	@if /usr/bin/python3 -c 'import torch' 2>/dev/null && test -d $(TORCH_BENCH); then \

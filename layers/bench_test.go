@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/graphtest"
 	"github.com/probformer/probformer/graph/optim"
 )
 
@@ -55,6 +56,7 @@ func benchmarkSetStep(b *testing.B, cfg SetTransformerConfig, batch, n int) {
 	}
 	opt := optim.NewAdam(1e-3)
 	b.ResetTimer()
+	flops := graph.MatMulFlops()
 	for range b.N {
 		if err := prog.Run(); err != nil {
 			b.Fatal(err)
@@ -63,6 +65,7 @@ func benchmarkSetStep(b *testing.B, cfg SetTransformerConfig, batch, n int) {
 			b.Fatal(err)
 		}
 	}
+	graphtest.ReportFlops(b, graph.MatMulFlops()-flops)
 }
 
 // BenchmarkSetTransformerStepEM is BenchmarkSetTransformerStep, the same

@@ -121,3 +121,14 @@ func sortedKeys(m map[string][]float64) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// ReportFlops adds a benchmark's matrix-product rate to its report:
+// GFLOP/s over the benchmark's elapsed time and GFLOP per iteration, from
+// flops, the growth of graph.MatMulFlops over its b.N iterations.
+func ReportFlops(b *testing.B, flops int64) {
+	if b.N == 0 || b.Elapsed() <= 0 {
+		return
+	}
+	b.ReportMetric(float64(flops)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	b.ReportMetric(float64(flops)/float64(b.N)/1e9, "GFLOP/step")
+}

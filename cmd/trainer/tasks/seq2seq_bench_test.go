@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/probformer/probformer/graph"
+	"github.com/probformer/probformer/graph/graphtest"
 	"github.com/probformer/probformer/graph/optim"
 	"github.com/probformer/probformer/layers"
 	"github.com/probformer/probformer/losses"
@@ -50,6 +51,7 @@ func BenchmarkSeq2SeqStep(b *testing.B) {
 	}
 	opt := optim.NewAdam(1e-3)
 	b.ResetTimer()
+	flops := graph.MatMulFlops()
 	for range b.N {
 		prog.DrawDropout(rng)
 		if err := prog.Run(); err != nil {
@@ -59,4 +61,5 @@ func BenchmarkSeq2SeqStep(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	graphtest.ReportFlops(b, graph.MatMulFlops()-flops)
 }

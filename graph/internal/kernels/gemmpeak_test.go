@@ -1,0 +1,28 @@
+package kernels
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// BenchmarkGemmPeak times the float32 product at 2048³ on both threads,
+// the machine's sgemm peak that make bench sets a step's rate beside when
+// ../shared/bench/gemm_ref.py (OpenBLAS) cannot run. It reports the rate
+// of the fastest run, as gemm_ref.py does.
+func BenchmarkGemmPeak(b *testing.B) {
+	const n = 2048
+	rng := rand.New(rand.NewPCG(1, 3))
+	a := to32(normal(1)(rng, []int{n * n}))
+	bb := to32(normal(1)(rng, []int{n * n}))
+	c := make([]float32, n*n)
+	runs := make([]time.Duration, b.N)
+	for i := range b.N {
+		t0 := time.Now()
+		Gemm(false, false, n, n, n, 1, a, n, bb, n, 0, c, n)
+		runs[i] = time.Since(t0)
+	}
+	slices.Sort(runs)
+	b.ReportMetric(2*n*n*n/runs[0].Seconds()/1e9, "best-GFLOP/s")
+}
