@@ -37,3 +37,34 @@ func attentionDropped(q, k, v, keyMask, drop *Node, heads int, causal bool) *Nod
 	a := attentionKernel{heads: heads, causal: causal, masked: keyMask != nil, dropout: true, saved: &savedWeights{}}
 	return apply(a, append(attentionInputs(q, k, v, keyMask), drop)...)
 }
+
+// AttentionPacked is AttentionDropout on packed projections, as
+// LinearConcat makes them, read as strided heads without a copy: with q
+// given, q [B, N, H·d] and kv [B, M, H·d + H·dv] holding k then v; with q
+// nil, kv [B, N, 3·H·d] holding q, k and v (self-attention). The result
+// [B, N, H·dv] is AttentionDropout's on the unpacked q, k and v, and the
+// backward pass writes the gradient of kv in kv's layout: of [q k v] one
+// tensor, with no unpack and no sum of three.
+func (b *Builder) AttentionPacked(name string, q, kv, keyMask *Node, heads int, causal bool, p float64) *Node {
+	if !(p >= 0 && p < 1) { // NaN too
+		fail("attention dropout %s: p = %g, want in [0, 1)", name, p)
+	}
+	a := attentionKernel{heads: heads, causal: causal, masked: keyMask != nil, packed: packKV, saved: &savedWeights{}}
+	in := []*Node{q, kv}
+	if q == nil {
+		a.packed, in = packQKV, []*Node{kv}
+	}
+	if keyMask != nil {
+		in = append(in, keyMask)
+	}
+	if b.train && p > 0 {
+		qs, ks := Shape(in[0]), Shape(kv)
+		if len(qs) != 3 || len(ks) != 3 || heads < 1 {
+			fail("attention dropout %s: q %v, kv %v and %d heads, want 3-D q and kv and at least 1 head", name, qs, ks, heads)
+		}
+		in = append(in, b.Input(name, qs[0], heads, qs[1], ks[1]))
+		b.dropouts = append(b.dropouts, dropoutMask{name: name, p: p})
+		a.dropout = true
+	}
+	return apply(a, in...)
+}

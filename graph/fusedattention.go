@@ -51,10 +51,27 @@ func attentionInputs(q, k, v, mask *Node) []*Node {
 type attentionKernel struct {
 	heads          int
 	causal, masked bool
+	packed         packing       // how q, k and v lie in the first inputs
 	biased         bool          // an additive score bias [B, H, N, M] follows the key mask
 	dropout        bool          // a dropout mask [B, H, N, M] is the last input
 	saved          *savedWeights // nil: the backward recomputes the weights
 }
+
+// packing says how an attention node's q, k and v lie in its inputs. The
+// packed forms read the heads of a fused projection (LinearConcat) as
+// strided views, so the projections run as one GEMM, and the backward
+// pass writes the gradient of the packed input in the same layout: of
+// [q k v] it is the whole gradient, with no unpack.
+type packing uint8
+
+const (
+	packNone packing = iota // q [B, N, H·d], k [B, M, H·d], v [B, M, H·dv]
+	packKV                  // q [B, N, H·d], kv [B, M, H·d + H·dv]: k, then v
+	packQKV                 // qkv [B, N, 3·H·d]: q, k, v side by side (N = M, dv = d)
+)
+
+// tensors is how many of the node's inputs hold q, k and v.
+func (p packing) tensors() int { return 3 - int(p) }
 
 // savedWeights holds the weights [B, H, N, M] of an attention node's last
 // forward run for its backward pass, which the tape machine runs later in
@@ -81,17 +98,31 @@ func weightsBuffer[T float](a attentionKernel, n int) []T {
 }
 
 func (a attentionKernel) name() string {
-	return fmt.Sprintf("attention(h=%d,causal=%v,masked=%v,biased=%v,dropout=%v)", a.heads, a.causal, a.masked, a.biased, a.dropout)
+	return fmt.Sprintf("attention(h=%d,causal=%v,masked=%v,biased=%v,dropout=%v,packed=%d)", a.heads, a.causal, a.masked, a.biased, a.dropout, a.packed)
 }
 
 // operands splits a node's inputs — q, k, v (absent when hasV is false:
-// AttentionWeights), then the key mask, the score bias and the dropout
-// mask where a has them — into their values.
+// AttentionWeights), or their packed forms, then the key mask, the score
+// bias and the dropout mask where a has them — into their values. q, k
+// and v start at their first head's first value; their rows are strided
+// as geometry says.
 func operands[T float](a attentionKernel, in []*tensor.Dense, hasV bool) (q, k, v, mask, bias, drop []T) {
-	q, k = in[0].Data().([]T), in[1].Data().([]T)
-	i := 2
-	if hasV {
-		v, i = in[2].Data().([]T), 3
+	var i int
+	switch a.packed {
+	case packKV:
+		hd := in[0].Shape()[2]
+		q, k = in[0].Data().([]T), in[1].Data().([]T)
+		v, i = k[hd:], 2
+	case packQKV:
+		hd := in[0].Shape()[2] / 3
+		q = in[0].Data().([]T)
+		k, v, i = q[hd:], q[2*hd:], 1
+	default:
+		q, k = in[0].Data().([]T), in[1].Data().([]T)
+		i = 2
+		if hasV {
+			v, i = in[2].Data().([]T), 3
+		}
 	}
 	if a.masked {
 		mask, i = in[i].Data().([]T), i+1
@@ -105,8 +136,44 @@ func operands[T float](a attentionKernel, in []*tensor.Dense, hasV bool) (q, k, 
 	return q, k, v, mask, bias, drop
 }
 
-// dims checks the shapes of a node's inputs (laid out as for operands)
-// and returns B, N, M, d and dv per head (dv = 0 without v).
+// geometry is the layout of an attention node's q, k and v: B, N, M, d
+// and dv per head, and the row strides of q, k and v (and of their
+// gradients).
+type geometry struct{ b, n, m, d, dv, ldq, ldk, ldv int }
+
+// geometry checks the shapes of a node's inputs (laid out as for
+// operands) and returns their layout.
+func (a attentionKernel) geometry(in []tensor.Shape, hasV bool) (geometry, error) {
+	var g geometry
+	var err error
+	switch a.packed {
+	case packKV:
+		q, kv := in[0], in[1]
+		if len(q) != 3 || len(kv) != 3 || kv[2] <= q[2] {
+			return g, fmt.Errorf("attention wants 3-D q and kv, kv the wider; have %v, %v", q, kv)
+		}
+		hd := q[2]
+		k, v := tensor.Shape{kv[0], kv[1], hd}, tensor.Shape{kv[0], kv[1], kv[2] - hd}
+		g.b, g.n, g.m, g.d, g.dv, err = a.dims(append([]tensor.Shape{q, k, v}, in[2:]...), true)
+		g.ldq, g.ldk, g.ldv = hd, kv[2], kv[2]
+	case packQKV:
+		qkv := in[0]
+		if len(qkv) != 3 || qkv[2]%3 != 0 {
+			return g, fmt.Errorf("attention wants a 3-D qkv of width 3·H·d; have %v", qkv)
+		}
+		s := tensor.Shape{qkv[0], qkv[1], qkv[2] / 3}
+		g.b, g.n, g.m, g.d, g.dv, err = a.dims(append([]tensor.Shape{s, s, s}, in[1:]...), true)
+		g.ldq, g.ldk, g.ldv = qkv[2], qkv[2], qkv[2]
+	default:
+		g.b, g.n, g.m, g.d, g.dv, err = a.dims(in, hasV)
+		g.ldq, g.ldk, g.ldv = a.heads*g.d, a.heads*g.d, a.heads*g.dv
+	}
+	return g, err
+}
+
+// dims checks the shapes of unpacked inputs q, k, v (v absent when hasV
+// is false), then the masks, and returns B, N, M, d and dv per head
+// (dv = 0 without v).
 func (a attentionKernel) dims(in []tensor.Shape, hasV bool) (b, n, m, d, dv int, err error) {
 	q, k := in[0], in[1]
 	var v tensor.Shape
@@ -164,11 +231,11 @@ func shapes(ts []*tensor.Dense) []tensor.Shape {
 }
 
 func (a attentionKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
-	b, n, _, _, dv, err := a.dims(in, true)
+	g, err := a.geometry(in, true)
 	if err != nil {
 		return nil, err
 	}
-	return tensor.Shape{b, n, a.heads * dv}, nil
+	return tensor.Shape{g.b, g.n, a.heads * g.dv}, nil
 }
 
 func (a attentionKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
@@ -183,11 +250,11 @@ func (a attentionKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 
 // weights fills p [N, M] with the softmax weights of head h of example bi;
 // bias, when not nil, is the head's score bias [N, M], added to the
-// scaled scores before the softmax.
-func weights[T float](a attentionKernel, q, k, mask, bias []T, bi, h, n, m, d int, p []T) {
-	hd := a.heads * d
+// scaled scores before the softmax. q's and k's rows are strided by ldq
+// and ldk.
+func weights[T float](a attentionKernel, q, k, mask, bias []T, bi, h, n, m, d, ldq, ldk int, p []T) {
 	scale := T(1 / math.Sqrt(float64(d)))
-	kernels.Gemm(false, true, n, m, d, scale, q[bi*n*hd+h*d:], hd, k[bi*m*hd+h*d:], hd, 0, p, m)
+	kernels.Gemm(false, true, n, m, d, scale, q[bi*n*ldq+h*d:], ldq, k[bi*m*ldk+h*d:], ldk, 0, p, m)
 	if bias != nil {
 		for j, x := range bias[:n*m] {
 			p[j] += x
@@ -245,8 +312,9 @@ func softmaxRowsGo[T float](p []T, n, m int, mask []T, causal bool) {
 func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, wOut []T) {
 	hasV := wOut == nil
 	q, k, v, mask, bias, drop := operands[T](a, in, hasV)
-	b, n, m, d, dv, _ := a.dims(shapes(in), hasV)
-	hd, hv := a.heads*d, a.heads*dv
+	g, _ := a.geometry(shapes(in), hasV)
+	b, n, m, d, dv := g.b, g.n, g.m, g.d, g.dv
+	hv := a.heads * dv // the output's row stride
 	var saved []T
 	if hasV {
 		saved = weightsBuffer[T](a, b*a.heads*n*m)
@@ -256,7 +324,7 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 	kernels.ParallelFor(b*a.heads, func(w, i int) {
 		bi, h := i/a.heads, i%a.heads
 		if !hasV {
-			weights(a, q, k, mask, nil, bi, h, n, m, d, wOut[i*n*m:(i+1)*n*m])
+			weights(a, q, k, mask, nil, bi, h, n, m, d, g.ldq, g.ldk, wOut[i*n*m:(i+1)*n*m])
 			return
 		}
 		if scratch[w] == nil {
@@ -273,18 +341,18 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 		if bias != nil {
 			bh = bias[i*n*m : (i+1)*n*m]
 		}
-		qh, kh, vh, oh := q[bi*n*hd+h*d:], k[bi*m*hd+h*d:], v[bi*m*hv+h*dv:], out[bi*n*hv+h*dv:]
-		if headForward32(a, qh, kh, vh, mask, bh, dh, bi, n, m, d, dv, p, oh) {
+		qh, kh, vh, oh := q[bi*n*g.ldq+h*d:], k[bi*m*g.ldk+h*d:], v[bi*m*g.ldv+h*dv:], out[bi*n*hv+h*dv:]
+		if headForward32(a, g, qh, kh, vh, mask, bh, dh, bi, p, oh) {
 			return
 		}
-		weights(a, q, k, mask, bh, bi, h, n, m, d, p)
+		weights(a, q, k, mask, bh, bi, h, n, m, d, g.ldq, g.ldk, p)
 		if dh != nil {
 			if scratch[w].pd == nil {
 				scratch[w].pd = make([]T, n*m)
 			}
 			p = mulRows(p, dh, scratch[w].pd)
 		}
-		kernels.Gemm(false, false, n, dv, m, 1, p, m, vh, hv, 0, oh, hv)
+		kernels.Gemm(false, false, n, dv, m, 1, p, m, vh, g.ldv, 0, oh, hv)
 	})
 	if saved != nil {
 		a.saved.fresh = true
@@ -301,13 +369,25 @@ func mulRows[T float](x, d, y []T) []T {
 
 // constInput: the key mask, the score bias and the dropout mask take no
 // gradient.
-func (a attentionKernel) constInput(i int) bool { return i >= 3 }
+func (a attentionKernel) constInput(i int) bool { return i >= a.packed.tensors() }
 
-// grads packs dq, dk, dv from one backward pass and unpacks them.
+// grads packs the gradients of q, k, v (or of their packed forms) from
+// one backward pass and unpacks them; of a packed [q k v] the backward's
+// output is the gradient itself.
 func (a attentionKernel) grads(in []*Node, _, g *Node) []*Node {
 	packed := apply(attentionGradKernel{a}, append(append([]*Node{}, in...), g)...)
-	gs := unpack(packed, in[0].Shape(), in[1].Shape(), in[2].Shape())
-	for range in[3:] {
+	nt := a.packed.tensors()
+	var gs []*Node
+	if a.packed == packQKV {
+		gs = []*Node{packed}
+	} else {
+		s := make([]tensor.Shape, nt)
+		for i := range s {
+			s[i] = in[i].Shape()
+		}
+		gs = unpack(packed, s...)
+	}
+	for range in[nt:] {
 		gs = append(gs, nil)
 	}
 	return gs
@@ -319,12 +399,21 @@ func (a attentionKernel) grads(in []*Node, _, g *Node) []*Node {
 //	dv = (P ⊙ D)ᵀ G,  dP = (G vᵀ) ⊙ D,  dS = P ⊙ (dP − rowsum(P ⊙ dP)),
 //	dq = dS k / √d,  dk = dSᵀ q / √d
 //
-// packed as [dq | dk | dv]. Its inputs are the attention node's, then G.
+// packed as [dq | dk | dv] (packKV: [dq | dkv], dkv laid out as kv;
+// packQKV: dqkv, laid out as qkv). Its inputs are the attention node's,
+// then G.
 type attentionGradKernel struct{ a attentionKernel }
 
 func (g attentionGradKernel) name() string { return "grad-" + g.a.name() }
 func (g attentionGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
-	return tensor.Shape{in[0].TotalSize() + in[1].TotalSize() + in[2].TotalSize()}, nil
+	if g.a.packed == packQKV {
+		return in[0].Clone(), nil
+	}
+	n := 0
+	for _, s := range in[:g.a.packed.tensors()] {
+		n += s.TotalSize()
+	}
+	return tensor.Shape{n}, nil
 }
 func (g attentionGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 	switch o := out.Data().(type) {
@@ -339,9 +428,24 @@ func (g attentionGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []T) {
 	ops, gOut := in[:len(in)-1], in[len(in)-1].Data().([]T)
 	q, k, v, mask, bias, drop := operands[T](a, ops, true)
-	b, n, m, d, dv, _ := a.dims(shapes(ops), true)
-	dq, dk, dvv := packed[:len(q)], packed[len(q):len(q)+len(k)], packed[len(q)+len(k):]
-	hd, hv := a.heads*d, a.heads*dv
+	geo, _ := a.geometry(shapes(ops), true)
+	b, n, m, d, dv := geo.b, geo.n, geo.m, geo.d, geo.dv
+	ldq, ldk, ldv := geo.ldq, geo.ldk, geo.ldv
+	// the gradients lie as their operands do: dq, dk and dv start where
+	// q, k and v start in the packed inputs
+	var dq, dk, dvv []T
+	switch a.packed {
+	case packKV:
+		nq := ops[0].Shape().TotalSize()
+		dq, dk = packed[:nq], packed[nq:]
+		dvv = dk[a.heads*d:]
+	case packQKV:
+		hd := a.heads * d
+		dq, dk, dvv = packed, packed[hd:], packed[2*hd:]
+	default:
+		dq, dk, dvv = packed[:len(q)], packed[len(q):len(q)+len(k)], packed[len(q)+len(k):]
+	}
+	hv := a.heads * dv // G's row stride
 	scale := T(1 / math.Sqrt(float64(d)))
 	var saved []T
 	if a.saved != nil && a.saved.fresh {
@@ -366,23 +470,23 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 			if bias != nil {
 				bh = bias[i*n*m : (i+1)*n*m]
 			}
-			weights(a, q, k, mask, bh, bi, h, n, m, d, p)
+			weights(a, q, k, mask, bh, bi, h, n, m, d, ldq, ldk, p)
 		}
 		var dh []T // this head's dropout mask [N, M]
 		if drop != nil {
 			dh = drop[i*n*m : (i+1)*n*m]
 		}
-		qh, kh, vh, gh := q[bi*n*hd+h*d:], k[bi*m*hd+h*d:], v[bi*m*hv+h*dv:], gOut[bi*n*hv+h*dv:]
-		dqh, dkh, dvh := dq[bi*n*hd+h*d:], dk[bi*m*hd+h*d:], dvv[bi*m*hv+h*dv:]
-		if headBackward32(a, qh, kh, vh, gh, p, dh, n, m, d, dv, scale, dqh, dkh, dvh) {
+		qh, kh, vh, gh := q[bi*n*ldq+h*d:], k[bi*m*ldk+h*d:], v[bi*m*ldv+h*dv:], gOut[bi*n*hv+h*dv:]
+		dqh, dkh, dvh := dq[bi*n*ldq+h*d:], dk[bi*m*ldk+h*d:], dvv[bi*m*ldv+h*dv:]
+		if headBackward32(a, geo, qh, kh, vh, gh, p, dh, scale, dqh, dkh, dvh) {
 			return
 		}
 		if dh != nil {
-			kernels.Gemm(true, false, m, dv, n, 1, mulRows(p, dh, dp), m, gh, hv, 0, dvh, hv)
+			kernels.Gemm(true, false, m, dv, n, 1, mulRows(p, dh, dp), m, gh, hv, 0, dvh, ldv)
 		} else {
-			kernels.Gemm(true, false, m, dv, n, 1, p, m, gh, hv, 0, dvh, hv)
+			kernels.Gemm(true, false, m, dv, n, 1, p, m, gh, hv, 0, dvh, ldv)
 		}
-		kernels.Gemm(false, true, n, m, dv, 1, gh, hv, vh, hv, 0, dp, m)
+		kernels.Gemm(false, true, n, m, dv, 1, gh, hv, vh, ldv, 0, dp, m)
 		if dh != nil {
 			mulRows(dp, dh, dp)
 		}
@@ -396,8 +500,8 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 				dr[j] = pr[j] * (dr[j] - dot)
 			}
 		}
-		kernels.Gemm(false, false, n, d, m, scale, dp, m, kh, hd, 0, dqh, hd)
-		kernels.Gemm(true, false, m, d, n, scale, dp, m, qh, hd, 0, dkh, hd)
+		kernels.Gemm(false, false, n, d, m, scale, dp, m, kh, ldk, 0, dqh, ldq)
+		kernels.Gemm(true, false, m, d, n, scale, dp, m, qh, ldq, 0, dkh, ldk)
 	})
 }
 
@@ -422,38 +526,40 @@ func (w attentionWeightsKernel) do(in []*tensor.Dense, out *tensor.Dense) error 
 }
 
 // headForward32 runs one float32 head's forward in attention.c where it
-// applies (q, k, v, out: the head's first rows, strided as whole rows of
-// H heads; bias, drop: the head's score bias and dropout mask [N, M] or
-// nil), and reports whether it did.
-func headForward32[T float](a attentionKernel, q, k, v, mask, bias, drop []T, bi, n, m, d, dv int, p, out []T) bool {
+// applies (q, k, v, out: the head's first rows, strided as g says and
+// out as whole rows of H heads; bias, drop: the head's score bias and
+// dropout mask [N, M] or nil), and reports whether it did.
+func headForward32[T float](a attentionKernel, g geometry, q, k, v, mask, bias, drop []T, bi int, p, out []T) bool {
 	q32, ok := any(q).([]float32)
 	if !ok {
 		return false
 	}
+	n, m, d, dv := g.n, g.m, g.d, g.dv
 	var mrow []float32
 	if mask != nil {
 		mrow = any(mask).([]float32)[bi*m : (bi+1)*m]
 	}
-	hd, hv := a.heads*d, a.heads*dv
+	hv := a.heads * dv
 	if bias != nil {
-		return kernels.AttnHeadFwdBias32(q32, hd, any(k).([]float32), hd, any(v).([]float32), hv, n, m, d, dv,
+		return kernels.AttnHeadFwdBias32(q32, g.ldq, any(k).([]float32), g.ldk, any(v).([]float32), g.ldv, n, m, d, dv,
 			float32(1/math.Sqrt(float64(d))), mrow, a.causal, any(bias).([]float32), any(drop).([]float32),
 			any(p).([]float32), any(out).([]float32), hv)
 	}
-	return kernels.AttnHeadFwd32(q32, hd, any(k).([]float32), hd, any(v).([]float32), hv, n, m, d, dv,
+	return kernels.AttnHeadFwd32(q32, g.ldq, any(k).([]float32), g.ldk, any(v).([]float32), g.ldv, n, m, d, dv,
 		float32(1/math.Sqrt(float64(d))), mrow, a.causal, any(drop).([]float32), any(p).([]float32),
 		any(out).([]float32), hv)
 }
 
 // headBackward32 runs one float32 head's backward in attention.c where it
-// applies, and reports whether it did.
-func headBackward32[T float](a attentionKernel, q, k, v, g, p, drop []T, n, m, d, dv int, scale T, dq, dk, dvOut []T) bool {
+// applies (dq, dk and dv strided as q, k and v), and reports whether it
+// did.
+func headBackward32[T float](a attentionKernel, geo geometry, q, k, v, g, p, drop []T, scale T, dq, dk, dvOut []T) bool {
 	q32, ok := any(q).([]float32)
 	if !ok {
 		return false
 	}
-	hd, hv := a.heads*d, a.heads*dv
-	return kernels.AttnHeadBwd32(q32, hd, any(k).([]float32), hd, any(v).([]float32), hv, any(g).([]float32), hv,
+	n, m, d, dv := geo.n, geo.m, geo.d, geo.dv
+	return kernels.AttnHeadBwd32(q32, geo.ldq, any(k).([]float32), geo.ldk, any(v).([]float32), geo.ldv, any(g).([]float32), a.heads*dv,
 		any(p).([]float32), any(drop).([]float32), n, m, d, dv, float32(scale),
 		any(dq).([]float32), any(dk).([]float32), any(dvOut).([]float32))
 }
