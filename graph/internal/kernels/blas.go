@@ -9,8 +9,9 @@ type Float interface{ float32 | float64 }
 
 // Gemm computes c ← α·op(a)·op(b) + β·c on row-major matrices with leading
 // dimensions lda, ldb, ldc, so heads can be strided views of [B, N, H·d].
-// op(a) is [m×k] and op(b) [k×n]. Large products are split by rows over
-// two goroutines.
+// op(a) is [m×k] and op(b) [k×n]. Large products are shared between the
+// cores: float32 ones on gemm.c's packed kernels in blocks the threads
+// take from a shared counter, others by halving the rows.
 func Gemm[T Float](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
 	GemmBias(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nil)
 }
@@ -22,27 +23,18 @@ func GemmBias[T Float](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T,
 	if m == 0 || n == 0 {
 		return
 	}
-	if cols := splitColumns(c, m, n, k); cols > 0 && runtime.GOMAXPROCS(0) > 1 {
-		// Few rows and many columns (a weight gradient of a wide output
-		// layer, say): split the columns, so each thread packs only its
-		// half of B.
-		bOff := cols
-		if tB {
-			bOff = cols * ldb
+	if cs, ok := any(c).([]float32); ok && runtime.GOMAXPROCS(0) > 1 {
+		// gemm.c's packed float32 products: the threads take blocks of
+		// rows or columns from a shared counter (gemmShared32).
+		var bs []float32
+		if bias != nil {
+			bs = any(bias).([]float32)
 		}
-		RunShares(2, func(w int) {
-			if w == 0 {
-				gemmKernel(tA, tB, m, cols, k, alpha, a, lda, b, ldb, beta, c, ldc, bias)
-				return
-			}
-			var rest []T
-			if bias != nil {
-				rest = bias[cols:]
-			}
-			gemmKernel(tA, tB, m, n-cols, k, alpha, a, lda, b[bOff:], ldb, beta, c[cols:], ldc, rest)
-		})
-		return
+		if gemmShared32(tA, tB, m, n, k, any(alpha).(float32), any(a).([]float32), lda, any(b).([]float32), ldb, any(beta).(float32), cs, ldc, bs) {
+			return
+		}
 	}
+	// Otherwise (float64, gonum's kernel, small products) halve the rows.
 	if m >= 16 && m*n*k >= 1<<18 && runtime.GOMAXPROCS(0) > 1 {
 		half := m / 2
 		aOff := half * lda
@@ -59,21 +51,6 @@ func GemmBias[T Float](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T,
 		return
 	}
 	gemmKernel(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias)
-}
-
-// splitColumns returns where to split a float32 product's columns between
-// two threads, or 0 to split its rows (or not at all). It splits columns
-// when there are few rows (a weight gradient xᵀ·g over many tokens, say:
-// each thread then packs half of B rather than all of it), at a multiple
-// of 16 that
-// leaves both halves 16 or more wide with k ≥ 32: then every element is
-// computed by gemm.c's packed kernel, as without the split, and the
-// values do not depend on the number of threads.
-func splitColumns[T Float](c []T, m, n, k int) int {
-	if _, ok := any(c).([]float32); !ok || !packedGemm() || m > 128 || n < 32 || k < 32 || m*n*k < 1<<18 {
-		return 0
-	}
-	return n / 32 * 16
 }
 
 // ParallelFor runs f(i) for i in [0, n) on up to GOMAXPROCS goroutines

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #include <stdio.h>
 #include <cpuid.h>
+#include <sched.h>
 #include "kernels.h"
 
 // oom ends the process with a message: a failed allocation inside a
@@ -529,4 +530,149 @@ void pf_sgemm(int level, int transA, int transB, int m, int n, int k, float alph
 		beta = 1;
 	}
 	sgemm_direct(avx2, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// ---- Products shared between threads ----
+//
+// pf_sgemm_par is one thread's part of a packed float32 product (the
+// products pf_sgemm sends to sgemm_packed or sgemm_packed512) that several
+// threads compute together. The threads take blocks of work from shared
+// counters (ctr, in the caller's memory), so a thread that runs slower,
+// or starts late because its core is busy, takes fewer blocks and none
+// waits for the other's half. Each element of C is still computed as in
+// pf_sgemm: the same micro-kernels, the same passes over k in order,
+// whatever block it falls in, so the values depend neither on the number
+// of threads nor on which took what.
+//
+// mode 0 (many rows): B is packed once, whole, into bp (every pass over k,
+// panels of nr columns: pass t at bp + t·KC·npad), the threads sharing the
+// packing by blocks of panels; once all is packed, they take blocks of rb
+// rows of C, each over every column and every pass. mode 1 (few rows and
+// many columns, a weight gradient say): the threads take blocks of cw
+// columns, each packing its block of B into its own part of bp, worker·KC·cw
+// floats in, and computing every row of it: no B is packed twice.
+//
+// ctr[0] counts blocks claimed for packing, ctr[16] blocks packed, ctr[32]
+// blocks of C claimed; the caller zeroes them. bp is 64-byte aligned.
+#define CTR_PACK 0
+#define CTR_PACKED 16
+#define CTR_TILE 32
+#define PACK_GROUP 4 // panels packed per claim in mode 0
+
+// claim takes the next block number from *c.
+static inline int claim(int *c) { return __atomic_fetch_add(c, 1, __ATOMIC_RELAXED); }
+
+// wait_count spins until *c reaches want: the other thread is packing a
+// block it has claimed, a short wait unless its core is taken from it,
+// hence the yield after a while.
+static void wait_count(int *c, int want) {
+	for (int i = 0; __atomic_load_n(c, __ATOMIC_ACQUIRE) < want; i++) {
+		if (i < 1 << 14) __builtin_ia32_pause();
+		else sched_yield();
+	}
+}
+
+// tile512 adds α·op(A)[i0:i1, p0:p0+kc]·op(B)[p0:p0+kc, j0:j1] to C, one
+// pass over k (or sets C to the bias plus it on the first pass), op(B)'s
+// block packed in panels of 32 columns at bq, panel q holding columns
+// j0 + 32q: the inner loops of sgemm_packed512, on one block. tile256 is
+// the same for sgemm_packed's 6×16 kernel and panels of 16.
+__attribute__((target(T512)))
+static void tile512(int i0, int i1, int j0, int j1, int p0, int kc, float alpha, const float *A, size_t rsa,
+                    size_t csa, const float *bq, float *C, int ldc, const float *bias) {
+	const float *a = A + (size_t)p0 * csa;
+	for (int i = i0; i < i1;) {
+		int left = i1 - i, mr = left >= 12 ? 12 : left >= 8 ? 8 : left >= 4 ? 4 : 1;
+		const float *ai = a + (size_t)i * rsa;
+		for (int q = 0; j0 + q * NR5 < j1; q++) {
+			int j = j0 + q * NR5, nr = j1 - j < NR5 ? j1 - j : NR5;
+			float *c = C + (size_t)i * ldc + j;
+			const float *cin = c;
+			size_t ldcin = (size_t)ldc;
+			if (bias && p0 == 0) {
+				cin = bias + j;
+				ldcin = 0;
+			}
+			const float *b = bq + (size_t)q * kc * NR5;
+			if (mr == 12) micro512_12(kc, ai, rsa, csa, b, alpha, cin, ldcin, c, ldc, mr, nr);
+			else if (mr == 8) micro512_8(kc, ai, rsa, csa, b, alpha, cin, ldcin, c, ldc, mr, nr);
+			else if (mr == 4) micro512_4(kc, ai, rsa, csa, b, alpha, cin, ldcin, c, ldc, mr, nr);
+			else micro512_1(kc, ai, rsa, csa, b, alpha, cin, ldcin, c, ldc, mr, nr);
+		}
+		i += mr;
+	}
+}
+
+__attribute__((target("avx2,fma")))
+static void tile256(int i0, int i1, int j0, int j1, int p0, int kc, float alpha, const float *A, int rsa, int csa,
+                    const float *bq, float *C, int ldc, const float *bias) {
+	const float *a = A + (size_t)p0 * csa;
+	for (int i = i0; i < i1; i += MR) {
+		int mr = i1 - i < MR ? i1 - i : MR;
+		for (int q = 0; j0 + q * NR < j1; q++) {
+			int j = j0 + q * NR, nr = j1 - j < NR ? j1 - j : NR;
+			float *c = C + (size_t)i * ldc + j;
+			const float *b = bq + (size_t)q * kc * NR;
+			if (bias && p0 == 0) micro_6x16(kc, a + (size_t)i * rsa, rsa, csa, b, alpha, bias + j, 0, c, ldc, mr, nr);
+			else micro_6x16(kc, a + (size_t)i * rsa, rsa, csa, b, alpha, c, ldc, c, ldc, mr, nr);
+		}
+	}
+}
+
+// scale_block sets C[i0:i1, j0:j1] ← β·C, the β of pf_sgemm, before its
+// first pass (not with a bias, whose first pass does not read C).
+static void scale_block(int i0, int i1, int j0, int j1, float beta, float *C, int ldc) {
+	scale_c_float(i1 - i0, j1 - j0, beta, C + (size_t)i0 * ldc + j0, ldc);
+}
+
+void pf_sgemm_par(int level, int mode, int worker, int transA, int transB, int m, int n, int k, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                  const float *bias, float *bp, int rb, int cw, int *ctr) {
+	int wide = level >= 2, nr = wide ? NR5 : NR;
+	int rsa = transA ? 1 : lda, csa = transA ? lda : 1;
+	int passes = (k + KC - 1) / KC;
+	if (mode == 0) {
+		int npad = (n + nr - 1) / nr * nr, panels = npad / nr;
+		int groups = (panels + PACK_GROUP - 1) / PACK_GROUP, units = passes * groups;
+		for (int u; (u = claim(ctr + CTR_PACK)) < units;) {
+			int t = u / groups, g = u % groups, p0 = t * KC, kc = k - p0 < KC ? k - p0 : KC;
+			int j0 = g * PACK_GROUP * nr, nc = n - j0 < PACK_GROUP * nr ? n - j0 : PACK_GROUP * nr;
+			float *dst = bp + (size_t)t * KC * npad + (size_t)j0 * kc;
+			if (wide) pack_b32(transB, B, ldb, p0, kc, j0, nc, dst);
+			else pack_b_block(transB, B, ldb, p0, kc, j0, nc, dst);
+			__atomic_fetch_add(ctr + CTR_PACKED, 1, __ATOMIC_RELEASE);
+		}
+		wait_count(ctr + CTR_PACKED, units);
+		int blocks = (m + rb - 1) / rb;
+		for (int bl; (bl = claim(ctr + CTR_TILE)) < blocks;) {
+			int i0 = bl * rb, i1 = m - i0 < rb ? m : i0 + rb;
+			if (!bias) scale_block(i0, i1, 0, n, beta, C, ldc);
+			for (int j0 = 0; j0 < n; j0 += NC) {
+				int j1 = n - j0 < NC ? n : j0 + NC;
+				for (int t = 0; t < passes; t++) {
+					int p0 = t * KC, kc = k - p0 < KC ? k - p0 : KC;
+					const float *bq = bp + (size_t)t * KC * npad + (size_t)j0 * kc;
+					if (wide) tile512(i0, i1, j0, j1, p0, kc, alpha, A, rsa, csa, bq, C, ldc, bias);
+					else tile256(i0, i1, j0, j1, p0, kc, alpha, A, rsa, csa, bq, C, ldc, bias);
+				}
+			}
+		}
+		return;
+	}
+	float *own = bp + (size_t)worker * KC * cw;
+	int blocks = (n + cw - 1) / cw;
+	for (int bl; (bl = claim(ctr + CTR_TILE)) < blocks;) {
+		int j0 = bl * cw, j1 = n - j0 < cw ? n : j0 + cw;
+		if (!bias) scale_block(0, m, j0, j1, beta, C, ldc);
+		for (int t = 0; t < passes; t++) {
+			int p0 = t * KC, kc = k - p0 < KC ? k - p0 : KC;
+			if (wide) {
+				pack_b32(transB, B, ldb, p0, kc, j0, j1 - j0, own);
+				tile512(0, m, j0, j1, p0, kc, alpha, A, rsa, csa, own, C, ldc, bias);
+			} else {
+				pack_b_block(transB, B, ldb, p0, kc, j0, j1 - j0, own);
+				tile256(0, m, j0, j1, p0, kc, alpha, A, rsa, csa, own, C, ldc, bias);
+			}
+		}
+	}
 }

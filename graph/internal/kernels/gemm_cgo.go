@@ -9,6 +9,7 @@ import "C"
 
 import (
 	"os"
+	"runtime"
 	"sync"
 	"unsafe"
 )
@@ -98,7 +99,103 @@ func cbool(b bool) C.int {
 	return 0
 }
 
-// packedGemm reports whether float32 products with n ≥ 16 and k ≥ 32 run
-// on gemm.c's packed kernel, whose values do not depend on the columns it
-// is given (see splitColumns).
-func packedGemm() bool { return hasAVX2() != 0 }
+// gemmShared is the scratch of one float32 product that threads share
+// (gemm.c's pf_sgemm_par): packed B, and the counters from which the
+// threads take blocks, each on its own cache line.
+type gemmShared struct {
+	ctr [48]int32
+	buf []float32
+}
+
+// gemmSharedPool keeps the scratch between products: a step runs
+// hundreds, some at once (ParallelFor over heads), each taking its own.
+var gemmSharedPool = sync.Pool{New: func() any { return new(gemmShared) }}
+
+// packed returns n floats of s.buf starting on a 64-byte boundary, as
+// gemm.c's aligned loads of packed B need.
+func (s *gemmShared) packed(n int) *C.float {
+	if cap(s.buf) < n+16 {
+		s.buf = make([]float32, n+16)
+	}
+	s.buf = s.buf[:cap(s.buf)]
+	off := int((64 - uintptr(unsafe.Pointer(&s.buf[0]))%64) % 64 / 4)
+	return (*C.float)(unsafe.Pointer(&s.buf[off]))
+}
+
+// gemmSplit is how a float32 product is shared between threads, or ok =
+// false to run it on one. mode 0 (many rows) packs B once, the threads
+// sharing the packing, then hands out blocks of rb rows; mode 1 (at most
+// 128 rows, four or more blocks of columns) hands out blocks of cw
+// columns, each thread packing only its blocks of B. Blocks are many
+// (≈16 of rows, ≈8 of columns), so that a thread whose core is taken by
+// another process for a while leaves its share to the other.
+func gemmSplit(level C.int, m, n, k int) (mode, rb, cw int, ok bool) {
+	if level < 1 || n < 16 || k < 32 || m*n*k < 1<<18 {
+		return 0, 0, 0, false // the direct path, or too small to repay a hand-over
+	}
+	nr := 16
+	if level >= 2 {
+		nr = 32
+	}
+	cw = nr * max(1, n/(8*nr))
+	colBlocks := (n + cw - 1) / cw
+	switch {
+	case m <= 128 && colBlocks >= 4:
+		return 1, 0, cw, true
+	case m >= 24:
+		// Multiples of 12 rows: whole blocks of both micro-kernels (12 and 6).
+		return 0, min(96, max(12, m/16/12*12)), 0, true
+	case colBlocks >= 2:
+		return 1, 0, cw, true
+	}
+	return 0, 0, 0, false
+}
+
+// gemmShared32 computes a float32 product on up to GOMAXPROCS threads
+// taking blocks from one counter (gemm.c's pf_sgemm_par), and reports
+// false, computing nothing, where gemmSplit keeps it on one thread. Its
+// values are pf_sgemm's on one thread, bit for bit.
+func gemmShared32(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, bias []float32) bool {
+	level := gemmLevel()
+	mode, rb, cw, ok := gemmSplit(level, m, n, k)
+	workers := min(runtime.GOMAXPROCS(0), 8)
+	if !ok || workers < 2 {
+		return false
+	}
+	gemmSharedAt(level, workers, mode, rb, cw, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias)
+	return true
+}
+
+// gemmSharedAt runs pf_sgemm_par on kernel level (1 or 2) as workers
+// shares of RunShares, in the given mode with blocks of rb rows or cw
+// columns (cw a multiple of the level's panel width, 16 or 32; rb of 12):
+// gemmShared32's choices, or a test's. It needs n ≥ 16 and k ≥ 32, the
+// packed path's products.
+func gemmSharedAt(level C.int, workers, mode, rb, cw int, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, bias []float32) {
+	s := gemmSharedPool.Get().(*gemmShared)
+	defer gemmSharedPool.Put(s)
+	s.ctr = [48]int32{}
+	var bp *C.float
+	if mode == 0 {
+		nr := 16
+		if level >= 2 {
+			nr = 32
+		}
+		bp = s.packed(k * ((n + nr - 1) / nr * nr))
+	} else {
+		bp = s.packed(workers * 128 * cw) // KC = 128 rows of each thread's block
+	}
+	var biasp *C.float
+	if bias != nil {
+		biasp = (*C.float)(unsafe.Pointer(&bias[0]))
+	}
+	ap, bq, cp := (*C.float)(unsafe.Pointer(&a[0])), (*C.float)(unsafe.Pointer(&b[0])), (*C.float)(unsafe.Pointer(&c[0]))
+	ctr := (*C.int)(unsafe.Pointer(&s.ctr[0]))
+	RunShares(workers, func(w int) {
+		C.pf_sgemm_par(level, C.int(mode), C.int(w), cbool(tA), cbool(tB), C.int(m), C.int(n), C.int(k), C.float(alpha),
+			ap, C.int(lda), bq, C.int(ldb), C.float(beta), cp, C.int(ldc), biasp, bp, C.int(rb), C.int(cw), ctr)
+	})
+}
+
+// cInt is a C int, for the tests (which cannot import "C").
+func cInt(v int) C.int { return C.int(v) }

@@ -38,8 +38,10 @@ func trans(t bool) blas.Transpose {
 	return blas.NoTrans
 }
 
-// packedGemm: gonum's kernel makes no promise about column splits.
-func packedGemm() bool { return false }
-
 // GemmKernelName names the kernel Gemm runs: gonum's pure Go here.
 func GemmKernelName() string { return "purego" }
+
+// gemmShared32: gonum's kernel is split by gemm's rows instead.
+func gemmShared32(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, bias []float32) bool {
+	return false
+}

@@ -15,6 +15,9 @@ void pf_sgemm(int level, int transA, int transB, int m, int n, int k, float alph
               const float *bias);
 void pf_dgemm(int avx2, int transA, int transB, int m, int n, int k, double alpha,
               const double *A, int lda, const double *B, int ldb, double beta, double *C, int ldc);
+void pf_sgemm_par(int level, int mode, int worker, int transA, int transB, int m, int n, int k, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                  const float *bias, float *bp, int rb, int cw, int *ctr);
 
 // softmax.c (softmax_cgo.go)
 void pf_softmax_rows(float *p, int n, int m, const float *mask, int causal);
