@@ -203,3 +203,85 @@ func TestBERTPairsFromPretrained(t *testing.T) {
 		}
 	}
 }
+
+// TestBERTPretrainTrueOnlyThenFineTune: the route of an honest
+// comparison with a classifier from scratch. A pretraining that sees no
+// pair label (data.pairs true_only: true pairs, the masked LM alone)
+// reports its masked LM and no classifier; the pair classifier
+// (mask_prob 0) starts from it with the embeddings and encoder copied and
+// the pooler afresh: two tensors fewer (nsp.pool's weight and bias) than
+// from a pretraining with the NSP head.
+func TestBERTPretrainTrueOnlyThenFineTune(t *testing.T) {
+	dir := t.TempDir()
+	trainFile := filepath.Join(dir, "train.tsv")
+	if err := os.WriteFile(trainFile, []byte(strings.Join(tsvPairs(), "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := tsvFiles(t, dir, trainFile)
+	copied := map[string]int{}
+	for _, pairs := range []string{"true_only", "nsp"} {
+		pre := trainRun(t, append(append(slices.Clone(tinyBERTPairs), files...), "--set", "data.mask_prob=0.15", "--set", "data.pairs="+pairs)...)
+		if pairs == "true_only" {
+			for _, rec := range readMetrics(t, pre) {
+				if _, ok := rec["valid_nsp_accuracy"]; ok {
+					t.Errorf("true_only pretraining logged NSP metrics: %v", rec)
+				}
+			}
+			code, stdout, stderr := runCLI(t, "eval", "--checkpoint", pre)
+			if code != 0 {
+				t.Fatalf("eval: exit %d: %s", code, stderr)
+			}
+			for _, want := range []string{"masked LM", "no pair classifier (data.pairs true_only)"} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("eval of the true_only pretraining lacks %q:\n%s", want, stdout)
+				}
+			}
+			if strings.Contains(stdout, "is S′ the translation of S?") {
+				t.Errorf("eval of the true_only pretraining reports a classifier:\n%s", stdout)
+			}
+		}
+		out := filepath.Join(t.TempDir(), "fine")
+		code, _, stderr := runCLI(t, append(append([]string{"train", "--out", out}, tinyBERTPairs...), append(files, "--set", "init.encoder_from="+pre)...)...)
+		if code != 0 {
+			t.Fatalf("fine-tuning from %s pretraining: exit %d: %s", pairs, code, stderr)
+		}
+		want := `init: embeddings, encoder and NSP pooler \((\d+) tensors\) from `
+		if pairs == "true_only" {
+			want = `init: embeddings and encoder \(no NSP pooler in the checkpoint: afresh\) \((\d+) tensors\) from `
+		}
+		m := regexp.MustCompile(want).FindStringSubmatch(stderr)
+		if m == nil {
+			t.Fatalf("from %s pretraining: stderr lacks %s:\n%s", pairs, want, stderr)
+		}
+		copied[pairs], _ = strconv.Atoi(m[1])
+		code, stdout, stderr := runCLI(t, "eval", "--checkpoint", out)
+		if code != 0 || !strings.Contains(stdout, "is S′ the translation of S? (pairs)") {
+			t.Errorf("eval of the classifier from %s pretraining: exit %d: %s\n%s", pairs, code, stderr, stdout)
+		}
+	}
+	if copied["nsp"]-copied["true_only"] != 2 {
+		t.Errorf("copied %d tensors from the NSP pretraining, %d from the true_only one; want nsp.pool's 2 more", copied["nsp"], copied["true_only"])
+	}
+}
+
+// TestBERTPairsStrict: data.pairs takes nsp or true_only, and a
+// misspelt key exits 2 as every unknown key does.
+func TestBERTPairsStrict(t *testing.T) {
+	dir := t.TempDir()
+	trainFile := filepath.Join(dir, "train.tsv")
+	if err := os.WriteFile(trainFile, []byte(strings.Join(tsvPairs(), "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := tsvFiles(t, dir, trainFile)
+	for _, c := range []struct {
+		set  []string
+		want string
+	}{
+		{[]string{"--set", "data.pairs=true"}, "data.pairs"},
+		{[]string{"--set", "data.pair=true_only"}, "data.pair"},
+		{[]string{"--set", "data.pairs=true_only", "--set", "data.mask_prob=0"}, "data.mask_prob"},
+	} {
+		args := append(append([]string{"train", "--out", filepath.Join(t.TempDir(), "x")}, tinyBERTPairs...), append(files, c.set...)...)
+		expectBadInput(t, args, c.want)
+	}
+}

@@ -20,10 +20,17 @@ import (
 var encoderPrefixes = []string{"src_emb.", "enc."}
 
 // bertPrefixes name the parameters a BERT run hands to another (task
-// bert, layers.BERT): the encoder's, the segment embedding and the NSP
-// pooler, as BERT's fine-tuning starts them from pretraining; the MLM
-// head and the 2-way classifier start afresh.
-var bertPrefixes = []string{"src_emb.", "seg_emb.", "enc.", "nsp.pool."}
+// bert, layers.BERT): the encoder's and the segment embedding, as BERT's
+// fine-tuning starts them from pretraining; the MLM head and the 2-way
+// classifier start afresh. The NSP pooler (bertPooler) is copied when the
+// checkpoint has one, trained by NSP; a pretraining without the NSP head
+// (data.pairs true_only) has none, and the pooler starts afresh, as
+// Hugging Face's BertForSequenceClassification initialises a pooler its
+// checkpoint lacks.
+var bertPrefixes = []string{"src_emb.", "seg_emb.", "enc."}
+
+// bertPooler is the prefix of the NSP pooler's parameters (layers.NSPHead).
+const bertPooler = "nsp.pool."
 
 // initEncoder starts a new seq2seq run's source embedding and encoder
 // from the masked-LM checkpoint init.encoder_from names (a file, or a run
@@ -36,7 +43,8 @@ var bertPrefixes = []string{"src_emb.", "seg_emb.", "enc.", "nsp.pool."}
 //
 // A run of task bert starts from a checkpoint of task bert instead, with
 // the same encoder and vocabulary: its bertPrefixes parameters are
-// copied, src_emb.table whole.
+// copied, src_emb.table whole, and the NSP pooler if the checkpoint has
+// one.
 //
 // Only a new run calls it: a resumed run restores every parameter from
 // its own checkpoint, so init.encoder_from, kept in its config, is
@@ -69,7 +77,10 @@ func initEncoder(cfg *configs.Config, tk train.Task, params *graph.Params, stder
 	case cfg.Task == "bert" && src.Task != "bert":
 		return fail("a checkpoint of task %q; want a BERT (task bert) checkpoint", src.Task)
 	case cfg.Task == "bert":
-		prefixes, what = bertPrefixes, "embeddings, encoder and NSP pooler"
+		prefixes, what = bertPrefixes, "embeddings and encoder (no NSP pooler in the checkpoint: afresh)"
+		if slices.ContainsFunc(ck.Params, func(p ckpt.Tensor) bool { return strings.HasPrefix(p.Name, bertPooler) }) {
+			prefixes, what = append(slices.Clone(bertPrefixes), bertPooler), "embeddings, encoder and NSP pooler"
+		}
 	case src.Task != "mlm":
 		return fail("a checkpoint of task %q; want a masked-LM (task mlm) checkpoint", src.Task)
 	}

@@ -111,8 +111,10 @@ func compareRuns(t *testing.T, what string, gotDir string, got *train.Loop, want
 // 20 steps follow the run of accumulate 1 at the same training.batch to
 // 1e-10 (losses, validation metrics, final weights), for a regression
 // (maxnorm) and a token cross-entropy over padded batches with dropout
-// (seq2seq-toy, micro-batches weighed by their real tokens). A run with
-// accumulation interrupted at step 9 resumes bit for bit.
+// (seq2seq-toy, micro-batches weighed by their real tokens), and BERT's
+// MLM + NSP (bert-toy: a mean over masked positions plus a mean over
+// pairs, micro-batches holding unequal counts of masked positions). A run
+// with accumulation interrupted at step 9 resumes bit for bit.
 func TestAccumulateEqualsOneBatch(t *testing.T) {
 	for _, c := range []struct {
 		preset string
@@ -120,6 +122,7 @@ func TestAccumulateEqualsOneBatch(t *testing.T) {
 	}{
 		{"maxnorm", append(slices.Clone(tiny), "training.steps=20", "training.eval_every=10")},
 		{"seq2seq-toy", append(slices.Clone(tinySeq2Seq), "training.steps=20", "training.eval_every=10")},
+		{"bert-toy", append(slices.Clone(tinyBERT), "training.steps=20", "training.eval_every=10")},
 	} {
 		sets := append(c.sets, "dtype=float64", "training.log_every=1")
 		oneDir, fourDir := t.TempDir(), t.TempDir()

@@ -28,11 +28,16 @@ import (
 // word a pair); [CLS] is <bos> and [SEP] <eos>, which are never masked.
 //
 // The objective is the sum of the two means, the MLM cross-entropy over
-// the masked positions and the NSP cross-entropy over the pairs. Its loss
-// weight (graph.Builder.SetLossWeight) is the count of masked positions,
-// which data-parallel shards and accumulated micro-batches are weighed
-// by: exact for the MLM term, and for the NSP term up to the spread of
-// that count among shards.
+// the masked positions and the NSP cross-entropy over the pairs, of the
+// step's whole batch. Data-parallel shards and accumulated micro-batches
+// (train: each a block of the whole batch, weighed by its loss weight)
+// hold unequal counts of masked positions, so a shard's two means weighed
+// by either count would be only close to it. Instead Feed, which draws
+// the whole batch, feeds its pairs per masked position N/M (input
+// mlm_scale), and a shard of n pairs, m of its positions masked, has the
+// loss ((mean MLM loss)·m·N/M + Σ NSP losses)/n with loss weight n: the
+// shards' weighed mean is then Σ MLM/M + Σ NSP/N, the whole batch's
+// objective exactly (up to the order of the float sums).
 //
 // With data.source tsv the pairs are a parallel corpus's lines instead,
 // both languages in one vocabulary: S the source side, S′ its own target
@@ -40,6 +45,12 @@ import (
 // the split (y = 0), segment 0 the source and 1 the target. data.mask_prob
 // 0 then trains the pair classifier alone (BERT's fine-tuning, no MLM
 // head); a positive one adds the masked LM over both sides.
+//
+// With data.pairs true_only every pair is true (a line and its own
+// translation, a story's own two sentences) and there is no NSP head: the
+// masked LM alone, over both sentences (XLM's translation LM), a
+// pretraining that sees no pair label. Its checkpoint starts a pair
+// classifier through init.encoder_from, the pooler afresh.
 type bertTask struct {
 	cfg      *configs.Config
 	modelCfg *TransformerModel
@@ -51,6 +62,7 @@ type bertTask struct {
 	unigram  int  // the most frequent training word
 	toy      bool // toy stories, else a TSV corpus's translation pairs
 	mlm      bool // the masked LM is trained (data.mask_prob > 0)
+	nsp      bool // the pairs are labelled and the NSP head trained (data.pairs)
 	// valid and test pair and mask their stories once, from fixed seeds.
 	valid, test bertSplit
 }
@@ -79,7 +91,7 @@ const (
 )
 
 func newBERTTask(cfg *configs.Config, d *BERTData, m *TransformerModel, state map[string][]byte) (*bertTask, error) {
-	t := &bertTask{cfg: cfg, modelCfg: m, length: d.MaxLen, toy: d.Source == "toy", mlm: d.MaskProb > 0}
+	t := &bertTask{cfg: cfg, modelCfg: m, length: d.MaxLen, toy: d.Source == "toy", mlm: d.MaskProb > 0, nsp: d.nsp()}
 	var corpus datasets.StoryCorpus
 	var err error
 	if t.toy {
@@ -195,12 +207,12 @@ func (t *bertTask) encodePairs(rng *rand.Rand, first, second [][]string, isNext 
 	return bertBatch{mb: mb, segments: segs, isNext: isNext, real: n}, nil
 }
 
-// pairSplit pairs a split's stories once (datasets.NSPPair) and masks the
-// pairs, in batches of mlmEvalBatch rows; the last batch is filled up with
-// copies of its first pair, which count for nothing.
+// pairSplit pairs a split's stories once (t.pair) and masks the pairs, in
+// batches of mlmEvalBatch rows; the last batch is filled up with copies of
+// its first pair, which count for nothing.
 func (t *bertTask) pairSplit(dst *bertSplit, stories []datasets.Story, rng *rand.Rand) error {
 	for i := range stories {
-		a, b, next := datasets.NSPPair(rng, stories, i)
+		a, b, next := t.pair(rng, stories, i)
 		dst.first, dst.second = append(dst.first, a), append(dst.second, b)
 		dst.isNext = append(dst.isNext, boolInt(next))
 	}
@@ -223,6 +235,15 @@ func (t *bertTask) pairSplit(dst *bertSplit, stories []datasets.Story, rng *rand
 	return nil
 }
 
+// pair is the pair of story i: datasets.NSPPair's, or with data.pairs
+// true_only the story's own two sentences, drawing nothing.
+func (t *bertTask) pair(rng *rand.Rand, stories []datasets.Story, i int) (first, second []string, isNext bool) {
+	if !t.nsp {
+		return stories[i].First, stories[i].Second, true
+	}
+	return datasets.NSPPair(rng, stories, i)
+}
+
 func boolInt(b bool) int {
 	if b {
 		return 1
@@ -243,25 +264,30 @@ func (t *bertTask) Build(batch int) graph.BuildFunc {
 	return func(b *graph.Builder) error {
 		src, segs := b.IndexInput("src", batch, t.length), b.IndexInput("segments", batch, t.length)
 		srcMask := b.Input("src_mask", batch, t.length)
-		isNext := b.IndexInput("is_next", batch, 1)
 		smoothing := t.cfg.Training.LabelSmoothing
 		z := t.model.Encode(b, src, segs, srcMask)
-		nspLogits := layers.NSPHead(b, z) // [B, 2]
-		if !b.Training() {
-			b.Output("nsp_logits", nspLogits)
-		}
-		// A mean over the pairs; no mask, so the loss weight stays the
-		// MLM's count of masked positions (or the pairs, without MLM).
-		nsp, err := losses.TokenCrossEntropy(b, "nsp", graph.Reshape(nspLogits, batch, 1, layers.NSPClasses), isNext, nil, smoothing)
-		if err != nil {
-			return err
-		}
-		if !t.mlm {
-			return setObjective(b, nsp, t.modelCfg.Attention.HeadDiversity)
+		var nsp *graph.Node
+		if t.nsp {
+			isNext := b.IndexInput("is_next", batch, 1)
+			nspLogits := layers.NSPHead(b, z) // [B, 2]
+			if !b.Training() {
+				b.Output("nsp_logits", nspLogits)
+			}
+			// A mean over the pairs, without a mask: no loss weight,
+			// equal shards weigh the same.
+			var err error
+			nsp, err = losses.TokenCrossEntropy(b, "nsp", graph.Reshape(nspLogits, batch, 1, layers.NSPClasses), isNext, nil, smoothing)
+			if err != nil {
+				return err
+			}
+			if !t.mlm {
+				return setObjective(b, nsp, t.modelCfg.Attention.HeadDiversity)
+			}
 		}
 		targets, lossMask := b.IndexInput("targets", batch, t.length), b.Input("loss_mask", batch, t.length)
 		w, bias := t.model.MLMHead(b, z)
 		var mlm *graph.Node
+		var err error
 		if b.Training() {
 			// The head is fused with the loss, which scores only the
 			// masked positions.
@@ -274,17 +300,33 @@ func (t *bertTask) Build(batch int) graph.BuildFunc {
 		if err != nil {
 			return err
 		}
+		if !t.nsp {
+			// One mean over the masked positions, weighed by their count.
+			return setObjective(b, mlm, t.modelCfg.Attention.HeadDiversity)
+		}
+		if b.Training() {
+			// The whole batch's two means from this shard's part
+			// (bertTask): (mean MLM·m·N/M + Σ NSP)/n, loss weight n.
+			scale := graph.Sum(b.Input(bertMLMScaleInput, 1))     // N/M
+			pairs := graph.Sum(graph.SliceAxis(srcMask, 1, 0, 1)) // n: every [CLS] is real
+			mlm = graph.Div(graph.Mul(graph.Mul(mlm, graph.Sum(lossMask)), scale), pairs)
+			b.SetLossWeight(pairs)
+		}
 		return setObjective(b, graph.Add(mlm, nsp), t.modelCfg.Attention.HeadDiversity)
 	}
 }
+
+// bertMLMScaleInput is the input [1] of a training program with both
+// heads: the whole batch's pairs per masked position, N/M (bertTask).
+const bertMLMScaleInput = "mlm_scale"
 
 func feedBERT(prog *graph.Program, bb bertBatch) error {
 	for _, in := range []struct {
 		name string
 		ids  []int
 	}{{"src", bb.mb.Inputs}, {"targets", bb.mb.Targets}, {"segments", bb.segments}, {"is_next", bb.isNext}} {
-		if in.name == "targets" && !prog.HasInput("targets") {
-			continue // no MLM
+		if !prog.HasInput(in.name) && (in.name == "targets" || in.name == "is_next") {
+			continue // no MLM, or no NSP head
 		}
 		if err := prog.FeedIndices(in.name, in.ids); err != nil {
 			return err
@@ -296,17 +338,31 @@ func feedBERT(prog *graph.Program, bb bertBatch) error {
 	if !prog.HasInput("loss_mask") {
 		return nil
 	}
+	if prog.HasInput(bertMLMScaleInput) {
+		var masked float64
+		for _, m := range bb.mb.LossMask {
+			masked += m
+		}
+		if masked == 0 {
+			return fmt.Errorf("bert: a training batch of %d pairs with no masked position", bb.mb.B)
+		}
+		if err := prog.Feed(bertMLMScaleInput, []float64{float64(bb.mb.B) / masked}); err != nil {
+			return err
+		}
+	}
 	return prog.Feed("loss_mask", bb.mb.LossMask)
 }
 
 // Feed draws the batch's stories, their pairing and their masking from
 // rng, the run's data generator, so a resumed run trains as an
-// uninterrupted one.
+// uninterrupted one. It draws the whole batch, also for a shard
+// (graph.Program.InputShape), whose count of masked positions weighs the
+// MLM term (bertTask).
 func (t *bertTask) Feed(rng *rand.Rand, prog *graph.Program, _ int) error {
 	n := prog.InputShape("src")[0]
 	first, second, isNext := make([][]string, n), make([][]string, n), make([]int, n)
 	for r := range n {
-		a, b, next := datasets.NSPPair(rng, t.train, rng.IntN(len(t.train)))
+		a, b, next := t.pair(rng, t.train, rng.IntN(len(t.train)))
 		first[r], second[r], isNext[r] = a, b, boolInt(next)
 	}
 	bb, err := t.encodePairs(rng, first, second, isNext)
@@ -354,12 +410,17 @@ func (t *bertTask) score(prog *graph.Program, s *bertSplit) (bertScores, error) 
 		if err := prog.Run(); err != nil {
 			return sc, err
 		}
-		nsp, _, err := prog.Output("nsp_logits")
-		if err != nil {
-			return sc, err
-		}
-		if err := t.scoreNSP(&sc, bb, nsp); err != nil {
-			return sc, err
+		if t.nsp {
+			nsp, _, err := prog.Output("nsp_logits")
+			if err != nil {
+				return sc, err
+			}
+			if err := t.scoreNSP(&sc, bb, nsp); err != nil {
+				return sc, err
+			}
+		} else {
+			sc.pairs += float64(bb.real)
+			sc.follow += float64(bb.real)
 		}
 		if !t.mlm {
 			continue
@@ -428,10 +489,13 @@ func (t *bertTask) scoreNSP(sc *bertScores, bb bertBatch, nsp []float64) error {
 }
 
 // metrics are a split's metrics: the objective's loss, and each head's
-// (NSP's alone without MLM).
-func (sc bertScores) metrics(split string, mlm bool) map[string]float64 {
-	nsp := sc.nspLoss / sc.pairs
-	m := map[string]float64{split + "_loss": nsp, split + "_nsp_loss": nsp, split + "_nsp_accuracy": sc.nspCorrect / sc.pairs}
+// (NSP's alone without MLM, MLM's alone without NSP).
+func (sc bertScores) metrics(split string, mlm, nsp bool) map[string]float64 {
+	m := map[string]float64{split + "_loss": 0}
+	if nsp {
+		l := sc.nspLoss / sc.pairs
+		m[split+"_loss"], m[split+"_nsp_loss"], m[split+"_nsp_accuracy"] = l, l, sc.nspCorrect/sc.pairs
+	}
 	if mlm {
 		m[split+"_mlm_loss"] = sc.mlmLoss / sc.positions
 		m[split+"_mlm_accuracy"] = sc.mlmCorrect / sc.positions
@@ -450,7 +514,7 @@ func (t *bertTask) Evaluate(_ *graph.Params, prog *graph.Program, split string) 
 	if t.mlm && sc.positions == 0 {
 		return nil, fmt.Errorf("%s set: no masked position", split)
 	}
-	return sc.metrics(split, t.mlm), nil
+	return sc.metrics(split, t.mlm, t.nsp), nil
 }
 
 // Report implements train.Reporter: ReportResults without the results.
@@ -476,17 +540,15 @@ func (t *bertTask) ReportResults(w io.Writer, _ *graph.Params, prog *graph.Progr
 	if t.mlm && sc.positions == 0 {
 		return train.Results{}, fmt.Errorf("test set: no masked position")
 	}
-	m := sc.metrics("test", t.mlm)
+	m := sc.metrics("test", t.mlm, t.nsp)
 	m["test_pairs"] = sc.pairs
-	res := train.Results{
-		Metrics: m,
-		Baselines: map[string]map[string]float64{
-			"always follows": {"test_nsp_accuracy": sc.follow / sc.pairs, "test_nsp_loss": math.Ln2},
-		},
-		Predictions: []train.Predictions{{
+	res := train.Results{Metrics: m, Baselines: map[string]map[string]float64{}}
+	if t.nsp {
+		res.Baselines["always follows"] = map[string]float64{"test_nsp_accuracy": sc.follow / sc.pairs, "test_nsp_loss": math.Ln2}
+		res.Predictions = []train.Predictions{{
 			Contents: "TSV: pair, label (1: S′ follows S), p(follows), guess, S, S′ of each test pair",
 			Write:    t.predictionTSV(sc.pFollows),
-		}},
+		}}
 	}
 	follows := "true successors"
 	if !t.toy {
@@ -508,34 +570,22 @@ func (t *bertTask) ReportResults(w io.Writer, _ *graph.Params, prog *graph.Progr
 		res.Baselines["unigram"] = map[string]float64{"test_mlm_accuracy": sc.unigram / sc.positions}
 		res.Baselines["copy input, unigram at [MASK]"] = map[string]float64{"test_mlm_accuracy": sc.copyUni / sc.positions}
 	}
-	head := "next sentence (pairs)"
-	if !t.toy {
-		head = "is S′ the translation of S? (pairs)"
-	}
-	fmt.Fprintf(w, "%-46s  %8s  %7s\n", head, "accuracy", "loss")
-	fmt.Fprintf(w, "%-46s  %8.4f  %7.4f\n", "  model", m["test_nsp_accuracy"], m["test_nsp_loss"])
-	fmt.Fprintf(w, "%-46s  %8.4f  %7.4f\n", "  chance (always \"follows\"; loss of p = ½)", sc.follow/sc.pairs, math.Ln2)
-	if t.toy {
-		var bayes float64
-		for i := range t.test.first {
-			g, err := datasets.ToyStoryBayesFollows(t.test.first[i], t.test.second[i])
-			if err != nil {
-				return train.Results{}, err
-			}
-			if boolInt(g) == t.test.isNext[i] {
-				bayes++
-			}
+	if t.nsp {
+		if err := t.reportNSP(w, sc, m, res); err != nil {
+			return train.Results{}, err
 		}
-		fmt.Fprintf(w, "%-46s  %8.4f  %7s\n", "  best achievable (Bayes rule of the generator)", bayes/sc.pairs, "—")
-		fmt.Fprintf(w, "  (the generator's best expected accuracy is %.4f)\n", datasets.ToyStoryBestNSPAccuracy())
-		res.Baselines["Bayes rule of the toy generator"] = map[string]float64{"test_nsp_accuracy": bayes / sc.pairs}
+	} else {
+		fmt.Fprintf(w, "no pair classifier (data.pairs true_only): every pair is true, the masked LM alone\n")
 	}
-	if t.mlm {
+	if t.mlm && t.nsp {
 		fmt.Fprintf(w, "objective (MLM + NSP loss): %.4f\n", m["test_loss"])
 	}
-	if t.mlm {
+	switch {
+	case t.mlm && t.nsp:
 		fmt.Fprintf(w, "\nsamples (*masked* positions; p = the model's p(follows)):\n")
-	} else {
+	case t.mlm:
+		fmt.Fprintf(w, "\nsamples (*masked* positions):\n")
+	default:
 		fmt.Fprintf(w, "\nsamples (p = the model's p(follows)):\n")
 	}
 	bb := t.test.batches[0]
@@ -554,9 +604,40 @@ func (t *bertTask) ReportResults(w io.Writer, _ *graph.Params, prog *graph.Progr
 		if t.mlm {
 			fmt.Fprintf(w, "  model: %s\n", strings.Join(model, " "))
 		}
-		fmt.Fprintf(w, "  follows: %v, p = %.3f\n\n", bb.isNext[r] == 1, sc.pFollows[r])
+		if t.nsp {
+			fmt.Fprintf(w, "  follows: %v, p = %.3f\n", bb.isNext[r] == 1, sc.pFollows[r])
+		}
+		fmt.Fprintln(w)
 	}
 	return res, nil
+}
+
+// reportNSP prints the pair classifier's test accuracy and loss next to
+// chance, and on toy stories the Bayes rule's, recorded in res.
+func (t *bertTask) reportNSP(w io.Writer, sc bertScores, m map[string]float64, res train.Results) error {
+	head := "next sentence (pairs)"
+	if !t.toy {
+		head = "is S′ the translation of S? (pairs)"
+	}
+	fmt.Fprintf(w, "%-46s  %8s  %7s\n", head, "accuracy", "loss")
+	fmt.Fprintf(w, "%-46s  %8.4f  %7.4f\n", "  model", m["test_nsp_accuracy"], m["test_nsp_loss"])
+	fmt.Fprintf(w, "%-46s  %8.4f  %7.4f\n", "  chance (always \"follows\"; loss of p = ½)", sc.follow/sc.pairs, math.Ln2)
+	if t.toy {
+		var bayes float64
+		for i := range t.test.first {
+			g, err := datasets.ToyStoryBayesFollows(t.test.first[i], t.test.second[i])
+			if err != nil {
+				return err
+			}
+			if boolInt(g) == t.test.isNext[i] {
+				bayes++
+			}
+		}
+		fmt.Fprintf(w, "%-46s  %8.4f  %7s\n", "  best achievable (Bayes rule of the generator)", bayes/sc.pairs, "—")
+		fmt.Fprintf(w, "  (the generator's best expected accuracy is %.4f)\n", datasets.ToyStoryBestNSPAccuracy())
+		res.Baselines["Bayes rule of the toy generator"] = map[string]float64{"test_nsp_accuracy": bayes / sc.pairs}
+	}
+	return nil
 }
 
 // token is the word of id, [MASK], [CLS] or [SEP].

@@ -129,7 +129,18 @@ type MLMData struct {
 type BERTData struct {
 	Corpus   `yaml:",inline"`
 	MaskProb float64 `yaml:"mask_prob"`
+	// Pairs is nsp (also empty, the default): half the pairs true, half
+	// with another line's second sentence, and the NSP head trained on
+	// the label; or true_only: every pair true and no NSP head, the masked
+	// LM alone over both sentences (XLM's translation LM on a parallel
+	// corpus), a pretraining that never sees a pair label, so that
+	// fine-tuning the classifier from it is compared honestly with one
+	// from scratch.
+	Pairs string `yaml:"pairs,omitempty"`
 }
+
+// nsp reports whether the pairs are labelled and the NSP head trained.
+func (d *BERTData) nsp() bool { return d.Pairs != "true_only" }
 
 // TransformerModel is the model of tasks seq2seq and mlm: an
 // encoder–decoder Transformer (layers.Seq2SeqConfig), of which a masked
@@ -410,6 +421,8 @@ func checkBERT(c *configs.Config, d *BERTData, m *TransformerModel) error {
 			want(d.MaxLen >= 5, "data.max_len", "at least 5 ([CLS] a word [SEP] a word [SEP]); 29 holds every toy pair"),
 			want(d.MaskProb > 0 && d.MaskProb < 1 || d.Source == "tsv" && d.MaskProb == 0, "data.mask_prob",
 				"in (0, 1), BERT's is 0.15; or 0 with data.source tsv (the pair classifier alone)"),
+			want(oneOf(d.Pairs, "", "nsp", "true_only"), "data.pairs", "nsp (labelled pairs, NSP head) or true_only (true pairs, masked LM alone)"),
+			want(d.nsp() || d.MaskProb > 0, "data.mask_prob", "positive with data.pairs true_only (the masked LM is its only loss)"),
 			want(m.Kind == "transformer", "model.kind", "transformer for task bert"),
 			want(m.FF > 0, "model.ff", "a positive integer"),
 			want(m.EncLayers > 0, "model.enc_layers", "a positive integer"),
