@@ -1,0 +1,210 @@
+package graph
+
+import (
+	"fmt"
+
+	"gorgonia.org/tensor"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
+)
+
+// AddLayerNorm returns LayerNorm(x + f, γ, β, eps), a residual connection
+// and the layer norm after it (post-LN Transformers, Set Transformer's
+// MAB) as one op: x, f [..., d], γ, β [d] → [..., d]. The sum is formed
+// row by row just before its row is normalised and kept for the backward
+// pass, whose one output holds the gradients of x and f (the same
+// values), γ and β. Its values are those of Add then LayerNorm.
+func AddLayerNorm(x, f, gamma, beta *Node, eps float64) *Node {
+	return apply(newAddLayerNorm(eps, false), x, f, gamma, beta)
+}
+
+// DropoutAddLayerNorm returns LayerNorm(x + Dropout(f)) as one op: the
+// dropout mask is an input called name, drawn as Builder.Dropout's
+// masks are (it is Dropout's mask at the same place in the order of
+// masks), and multiplies f as the sum is formed. In an evaluation graph,
+// or with p = 0, it is AddLayerNorm.
+func (b *Builder) DropoutAddLayerNorm(name string, x, f *Node, p float64, gamma, beta *Node, eps float64) *Node {
+	if !b.train || p <= 0 {
+		return AddLayerNorm(x, f, gamma, beta, eps)
+	}
+	if p >= 1 {
+		fail("dropout %s: p = %g, want < 1", name, p)
+	}
+	mask := b.Input(name, Shape(f)...)
+	b.dropouts = append(b.dropouts, dropoutMask{name: name, p: p})
+	return apply(newAddLayerNorm(eps, true), x, f, mask, gamma, beta)
+}
+
+// addLayerNormKernel is LayerNorm(x + f ⊙ D) (D, the dropout mask, when
+// dropout is set): inputs x, f, [D], γ, β.
+type addLayerNormKernel struct {
+	ln      layerNormKernel // its saved statistics serve the backward
+	dropout bool
+	sum     *savedSum
+}
+
+// savedSum keeps the sum x + f ⊙ D of the last forward run for the
+// backward pass (fresh as savedWeights' is).
+type savedSum struct {
+	s     any // []float32 or []float64
+	fresh bool
+}
+
+func newAddLayerNorm(eps float64, dropout bool) addLayerNormKernel {
+	return addLayerNormKernel{ln: layerNormKernel{eps: eps, saved: &savedStats{}}, dropout: dropout, sum: &savedSum{}}
+}
+
+func (k addLayerNormKernel) name() string {
+	return fmt.Sprintf("add-layernorm(%g,dropout=%v)", k.ln.eps, k.dropout)
+}
+
+// params returns the inputs γ, β follow x and f (and D).
+func (k addLayerNormKernel) params() int {
+	if k.dropout {
+		return 3
+	}
+	return 2
+}
+
+func (k addLayerNormKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != k.params()+2 {
+		return nil, fmt.Errorf("add-layernorm: %d inputs, want %d", len(in), k.params()+2)
+	}
+	for _, s := range in[1:k.params()] {
+		if !s.Eq(in[0]) {
+			return nil, fmt.Errorf("add-layernorm: x %v and %v differ", in[0], s)
+		}
+	}
+	return k.ln.outShape(append([]tensor.Shape{in[0]}, in[k.params():]...))
+}
+
+func (k addLayerNormKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	s := k.sumOf(in)
+	k.sum.fresh = true
+	return k.ln.do([]*tensor.Dense{s, in[k.params()], in[k.params()+1]}, out)
+}
+
+// sumOf forms x + f ⊙ D from the node's inputs in the kept buffer, as a
+// tensor of x's shape.
+func (k addLayerNormKernel) sumOf(in []*tensor.Dense) *tensor.Dense {
+	k.sum.fresh = false
+	switch x := in[0].Data().(type) {
+	case []float32:
+		s := keep[float32](&k.sum.s, len(x))
+		addDropped(x, in[1].Data().([]float32), dropMask[float32](k, in), s)
+		return tensor.New(tensor.WithShape(in[0].Shape()...), tensor.WithBacking(s))
+	case []float64:
+		s := keep[float64](&k.sum.s, len(x))
+		addDropped(x, in[1].Data().([]float64), dropMask[float64](k, in), s)
+		return tensor.New(tensor.WithShape(in[0].Shape()...), tensor.WithBacking(s))
+	}
+	return nil
+}
+
+func dropMask[T float](k addLayerNormKernel, in []*tensor.Dense) []T {
+	if !k.dropout {
+		return nil
+	}
+	return in[2].Data().([]T)
+}
+
+// keep returns the buffer of n values kept in *p, made anew when it is
+// missing or of another size.
+func keep[T float](p *any, n int) []T {
+	b, ok := (*p).([]T)
+	if !ok || len(b) != n {
+		b = make([]T, n)
+		*p = b
+	}
+	return b
+}
+
+// addDropped sets s = x + f ⊙ d (d nil: x + f), the product rounded
+// before the sum as Dropout then Add round it, on both cores when large.
+func addDropped[T float](x, f, d, s []T) {
+	kernels.SplitRange(len(x), 16, func(lo, hi int) {
+		x, f, s := x[lo:hi], f[lo:hi], s[lo:hi]
+		if d != nil {
+			// mulInto's own split would nest in this one
+			if f32, ok := any(f).([]float32); !ok || !kernels.Mul32(f32, any(d[lo:hi]).([]float32), any(s).([]float32)) {
+				mulIntoGo(f, d[lo:hi], s)
+			}
+			f = s
+		}
+		if x32, ok := any(x).([]float32); ok && kernels.AddRepeat32(x32, any(f).([]float32), any(s).([]float32)) {
+			return
+		}
+		addRepeatGo(x, f, s)
+	})
+}
+
+// constInput: the dropout mask takes no gradient.
+func (k addLayerNormKernel) constInput(i int) bool { return k.dropout && i == 2 }
+
+// grads: with dz the layer norm's input gradient (layerNormKernel's
+// grads), dx = dz, df = dz ⊙ D (dz without dropout), dγ and dβ as
+// LayerNorm's; packed as [dz | dγ | dβ | df] and read as views.
+func (k addLayerNormKernel) grads(in []*Node, _, g *Node) []*Node {
+	p := k.params()
+	packed := apply(addLayerNormGradKernel{k}, append(append([]*Node{}, in...), g)...)
+	xs, ds := in[0].Shape(), in[p].Shape()
+	if !k.dropout {
+		parts := unpack(packed, xs, ds, ds)
+		return []*Node{parts[0], parts[0], parts[1], parts[2]}
+	}
+	parts := unpack(packed, xs, ds, ds, xs)
+	return []*Node{parts[0], parts[3], nil, parts[1], parts[2]}
+}
+
+// addLayerNormGradKernel: inputs those of the forward node, then G.
+type addLayerNormGradKernel struct{ k addLayerNormKernel }
+
+func (g addLayerNormGradKernel) name() string { return "grad-" + g.k.name() }
+func (g addLayerNormGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	n := in[0].TotalSize() + 2*in[g.k.params()].TotalSize()
+	if g.k.dropout {
+		n += in[0].TotalSize()
+	}
+	return tensor.Shape{n}, nil
+}
+
+func (g addLayerNormGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	k := g.k
+	var s *tensor.Dense
+	if sum, ok := k.sum.s.([]float32); ok && k.sum.fresh && len(sum) == in[0].Shape().TotalSize() && in[0].Dtype() == tensor.Float32 {
+		s = tensor.New(tensor.WithShape(in[0].Shape()...), tensor.WithBacking(sum))
+	} else if sum, ok := k.sum.s.([]float64); ok && k.sum.fresh && len(sum) == in[0].Shape().TotalSize() && in[0].Dtype() == tensor.Float64 {
+		s = tensor.New(tensor.WithShape(in[0].Shape()...), tensor.WithBacking(sum))
+	} else {
+		s = k.sumOf(in[:len(in)-1])
+	}
+	k.sum.fresh = false
+	n, d := in[0].Shape().TotalSize(), in[k.params()].Shape().TotalSize()
+	lnOut := out
+	if k.dropout {
+		lnOut = sliceDense(out, n+2*d)
+	}
+	if err := (layerNormGradKernel{k.ln}).do([]*tensor.Dense{s, in[k.params()], in[len(in)-1]}, lnOut); err != nil {
+		return err
+	}
+	if k.dropout {
+		switch o := out.Data().(type) {
+		case []float32:
+			mulInto(o[:n], in[2].Data().([]float32), o[n+2*d:])
+		case []float64:
+			mulInto(o[:n], in[2].Data().([]float64), o[n+2*d:])
+		}
+	}
+	return nil
+}
+
+// sliceDense returns a 1-D view of t's first n values.
+func sliceDense(t *tensor.Dense, n int) *tensor.Dense {
+	switch d := t.Data().(type) {
+	case []float32:
+		return tensor.New(tensor.WithShape(n), tensor.WithBacking(d[:n:n]))
+	case []float64:
+		return tensor.New(tensor.WithShape(n), tensor.WithBacking(d[:n:n]))
+	}
+	return t
+}
