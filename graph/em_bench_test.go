@@ -74,8 +74,8 @@ func BenchmarkEMAttention(b *testing.B) {
 // attention, forward and backward, on one thread, at the shapes of the
 // maxnorm model's blocks (d = dv = 16): an ISAB's inducing points
 // attending to the set (N = 16, M = 50), the set attending to them
-// (N = 50, M = 16), and PMA's seed (N = 1, M = 50); "go" rows run the Go
-// path.
+// (N = 50, M = 16), and PMA's seed (N = 1, M = 50), and at the heads of 8
+// of the width-32 model ("d8" rows); "go" rows run the Go path.
 func BenchmarkEMProblem(b *testing.B) {
 	specs := []struct {
 		name string
@@ -84,17 +84,20 @@ func BenchmarkEMProblem(b *testing.B) {
 		{"k1-v0", EMSpec{KeyIters: 1, Heads: 1}},
 		{"k2-alpha-v1", EMSpec{KeyIters: 2, ValueIters: 1, AdaptAlpha: true, Heads: 1}},
 	}
-	for _, z := range [][2]int{{16, 50}, {50, 16}, {1, 50}} {
+	for _, z := range [][3]int{{16, 50, 16}, {50, 16, 16}, {1, 50, 16}, {16, 50, 8}, {50, 16, 8}, {1, 50, 8}} {
 		for _, sp := range specs {
 			for _, useC := range []bool{true, false} {
 				name := fmt.Sprintf("%s/n%dm%d", sp.name, z[0], z[1])
+				if z[2] != 16 {
+					name += fmt.Sprintf("d%d", z[2])
+				}
 				if !useC {
 					name += "-go"
 				}
 				b.Run(name, func(b *testing.B) {
 					defer func(u bool) { kernels.EMUseC = u }(kernels.EMUseC)
 					kernels.EMUseC = useC
-					benchEMProblem(b, sp.spec, z[0], z[1], 16, 16)
+					benchEMProblem(b, sp.spec, z[0], z[1], z[2], z[2])
 				})
 			}
 		}
@@ -124,8 +127,11 @@ func benchEMProblem(b *testing.B, spec EMSpec, n, m, d, dv int) {
 	g := &kernels.EMGrads[float32]{Q: make([]float32, n*d), Xi0: make([]float32, m*d), Mu0: make([]float32, m*dv),
 		Ldq: d, Ldk: d, Ldv: dv, H: &h}
 	tr, bs := kernels.CutTrace(s, n, m, d, dv, buf), kernels.CutBackScratch[float32](n, m, d, dv, bsc)
-	// EM_BENCH_ALONE=1 leaves the yardstick out, for profiles of em.c.
+	// EM_BENCH_ALONE=1 leaves the yardstick out, for profiles of em.c;
+	// EM_BENCH_VS=avx2 makes em.c's AVX2 build the yardstick of its
+	// AVX-512 build.
 	useC := kernels.EMUseC && os.Getenv("EM_BENCH_ALONE") == ""
+	vsAVX2 := useC && os.Getenv("EM_BENCH_VS") == "avx2" && kernels.EMAVX512()
 	var tc, tg time.Duration
 	b.ResetTimer()
 	for range b.N {
@@ -133,19 +139,27 @@ func benchEMProblem(b *testing.B, spec EMSpec, n, m, d, dv int) {
 		kernels.EMForward(s, p, tr, sc)
 		kernels.EMBackward(s, p, tr, seed, g, bs)
 		if useC {
-			// the Go path alternating with it, as a yardstick that drifts
-			// with the machine's speed as em.c does
+			// the Go path (or the AVX2 build) alternating with it, as a
+			// yardstick that drifts with the machine's speed as em.c does
 			mid := time.Now()
-			kernels.EMUseC = false
+			if vsAVX2 {
+				kernels.EMUseAVX512 = false
+			} else {
+				kernels.EMUseC = false
+			}
 			kernels.EMForward(s, p, tr, sc)
 			kernels.EMBackward(s, p, tr, seed, g, bs)
-			kernels.EMUseC = true
+			kernels.EMUseC, kernels.EMUseAVX512 = true, true
 			tc += mid.Sub(start)
 			tg += time.Since(mid)
 		}
 	}
 	if useC {
 		b.ReportMetric(float64(tc.Nanoseconds())/float64(b.N), "ns-c")
-		b.ReportMetric(float64(tc)/float64(tg), "x-go")
+		if vsAVX2 {
+			b.ReportMetric(float64(tc)/float64(tg), "x-avx2")
+		} else {
+			b.ReportMetric(float64(tc)/float64(tg), "x-go")
+		}
 	}
 }

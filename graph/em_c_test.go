@@ -58,6 +58,9 @@ func emCRun(t *testing.T, c emCCase, dt DType, useC bool, procs int) map[string]
 	t.Helper()
 	defer func(u bool, p int) { kernels.EMUseC = u; runtime.GOMAXPROCS(p) }(kernels.EMUseC, runtime.GOMAXPROCS(procs))
 	kernels.EMUseC = useC
+	if useC && kernels.EMAVX512() != emWant512 {
+		t.Fatalf("em.c's AVX-512 build runs: %v, want %v", kernels.EMAVX512(), emWant512)
+	}
 	s, h := c.spec, c.spec.Heads
 	s.FreePrior = c.free
 	rng := rand.New(rand.NewPCG(uint64(c.n*131+c.m), 3))
@@ -171,62 +174,95 @@ func emRelErr(a, b []float64) float64 {
 	return diff / math.Max(scale, 1e-30)
 }
 
-// TestEMCMatchesGo compares em.c's float32 forward and backward with the
-// Go float32 path (to 1e-5 relative) and the Go float64 path (to float32
-// tolerance) on every output and gradient of emCCases.
+// emWant512 is the build of em.c emCRun expects to run (emLevels sets
+// it; emCRun checks it).
+var emWant512 bool
+
+// emLevels runs f once for each build of em.c this CPU can run, AVX2 and
+// AVX-512, chosen through kernels.EMUseAVX512 whatever PROBFORMER_SIMD
+// says.
+func emLevels(t *testing.T, f func(t *testing.T)) {
+	defer func(u bool) { kernels.EMUseAVX512 = u; emWant512 = false }(kernels.EMUseAVX512)
+	for _, use512 := range []bool{false, true} {
+		kernels.EMUseAVX512 = use512
+		if use512 && !kernels.EMAVX512() {
+			t.Log("no AVX-512: em.c's AVX-512 build not tested")
+			continue
+		}
+		emWant512 = use512
+		name := "avx2"
+		if use512 {
+			name = "avx512"
+		}
+		t.Run(name, f)
+	}
+}
+
+// TestEMCMatchesGo compares em.c's float32 forward and backward, in its
+// AVX2 and AVX-512 builds, with the Go float32 path (to 1e-5 relative)
+// and the Go float64 path (to float32 tolerance) on every output and
+// gradient of emCCases.
 func TestEMCMatchesGo(t *testing.T) {
 	if !kernels.EMCAvailable() {
 		t.Skip("em.c needs cgo and AVX2/FMA")
 	}
-	for _, c := range emCCases() {
-		t.Run(c.String(), func(t *testing.T) {
-			got := emCRun(t, c, Float32, true, 2)
-			ref := emCRun(t, c, Float32, false, 2)
-			ref64 := emCRun(t, c, Float64, false, 2)
-			for name, want := range ref {
-				g := got[name]
-				if len(g) != len(want) {
-					t.Fatalf("%s: %d values, want %d", name, len(g), len(want))
-				}
-				for i, x := range g {
-					if math.IsNaN(x) || math.IsInf(x, 0) {
-						t.Fatalf("%s[%d] = %v", name, i, x)
-					}
-				}
-				// Several unrolled EM steps amplify float32 rounding, most
-				// in the hyperparameters' gradients (sums over the batch
-				// of terms that mostly cancel): where C and Go float32
-				// differ by more than 1e-5, C must be no further from the
-				// float64 path than Go float32 is (to a factor 4: the two round differently, and the worst element of one need not be that of the other).
-				e32, e64, go64 := emRelErr(g, want), emRelErr(g, ref64[name]), emRelErr(want, ref64[name])
-				if e32 > 1e-5 && e64 > 4*max(go64, 1e-5) {
-					t.Errorf("%s: C vs Go float32: relative error %.3g; C vs float64 %.3g, Go float32 vs float64 %.3g", name, e32, e64, go64)
-				}
-				if e64 > 1e-3 {
-					t.Errorf("%s: C float32 vs Go float64: relative error %.3g", name, e64)
-				}
+	emLevels(t, func(t *testing.T) {
+		for _, c := range emCCases() {
+			t.Run(c.String(), func(t *testing.T) { emCCompare(t, c) })
+		}
+	})
+}
+
+// emCCompare is TestEMCMatchesGo for one case.
+func emCCompare(t *testing.T, c emCCase) {
+	got := emCRun(t, c, Float32, true, 2)
+	ref := emCRun(t, c, Float32, false, 2)
+	ref64 := emCRun(t, c, Float64, false, 2)
+	for name, want := range ref {
+		g := got[name]
+		if len(g) != len(want) {
+			t.Fatalf("%s: %d values, want %d", name, len(g), len(want))
+		}
+		for i, x := range g {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				t.Fatalf("%s[%d] = %v", name, i, x)
 			}
-		})
+		}
+		// Several unrolled EM steps amplify float32 rounding, most in the
+		// hyperparameters' gradients (sums over the batch of terms that
+		// mostly cancel): where C and Go float32 differ by more than 1e-5,
+		// C must be no further from the float64 path than Go float32 is
+		// (to a factor 4: the two round differently, and the worst element
+		// of one need not be that of the other).
+		e32, e64, go64 := emRelErr(g, want), emRelErr(g, ref64[name]), emRelErr(want, ref64[name])
+		if e32 > 1e-5 && e64 > 4*max(go64, 1e-5) {
+			t.Errorf("%s: C vs Go float32: relative error %.3g; C vs float64 %.3g, Go float32 vs float64 %.3g", name, e32, e64, go64)
+		}
+		if e64 > 1e-3 {
+			t.Errorf("%s: C float32 vs Go float64: relative error %.3g", name, e64)
+		}
 	}
 }
 
-// TestEMCThreadCount checks that em.c's results are bit for bit the same
-// at GOMAXPROCS 1 and 2.
+// TestEMCThreadCount checks that em.c's results, in either build, are bit
+// for bit the same at GOMAXPROCS 1 and 2.
 func TestEMCThreadCount(t *testing.T) {
 	if !kernels.EMCAvailable() {
 		t.Skip("em.c needs cgo and AVX2/FMA")
 	}
-	for i, c := range emCCases() {
-		if i%5 != 0 {
-			continue
-		}
-		one, two := emCRun(t, c, Float32, true, 1), emCRun(t, c, Float32, true, 2)
-		for name, a := range one {
-			for k := range a {
-				if math.Float64bits(a[k]) != math.Float64bits(two[name][k]) {
-					t.Fatalf("%v: %s[%d] = %v at GOMAXPROCS 1, %v at 2", c, name, k, a[k], two[name][k])
+	emLevels(t, func(t *testing.T) {
+		for i, c := range emCCases() {
+			if i%5 != 0 {
+				continue
+			}
+			one, two := emCRun(t, c, Float32, true, 1), emCRun(t, c, Float32, true, 2)
+			for name, a := range one {
+				for k := range a {
+					if math.Float64bits(a[k]) != math.Float64bits(two[name][k]) {
+						t.Fatalf("%v: %s[%d] = %v at GOMAXPROCS 1, %v at 2", c, name, k, a[k], two[name][k])
+					}
 				}
 			}
 		}
-	}
+	})
 }

@@ -26,6 +26,21 @@
 #include "kernels.h"
 #include "simd.h"
 
+// EM_TARGET is the target of every vector function here. em512.c
+// includes this file with EM_AVX512 defined, so the same code compiles a
+// second time for AVX-512 (its own static functions; the entry points
+// named with _avx512), where the loops over [N×M] matrices run 16 lanes
+// at a time (the EM_AVX512 parts below) and the compiler's own loops may
+// use zmm registers; pf_em_forward and pf_em_backward call them when
+// iv[16] asks for it (em_cgo.go's emLevel).
+#ifdef EM_AVX512
+#define EM_TARGET __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
+#define EM_ENTRY(name) name##_avx512
+#else
+#define EM_TARGET __attribute__((target("avx2,fma")))
+#define EM_ENTRY(name) name
+#endif
+
 #define EM_NEG_INF (-1e9f) // MaskNegInf
 
 // Hyperparameter indices: emHyper's order.
@@ -121,7 +136,7 @@ static float *take(scratch *s, long k) {
 }
 
 // lanes is the mask of the first k lanes (0 < k ≤ 8).
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static inline __m256i lanes(int k) {
 	return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
@@ -129,7 +144,7 @@ static inline __m256i lanes(int k) {
 // mm_block computes R rows of mm's result at NV vectors of columns, the
 // last under the lane mask tail when TAIL: R·NV ≤ 8 accumulators. R, NV
 // and TAIL are constants at every call, so the loops unroll.
-__attribute__((always_inline, target("avx2,fma")))
+__attribute__((always_inline)) EM_TARGET
 static inline void mm_block(const int R, const int NV, const int TAIL, int nt, float alpha, const float *c, int ldc,
                             int cst, const float *x, int ldx, int acc, float *out, int ldo, __m256i tail) {
 	__m256 s[8], xv[4];
@@ -169,12 +184,72 @@ static inline void mm_block(const int R, const int NV, const int TAIL, int nt, f
 			         out + (size_t)r * ldo + j, ldo, tail);                                                   \
 	} while (0)
 
+#ifdef EM_AVX512
+// mm16_block is mm_block in zmm registers: R rows of mm's result at NV
+// vectors of 16 columns, vector v's lanes under the mask mk[v] (masked
+// lanes are neither read nor written). Each element is the same sum as
+// mm_block's, bit for bit: fused multiply-adds over t in order from 0,
+// times α, then added to out.
+__attribute__((always_inline)) EM_TARGET
+static inline void mm16_block(const int R, const int NV, int nt, float alpha, const float *c, int ldc, int cst,
+                              const float *x, int ldx, int acc, float *out, int ldo, const __mmask16 *mk) {
+	__m512 s[16], xv[2];
+	for (int i = 0; i < R * NV; i++) s[i] = _mm512_setzero_ps();
+	for (int t = 0; t < nt; t++) {
+		const float *xt = x + (size_t)t * ldx;
+		for (int v = 0; v < NV; v++) xv[v] = _mm512_maskz_loadu_ps(mk[v], xt + 16 * v);
+		for (int r = 0; r < R; r++) {
+			__m512 b = _mm512_set1_ps(c[(size_t)r * ldc + (size_t)t * cst]);
+			for (int v = 0; v < NV; v++) s[r * NV + v] = _mm512_fmadd_ps(b, xv[v], s[r * NV + v]);
+		}
+	}
+	const __m512 va = _mm512_set1_ps(alpha);
+	for (int r = 0; r < R; r++)
+		for (int v = 0; v < NV; v++) {
+			float *o = out + (size_t)r * ldo + 16 * v;
+			__m512 y = _mm512_mul_ps(va, s[r * NV + v]);
+			if (acc) y = _mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], o), y);
+			_mm512_mask_storeu_ps(o, mk[v], y);
+		}
+}
+
+#define MM16_ROWS(R, NV)                                                                                     \
+	do {                                                                                                     \
+		int r = 0;                                                                                           \
+		for (; r + (R) <= nr; r += (R))                                                                      \
+			mm16_block((R), (NV), nt, alpha, c + (size_t)r * ldc, ldc, cst, x + j, ldx, acc,                 \
+			           out + (size_t)r * ldo + j, ldo, mk);                                                  \
+		for (; r < nr; r++)                                                                                  \
+			mm16_block(1, (NV), nt, alpha, c + (size_t)r * ldc, ldc, cst, x + j, ldx, acc,                   \
+			           out + (size_t)r * ldo + j, ldo, mk);                                                  \
+	} while (0)
+
+// mm16 is mm for nt ≥ 1 in 16-lane vectors, the last of a row under a
+// lane mask: a row of 50 is 4 vectors, not 6 and a masked seventh. Its
+// values are mm's bit for bit (mm16_block).
+EM_TARGET
+static void mm16(int nr, int nt, int w, float alpha, const float *c, int ldc, int cst, const float *x, int ldx,
+                 int acc, float *out, int ldo) {
+	__mmask16 mk[2] = {0xffff, 0xffff};
+	int j = 0;
+	for (; j + 32 <= w; j += 32) MM16_ROWS(8, 2);
+	if (w - j > 16) {
+		mk[1] = (__mmask16)((1u << (w - j - 16)) - 1);
+		MM16_ROWS(8, 2);
+	} else if (w > j) {
+		mk[0] = (__mmask16)(w - j == 16 ? 0xffff : (1u << (w - j)) - 1);
+		MM16_ROWS(8, 1);
+	}
+}
+#undef MM16_ROWS
+#endif
+
 // mm sets out[r][:w] = α Σ_t c[r·ldc + t·cst] x[t][:w] for r < nr (acc = 0),
 // or adds it (acc = 1); x's rows are strided by ldx, out's by ldo. With
 // cst = 1 c is [nr×nt] row-major; with ldc = 1 and cst = its row length,
 // c is read transposed. Lanes run along out's rows: nr and nt are a few
 // dozen, w 8–256.
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void mm(int nr, int nt, int w, float alpha, const float *c, int ldc, int cst, const float *x, int ldx, int acc,
                float *out, int ldo) {
 	if (nr <= 0 || w <= 0) return;
@@ -183,6 +258,12 @@ static void mm(int nr, int nt, int w, float alpha, const float *c, int ldc, int 
 			for (int r = 0; r < nr; r++) memset(out + (size_t)r * ldo, 0, sizeof(float) * (size_t)w);
 		return;
 	}
+#ifdef EM_AVX512
+	if (w > 8) { // one ymm holds a row of 8
+		mm16(nr, nt, w, alpha, c, ldc, cst, x, ldx, acc, out, ldo);
+		return;
+	}
+#endif
 	__m256i tail = _mm256_setzero_si256();
 	int j = 0;
 	for (; j + 16 <= w; j += 16) MM_ROWS(4, 2, 0);
@@ -198,7 +279,7 @@ static void mm(int nr, int nt, int w, float alpha, const float *c, int ldc, int 
 
 // transpose8 stores the 8×8 block at x (rows strided by ldx) transposed
 // at t (rows strided by ldt), in registers: unpack, shuffle, swap halves.
-__attribute__((always_inline, target("avx2,fma")))
+__attribute__((always_inline)) EM_TARGET
 static inline void transpose8(const float *x, size_t ldx, float *t, size_t ldt) {
 	__m256 r[8], c[8];
 	for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(x + (size_t)i * ldx);
@@ -210,7 +291,7 @@ static inline void transpose8(const float *x, size_t ldx, float *t, size_t ldt) 
 // 8×8 blocks in registers, the edges one element at a time (one scalar
 // store per element, each to another row of t, cost more than the
 // products that read t).
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void transpose(const float *x, int ldx, int rows, int w, float *t) {
 	const int r8 = rows & ~7, w8 = w & ~7;
 	for (int r = 0; r < r8; r += 8)
@@ -222,7 +303,7 @@ static void transpose(const float *x, int ldx, int rows, int w, float *t) {
 }
 
 // dot is Σ_k a_k b_k over k < n.
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static float dot(const float *a, const float *b, int n) {
 	__m256 s = _mm256_setzero_ps();
 	int k = 0;
@@ -234,7 +315,7 @@ static float dot(const float *a, const float *b, int n) {
 
 // hsum8x8 is the vector of the lane sums of v[0…7]: lane i is the sum of
 // v[i]'s lanes (one reduction tree for eight rows instead of eight).
-__attribute__((always_inline, target("avx2,fma")))
+__attribute__((always_inline)) EM_TARGET
 static inline __m256 hsum8x8(const __m256 *v) {
 	__m256 t0 = _mm256_hadd_ps(v[0], v[1]), t1 = _mm256_hadd_ps(v[2], v[3]);
 	__m256 t2 = _mm256_hadd_ps(v[4], v[5]), t3 = _mm256_hadd_ps(v[6], v[7]);
@@ -244,7 +325,7 @@ static inline __m256 hsum8x8(const __m256 *v) {
 
 // row_dots sets out[i] = a_i · b_i for rows a_i, b_i [w] (strided by lda,
 // ldb; b's stride may be 0: one vector), eight rows at a time.
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void row_dots(int rows, int w, const float *a, int lda, const float *b, int ldb, float *out) {
 	const int w8 = w & ~7;
 	const __m256i tail = lanes(w - w8);
@@ -265,13 +346,13 @@ static void row_dots(int rows, int w, const float *a, int lda, const float *b, i
 }
 
 // sq_norms is sqNorms: out[i] = ‖x_i‖² for rows x_i [w] strided by ld.
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void sq_norms(const float *x, int rows, int w, int ld, float *out) {
 	for (int i = 0; i < rows; i++) out[i] = dot(x + (size_t)i * ld, x + (size_t)i * ld, w);
 }
 
 // col_sums is colSums: out[j] = Σ_i x_ij for x [n×m], i in order.
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void col_sums(int n, int m, const float *x, float *out) {
 	int j = 0;
 	for (; j + 8 <= m; j += 8) { // a block of columns down all rows, in a register
@@ -288,7 +369,7 @@ static void col_sums(int n, int m, const float *x, float *out) {
 
 // add_col_sums adds Σ_i x_ij to out[j] for x [n×m], i in order, a block
 // of columns at a time in a register.
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void add_col_sums(int n, int m, const float *x, float *out) {
 	int j = 0;
 	for (; j + 8 <= m; j += 8) {
@@ -304,7 +385,7 @@ static void add_col_sums(int n, int m, const float *x, float *out) {
 }
 
 // add_row adds v [m] to every row of x [n×m].
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void add_row(int n, int m, float *x, const float *v) {
 	for (int i = 0; i < n; i++) {
 		float *xr = x + (size_t)i * m;
@@ -316,7 +397,7 @@ static void add_row(int n, int m, float *x, const float *v) {
 
 // dist is emDist: out [n×m] = max(0, aa_i − 2 a_i·c_j + cc_j), for a
 // [n×w] and c [m×w]; ct is scratch [w×m].
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void dist(int n, int m, int w, const float *a, int lda, const float *c, int ldc, const float *aa,
                  const float *cc, float *out, float *ct) {
 	transpose(c, ldc, m, w, ct);
@@ -333,7 +414,7 @@ static void dist(int n, int m, int w, const float *a, int lda, const float *c, i
 // dist_back is emDistBack: g [n×m] becomes G = g ⊙ [D > 0], and
 // da_i += 2 (Σ_j G_ij) a_i − 2 Σ_j G_ij c_j, dc_j += 2 (Σ_i G_ij) c_j −
 // 2 Σ_i G_ij a_i; da or dc may be NULL. rs [n] and cs [m] are scratch.
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void dist_back(int n, int m, int w, const float *a, int lda, const float *c, int ldc, const float *dd, float *g,
                       float *da, int ldda, float *dc, int lddc, float *rs, float *cs) {
 	const __m256 zero = _mm256_setzero_ps();
@@ -377,7 +458,7 @@ static void dist_back(int n, int m, int w, const float *a, int lda, const float 
 
 // row_top is the largest score of a row over the real keys, NaN if one of
 // them is NaN (emSoftmax's max).
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static float row_top(const float *x, int m, const float *km) {
 	const __m256 zero = _mm256_setzero_ps(), ninf = _mm256_set1_ps(-INFINITY);
 	__m256 vmx = ninf, nan = zero;
@@ -402,7 +483,7 @@ static float row_top(const float *x, int m, const float *km) {
 
 // hsum_d is the sum of the 8 lanes of v, added in double and rounded to
 // float once (as emSoftmax's sum, which accumulates in double).
-__attribute__((always_inline, target("avx2,fma")))
+__attribute__((always_inline)) EM_TARGET
 static inline float hsum_d(__m256 v) {
 	__m256d a = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
 	__m128d h = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
@@ -411,7 +492,7 @@ static inline float hsum_d(__m256 v) {
 
 // softmax_long is softmax for one row of any length: a pass for the max
 // (row_top), one for e^(s − max) and its sum, one for the division.
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void softmax_long(const float *src, float *dst, int m, const float *km) {
 	const int m8 = m & ~7;
 	const __m256 zero = _mm256_setzero_ps(), vt = _mm256_set1_ps(row_top(src, m, km));
@@ -444,7 +525,7 @@ static void softmax_long(const float *src, float *dst, int m, const float *km) {
 // a time) so that one row's exponentials overlap another's reductions.
 // NV and R are constants at every call, so that the rows stay in
 // registers from their load to their store.
-__attribute__((always_inline, target("avx2,fma")))
+__attribute__((always_inline)) EM_TARGET
 static inline void softmax_nv(const int NV, const int R, int n, int m, const float *s, float *w, const float *rows,
                               const __m256 *keep, __m256i tail) {
 	const __m256 zero = _mm256_setzero_ps(), ninf = _mm256_set1_ps(-INFINITY);
@@ -492,6 +573,99 @@ static inline void softmax_nv(const int NV, const int R, int n, int m, const flo
 	}
 }
 
+#ifdef EM_AVX512
+// em_exp512 is exp_le0 on 16 lanes, the same operations in the same
+// order, so each lane is exp_le0's value bit for bit.
+__attribute__((always_inline)) EM_TARGET
+static inline __m512 em_exp512(__m512 x) {
+	__mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
+	__m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+	                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
+	r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+	__m512 p = _mm512_set1_ps(1.0f / 720);
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+	__m512i e = _mm512_slli_epi32(_mm512_cvtps_epi32(k), 23);
+	__m512 y = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e));
+	return _mm512_maskz_mov_ps(~under, y);
+}
+
+// softmax16_nv is softmax_nv in 16-lane vectors: rows of NV ≤ 4 vectors,
+// R rows at a time, kept in registers from load to store. keep[v] masks
+// the real keys of vector v inside the row (the others read as −∞, whose
+// exponential is 0), in[v] the lanes inside the row. The row is
+// multiplied by the reciprocal of its sum rather than divided by it (a
+// zmm division costs as much as the row's exponentials): within an ulp
+// of the Go path's quotient.
+__attribute__((always_inline)) EM_TARGET
+static inline void softmax16_nv(const int NV, const int R, int n, int m, const float *s, float *w, const float *rows,
+                                const __mmask16 *keep, const __mmask16 *in) {
+	const __m512 zero = _mm512_setzero_ps(), ninf = _mm512_set1_ps(-INFINITY);
+	for (int i = 0; i < n; i += R) {
+		if (i + R > n) {
+			softmax16_nv(NV, 1, n - i, m, s + (size_t)i * m, w + (size_t)i * m, rows ? rows + i : NULL, keep, in);
+			return;
+		}
+		__m512 x[R][NV], vt[R], acc[R];
+		for (int r = 0; r < R; r++) {
+			const float *src = s + (size_t)(i + r) * m;
+			__m512 vmx = ninf;
+			__mmask16 nan = 0;
+			for (int v = 0; v < NV; v++) {
+				x[r][v] = _mm512_mask_loadu_ps(ninf, keep[v], src + 16 * v);
+				nan |= _mm512_cmp_ps_mask(x[r][v], x[r][v], _CMP_UNORD_Q);
+				vmx = _mm512_max_ps(vmx, x[r][v]);
+			}
+			// a NaN score makes the row NaN, as emSoftmax's max does
+			vt[r] = _mm512_set1_ps(nan ? NAN : _mm512_reduce_max_ps(vmx));
+		}
+		for (int r = 0; r < R; r++) {
+			acc[r] = zero;
+			for (int v = 0; v < NV; v++) {
+				x[r][v] = em_exp512(_mm512_min_ps(zero, _mm512_sub_ps(x[r][v], vt[r])));
+				acc[r] = _mm512_add_ps(acc[r], x[r][v]);
+			}
+		}
+		for (int r = 0; r < R; r++) {
+			float *dst = w + (size_t)(i + r) * m;
+			if (rows && rows[i + r] == 0) {
+				memset(dst, 0, sizeof(float) * (size_t)m);
+				continue;
+			}
+			// the sum in double, rounded to float once, as hsum_d
+			__m512d sd = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(acc[r])),
+			                           _mm512_cvtps_pd(_mm512_extractf32x8_ps(acc[r], 1)));
+			const __m512 rz = _mm512_set1_ps(1.0f / (float)_mm512_reduce_add_pd(sd));
+			for (int v = 0; v < NV; v++) _mm512_mask_storeu_ps(dst + 16 * v, in[v], _mm512_mul_ps(x[r][v], rz));
+		}
+	}
+}
+
+// softmax16 is softmax for rows of 9 to 64 scores.
+EM_TARGET
+static void softmax16(int n, int m, const float *km, float *s, float *w, const float *rows) {
+	const int nv = (m + 15) / 16;
+	__mmask16 keep[4], in[4];
+	for (int v = 0; v < nv; v++) {
+		int k = m - 16 * v;
+		in[v] = k >= 16 ? 0xffff : (__mmask16)((1u << k) - 1);
+		keep[v] = in[v];
+		if (km) keep[v] &= _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(in[v], km + 16 * v), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+	}
+	switch (nv) {
+	case 1: softmax16_nv(1, 4, n, m, s, w, rows, keep, in); break;
+	case 2: softmax16_nv(2, 4, n, m, s, w, rows, keep, in); break;
+	case 3: softmax16_nv(3, 2, n, m, s, w, rows, keep, in); break;
+	default: softmax16_nv(4, 2, n, m, s, w, rows, keep, in); break;
+	}
+}
+#endif
+
 // softmax is emSoftmax: w [n×m] = softmax_j of s over the real keys, rows
 // outside rows (NULL: none) 0; padded keys get weight exactly 0 (s may be
 // w). The exponentials are exp_le0, as pf_exp_row computes them, summed
@@ -499,10 +673,16 @@ static inline void softmax_nv(const int NV, const int R, int n, int m, const flo
 // 64 scores stays in registers (softmax_nv), the last vector under a lane
 // mask (padded lanes −∞, whose exponential is 0); longer rows take
 // softmax_long's passes.
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void softmax(const em_p *p, float *s, float *w, const float *rows) {
 	const int n = p->n, m = p->m, nv = (m + 7) / 8;
 	const float *km = p->km;
+#ifdef EM_AVX512
+	if (m > 8 && m <= 64) {
+		softmax16(n, m, km, s, w, rows);
+		return;
+	}
+#endif
 	if (m > 64) {
 		for (int i = 0; i < n; i++) {
 			if (rows && rows[i] == 0)
@@ -536,7 +716,7 @@ static void softmax(const em_p *p, float *s, float *w, const float *rows) {
 
 // softmax_back is emSoftmaxBack: dw_ij ← w_ij (dw_ij − Σ_k w_ik dw_ik);
 // rs [n] is scratch.
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void softmax_back(int n, int m, const float *w, float *dw, float *rs) {
 	row_dots(n, m, w, m, dw, m, rs);
 	for (int i = 0; i < n; i++) {
@@ -553,7 +733,7 @@ static void softmax_back(int n, int m, const float *w, float *dw, float *rs) {
 // gaussian is emGaussian with addRows fused: out_ij = (k/2) log λ_j −
 // (λ_j/2) D_ij + base_ij + row_j, base and row optional. cols is
 // scratch [2m].
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void gaussian(int n, int m, int k, const float *lambda, const float *dd, const float *base, const float *row,
                      float *out, float *cols) {
 	float half = (float)k / 2, *logs = cols, *hl = cols + m, prev = NAN, lp = 0;
@@ -590,7 +770,7 @@ static void gaussian(int n, int m, int k, const float *lambda, const float *dd, 
 
 // gaussian_back is emGaussianBack: dλ_j += Σ_i ds_ij (k/(2λ_j) − D_ij/2)
 // and dd_ij = −(λ_j/2) ds_ij (dd may be NULL). cols is scratch [2m].
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void gaussian_back(int n, int m, int k, const float *lambda, const float *dist, const float *ds,
                           float *dlambda, float *dd, float *cols) {
 	const float half = (float)k / 2;
@@ -621,7 +801,7 @@ static void gaussian_back(int n, int m, int k, const float *lambda, const float 
 
 // centres is emCentres: n_j = Σ_i w_ij, A = wᵀx [m×width], c_j = (θ c⁰_j
 // + λ_j A_j) / (θ + λ_j n_j) for the real units, c⁰_j for padded ones.
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void centres(const em_p *p, const float *w, const float *x, int ldx, int width, const float *c0, int ldc0,
                     const float *lambda, float theta, float *nn, float *a, float *c) {
 	const int n = p->n, m = p->m;
@@ -645,7 +825,7 @@ static void centres(const em_p *p, const float *w, const float *x, int ldx, int 
 }
 
 // spreads sets out[j] = Σ_i w_ij D_ij, i in order.
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void spreads(int n, int m, const float *w, const float *dd, float *out) {
 	int j = 0;
 	for (; j + 8 <= m; j += 8) {
@@ -663,7 +843,7 @@ static void spreads(int n, int m, const float *w, const float *dd, float *out) {
 
 // precision is emPrecision: λ_j = (a − 1 + (k/2) n_j) / (b + ½ Σ_i w_ij
 // D_ij) for the real units, old_j for padded ones. sp is scratch [m].
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void precision(const em_p *p, const float *w, const float *dd, const float *nn, float a_extra, float b, int k,
                       const float *old, float *out, float *sp) {
 	spreads(p->n, p->m, w, dd, sp);
@@ -675,7 +855,7 @@ static void precision(const em_p *p, const float *w, const float *dd, const floa
 // of the real units, given dλ, to a − 1 (*da), b (*db), n, the weights
 // (dw) and the distances (dd); a padded unit passes dλ on to dold. sp is
 // scratch [m].
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void precision_back(const em_p *p, const float *w, const float *dist, const float *nn, const float *dlambda,
                            const float *lambda, float brate, int k, float *da, float *db, float *dn, float *dw,
                            float *dd, float *dold, float *sp) {
@@ -714,7 +894,7 @@ static void precision_back(const em_p *p, const float *w, const float *dist, con
 // centres_back is emCentresBack: the gradient through centres' c, given
 // dc [m×width], to θ (*dtheta), c⁰ (dc0), λ, n, the weights (dw) and x
 // (dx, may be NULL). da [m×width] and ct [width×m] are scratch.
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void centres_back(const em_p *p, const float *w, const float *x, int ldx, float *dx, int lddx, int width,
                          const float *c0, int ldc0, float *dc0, int lddc0, const float *lambda, float theta,
                          const float *nn, const float *a, const float *c, const float *dc, float *dtheta,
@@ -761,7 +941,7 @@ static void centres_back(const em_p *p, const float *w, const float *x, int ldx,
 
 // log_softmax is emLogSoftmax, in double as there: z ← log-softmax of z
 // over the real units (MaskNegInf at padded ones), pi ← its softmax.
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void log_softmax(const em_p *p, float *z, float *pi) {
 	const int m = p->m;
 	double top = -INFINITY, total = 0;
@@ -814,12 +994,22 @@ static void add_rows_into(int rows, int w, const float *x, float *y, int ld) {
 // vals [N×dv] (ldx; NULL without propagation); km [M], qm [N], in_s [N]
 // (annotated and real) and logits [M] may be NULL. trace holds
 // emTraceSize values, filled as emForward fills cutTrace's parts; scratch
-// holds ns values (emCScratchSize). It returns 0, or −1 when the scratch
-// is too small.
-__attribute__((target("avx2,fma")))
-int pf_em_forward(const int *iv, const float *fv, const float *q, const float *xi0, const float *mu0,
+// holds ns values (emCScratchSize); iv[16] nonzero runs em512.c's build
+// (pf_em_forward_avx512). It returns 0, or −1 when the scratch is too
+// small.
+#ifndef EM_AVX512
+int pf_em_forward_avx512(const int *iv, const float *fv, const float *q, const float *xi0, const float *mu0,
+                  const float *vals, const float *km, const float *qm, const float *in_s, const float *logits,
+                  float *trace, float *scr, long ns);
+#endif
+
+EM_TARGET
+int EM_ENTRY(pf_em_forward)(const int *iv, const float *fv, const float *q, const float *xi0, const float *mu0,
                   const float *vals, const float *km, const float *qm, const float *in_s, const float *logits,
                   float *trace, float *scr, long ns) {
+#ifndef EM_AVX512
+	if (iv[16]) return pf_em_forward_avx512(iv, fv, q, xi0, mu0, vals, km, qm, in_s, logits, trace, scr, ns);
+#endif
 	em_p P, *p = &P;
 	unpack(p, iv, fv);
 	p->q = q, p->xi0 = xi0, p->mu0 = mu0, p->vals = vals, p->km = km, p->qm = qm, p->in_s = in_s, p->logits = logits;
@@ -930,7 +1120,7 @@ typedef struct {
 // μ, β and log π (b->mu[0], b->be[0], b->lp[0]) to μ⁰, β⁰, the initial log
 // π (added to b->lp0), the annotated values, the key term (b->kf) and the
 // hyperparameters.
-__attribute__((target("avx2,fma")))
+EM_TARGET
 static void propagate_back(const em_p *p, em_tr tr, float *gvals, int gldx, float *gmu0, int gldv, float *gh,
                            em_bs *b) {
 	const int n = p->n, m = p->m, dv = p->dv;
@@ -1006,12 +1196,25 @@ static void add_weight_seed(const em_p *p, const float *sw, float *dw) {
 // the mixture's sxi [M×d], sal, smu [M×dv], sbe and slp [M]. iv, fv and
 // the inputs are pf_em_forward's, trace what it filled; scratch holds ns
 // values. It returns 0, or −1 when the scratch is too small.
-__attribute__((target("avx2,fma")))
-int pf_em_backward(const int *iv, const float *fv, const float *q, const float *xi0, const float *mu0,
+#ifndef EM_AVX512
+int pf_em_backward_avx512(const int *iv, const float *fv, const float *q, const float *xi0, const float *mu0,
+                   const float *vals, const float *km, const float *qm, const float *in_s, const float *logits,
+                   float *trace, const float *sr, const float *sw, const float *sxi, const float *sal,
+                   const float *smu, const float *sbe, const float *slp, float *gq, float *gxi0, float *gmu0,
+                   float *gvals, float *glogits, float *gh, const int *gld, float *scr, long ns);
+#endif
+
+EM_TARGET
+int EM_ENTRY(pf_em_backward)(const int *iv, const float *fv, const float *q, const float *xi0, const float *mu0,
                    const float *vals, const float *km, const float *qm, const float *in_s, const float *logits,
                    float *trace, const float *sr, const float *sw, const float *sxi, const float *sal,
                    const float *smu, const float *sbe, const float *slp, float *gq, float *gxi0, float *gmu0,
                    float *gvals, float *glogits, float *gh, const int *gld, float *scr, long ns) {
+#ifndef EM_AVX512
+	if (iv[16])
+		return pf_em_backward_avx512(iv, fv, q, xi0, mu0, vals, km, qm, in_s, logits, trace, sr, sw, sxi, sal, smu, sbe,
+		                             slp, gq, gxi0, gmu0, gvals, glogits, gh, gld, scr, ns);
+#endif
 	em_p P, *p = &P;
 	unpack(p, iv, fv);
 	p->q = q, p->xi0 = xi0, p->mu0 = mu0, p->vals = vals, p->km = km, p->qm = qm, p->in_s = in_s, p->logits = logits;

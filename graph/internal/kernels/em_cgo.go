@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"unsafe"
 )
@@ -18,11 +19,26 @@ var EMUseC = true
 // EMCAvailable reports whether float32 problems run in em.c.
 func EMCAvailable() bool { return EMUseC && hasAVX2() != 0 }
 
+// emSIMDEnv names the environment variable whose value "avx2" keeps em.c
+// on its AVX2 build on a CPU with AVX-512, to time one against the other
+// (the variable the attention, softmax and layer norm kernels read).
+const emSIMDEnv = "PROBFORMER_SIMD"
+
+// EMUseAVX512 lets float32 problems run em.c's AVX-512 build (em512.c)
+// where the CPU has AVX-512; it starts false when PROBFORMER_SIMD=avx2,
+// and tests set it to run either build whatever the environment says.
+var EMUseAVX512 = os.Getenv(emSIMDEnv) != "avx2"
+
+// EMAVX512 reports whether float32 problems run em.c's AVX-512 build. Its
+// results agree with the AVX2 build's to rounding, not bit for bit (its
+// rows are reduced in 16 lanes, not 8).
+func EMAVX512() bool { return EMCAvailable() && EMUseAVX512 && hasAVX512() }
+
 // emCCall is one call's scalars and scratch, pooled: a problem is small,
 // and allocating its scratch (or letting the scalars escape) would cost a
 // visible part of it.
 type emCCall struct {
-	iv  [16]C.int
+	iv  [17]C.int
 	fv  [11]C.float
 	gld [4]C.int
 	buf []float32
@@ -41,8 +57,9 @@ func emCScratchSize(n, m, d, dv int) int {
 // setup fills c's scalars for p (em.c's unpack has their order) and sizes
 // its scratch.
 func (c *emCCall) setup(s EMSpec, p *EMProblem[float32], pr bool) {
-	c.iv = [16]C.int{C.int(p.N), C.int(p.M), C.int(p.D), C.int(p.Dv), C.int(p.Ldq), C.int(p.Ldk), C.int(p.Ldv), C.int(p.Ldx),
-		C.int(s.KeyIters), C.int(s.PropagateIters), C.int(s.ValueIters), cbool(s.AdaptAlpha), cbool(s.AdaptBeta), cbool(s.AdaptPi), cbool(pr)}
+	c.iv = [17]C.int{C.int(p.N), C.int(p.M), C.int(p.D), C.int(p.Dv), C.int(p.Ldq), C.int(p.Ldk), C.int(p.Ldv), C.int(p.Ldx),
+		C.int(s.KeyIters), C.int(s.PropagateIters), C.int(s.ValueIters), cbool(s.AdaptAlpha), cbool(s.AdaptBeta), cbool(s.AdaptPi), cbool(pr),
+		0, cbool(EMAVX512())}
 	for i, x := range p.H {
 		c.fv[i] = C.float(x)
 	}

@@ -9,6 +9,10 @@ var EMUseC = false
 
 func EMCAvailable() bool { return false }
 
+var EMUseAVX512 = false
+
+func EMAVX512() bool { return false }
+
 func EMForwardC[T Float](EMSpec, *EMProblem[T], *EMTrace[T]) bool { return false }
 
 func EMBackwardC[T Float](EMSpec, *EMProblem[T], *EMTrace[T], *EMSeeds[T], *EMGrads[T]) bool {
