@@ -203,6 +203,29 @@ func (s ScaledDotProduct) Attend(b *graph.Builder, name string, q, k, v *graph.N
 	return b.AttentionDropout(name+".attn_drop", q, k, v, mask.Keys, heads, mask.Causal, s.Dropout)
 }
 
+// projectAttend is dense's query projection of x (name.q) and key and
+// value projections of y (name.k, name.v), created in that order, then
+// Attend on them, with the projections of one input computed as one
+// GEMM (graph.LinearConcat) that the attention op reads in place
+// (Builder.AttentionPacked): for self-attention (x is y, and the caller
+// needs no q) the three as one [q k v], else q alone and [k v]. The
+// values are those of dense and Attend to rounding; the parameters are
+// dense's, so checkpoints are unchanged. q is the query projection, nil
+// in the self-attention form. x [B, N, dx], y [B, M, dy] → out [B, N,
+// dim].
+func (s ScaledDotProduct) projectAttend(b *graph.Builder, name string, x, y *graph.Node, dim, heads int, mask Mask, needQ bool) (q, out *graph.Node) {
+	wq, bq := denseParams(b, name+".q", x, dim)
+	wk, bk := denseParams(b, name+".k", y, dim)
+	wv, bv := denseParams(b, name+".v", y, dim)
+	if x == y && !needQ {
+		qkv := graph.LinearConcat(x, []*graph.Node{wq, wk, wv}, []*graph.Node{bq, bk, bv})
+		return nil, b.AttentionPacked(name+".attn_drop", nil, qkv, mask.Keys, heads, mask.Causal, s.Dropout)
+	}
+	q = graph.Linear(x, wq, bq)
+	kv := graph.LinearConcat(y, []*graph.Node{wk, wv}, []*graph.Node{bk, bv})
+	return q, b.AttentionPacked(name+".attn_drop", q, kv, mask.Keys, heads, mask.Causal, s.Dropout)
+}
+
 // Weights implements WeightsKernel. The weights are graph.AttentionWeights,
 // which has no gradient: they are for plots and inspection only.
 func (ScaledDotProduct) Weights(_ *graph.Builder, _ string, q, k, _ *graph.Node, heads int, mask Mask) *graph.Node {
@@ -256,6 +279,16 @@ func layerNorm(b *graph.Builder, name string, x *graph.Node) *graph.Node {
 	s := graph.Shape(x)
 	d := s[len(s)-1]
 	return graph.LayerNorm(x, b.Param(name+".g", []int{d}, graph.Ones), b.Param(name+".b", []int{d}, graph.Zeros), 1e-5)
+}
+
+// addLayerNorm is layerNorm(x + Dropout(f)) as one op
+// (graph.DropoutAddLayerNorm), with layerNorm's parameters, created
+// after f's; the dropout mask is called drop (p 0: no dropout).
+func addLayerNorm(b *graph.Builder, name string, x, f *graph.Node, drop string, p float64) *graph.Node {
+	s := graph.Shape(x)
+	d := s[len(s)-1]
+	gamma, beta := b.Param(name+".g", []int{d}, graph.Ones), b.Param(name+".b", []int{d}, graph.Zeros)
+	return b.DropoutAddLayerNorm(drop, x, f, p, gamma, beta, 1e-5)
 }
 
 // noCausalForm marks kernels that cannot mask by position, such as EM,

@@ -25,6 +25,11 @@ type MultiHeadAttention struct {
 // computed but meaningless.
 func (m MultiHeadAttention) Forward(b *graph.Builder, x, y *graph.Node, mask Mask) *graph.Node {
 	m.check(b)
+	if s, ok := m.Kernel.(ScaledDotProduct); ok {
+		// the projections fused and read in place by the attention op
+		_, out := s.projectAttend(b, m.Name, x, y, m.Dim, m.Heads, mask, false)
+		return dense(b, m.Name+".o", out, m.Dim)
+	}
 	q := dense(b, m.Name+".q", x, m.Dim)
 	k := dense(b, m.Name+".k", y, m.Dim)
 	v := dense(b, m.Name+".v", y, m.Dim)

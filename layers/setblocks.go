@@ -34,18 +34,28 @@ func (m MAB) Forward(b *graph.Builder, x, xMask, y, yMask *graph.Node) *graph.No
 	if m.Heads <= 0 || m.Dim%m.Heads != 0 {
 		b.Fail(fmt.Errorf("%s: width %d does not split into %d heads", m.Name, m.Dim, m.Heads))
 	}
-	qp := dense(b, m.Name+".q", x, m.Dim)
-	k := dense(b, m.Name+".k", y, m.Dim)
-	v := dense(b, m.Name+".v", y, m.Dim)
-	h := graph.Add(qp, m.Kernel.Attend(b, m.Name, qp, k, v, m.Heads, Mask{Keys: yMask, Queries: xMask}))
-	if m.LayerNorm {
-		h = layerNorm(b, m.Name+".ln0", h)
+	mask := Mask{Keys: yMask, Queries: xMask}
+	var h *graph.Node
+	if s, ok := m.Kernel.(ScaledDotProduct); ok {
+		// the key and value projections fused and read in place
+		qp, att := s.projectAttend(b, m.Name, x, y, m.Dim, m.Heads, mask, true)
+		h = m.residual(b, m.Name+".ln0", qp, att)
+	} else {
+		qp := dense(b, m.Name+".q", x, m.Dim)
+		k := dense(b, m.Name+".k", y, m.Dim)
+		v := dense(b, m.Name+".v", y, m.Dim)
+		h = m.residual(b, m.Name+".ln0", qp, m.Kernel.Attend(b, m.Name, qp, k, v, m.Heads, mask))
 	}
-	out := graph.Add(h, denseReLU(b, m.Name+".o", h, m.Dim))
-	if m.LayerNorm {
-		out = layerNorm(b, m.Name+".ln1", out)
+	return m.residual(b, m.Name+".ln1", h, denseReLU(b, m.Name+".o", h, m.Dim))
+}
+
+// residual is x + f, then with LayerNorm the layer norm ln of it, as one
+// op (graph.AddLayerNorm).
+func (m MAB) residual(b *graph.Builder, ln string, x, f *graph.Node) *graph.Node {
+	if !m.LayerNorm {
+		return graph.Add(x, f)
 	}
-	return out
+	return addLayerNorm(b, ln, x, f, "", 0)
 }
 
 // SAB is the Set Attention Block: SAB(X) = MAB(X, X). It is permutation

@@ -37,7 +37,7 @@ func sublayer(b *graph.Builder, x *graph.Node, preLN bool, ln, drop string, p fl
 	if preLN {
 		return graph.Add(x, b.Dropout(drop, f(layerNorm(b, ln, x)), p))
 	}
-	return layerNorm(b, ln, graph.Add(x, b.Dropout(drop, f(x), p)))
+	return addLayerNorm(b, ln, x, f(x), drop, p)
 }
 
 // EncoderLayer is one Transformer encoder layer: self-attention over the
