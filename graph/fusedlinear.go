@@ -11,10 +11,25 @@ import (
 // linearKernel is y = x·W (+ b) over the last axis of x, for any rank:
 // x [..., din], W [din, dout], b [dout] → [..., dout]. One gemm on the
 // folded rows, with no reshape and no broadcast of the bias.
-// With relu set, the output is max(x·W + b, 0), in the same pass.
-type linearKernel struct{ bias, relu bool }
+// With relu set, the output is max(x·W + b, 0), in the same pass; with
+// dropout too, max(x·W + b, 0) ⊙ D for a dropout mask D of the output's
+// shape, the last input.
+type linearKernel struct{ bias, relu, dropout bool }
 
-func (k linearKernel) name() string { return fmt.Sprintf("linear(bias=%v,relu=%v)", k.bias, k.relu) }
+func (k linearKernel) name() string {
+	return fmt.Sprintf("linear(bias=%v,relu=%v,dropout=%v)", k.bias, k.relu, k.dropout)
+}
+
+// constInput: the dropout mask takes no gradient.
+func (k linearKernel) constInput(i int) bool { return k.dropout && i == k.maskInput() }
+
+// maskInput is the index of the dropout mask among the inputs.
+func (k linearKernel) maskInput() int {
+	if k.bias {
+		return 3
+	}
+	return 2
+}
 
 func (k linearKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	x, w := in[0], in[1]
@@ -26,6 +41,9 @@ func (k linearKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	out := x.Clone()
 	out[len(out)-1] = w[1]
+	if k.dropout && (len(in) <= k.maskInput() || !in[k.maskInput()].Eq(out)) {
+		return nil, fmt.Errorf("linear: dropout mask, want %v", out)
+	}
 	return out, nil
 }
 
@@ -33,16 +51,33 @@ func (k linearKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 	switch y := out.Data().(type) {
 	case []float32:
 		linearForward(k.bias, in, y)
-		if k.relu {
-			relu(y, nil, y)
-		}
+		activate(k, in, y)
 	case []float64:
 		linearForward(k.bias, in, y)
-		if k.relu {
-			relu(y, nil, y)
-		}
+		activate(k, in, y)
 	}
 	return nil
+}
+
+// activate applies k's ReLU, and the dropout mask, to y in place: both in
+// one part of y at a time, on both cores, while the part is in cache.
+func activate[T float](k linearKernel, in []*tensor.Dense, y []T) {
+	if !k.relu {
+		return
+	}
+	if !k.dropout {
+		relu(y, nil, y)
+		return
+	}
+	d := in[k.maskInput()].Data().([]T)
+	kernels.SplitRange(len(y), 8, func(lo, hi int) {
+		y, d := y[lo:hi], d[lo:hi]
+		reluPart(y, nil, y)
+		if y32, ok := any(y).([]float32); ok && kernels.Mul32(y32, any(d).([]float32), y32) {
+			return
+		}
+		mulIntoGo(y, d, y)
+	})
 }
 
 func linearForward[T float](bias bool, in []*tensor.Dense, y []T) {
@@ -57,9 +92,14 @@ func linearForward[T float](bias bool, in []*tensor.Dense, y []T) {
 }
 
 // grads: dx = g·Wᵀ, dW = xᵀ·g, db = Σ_rows g; after a ReLU, g is first
-// masked by [y > 0] (y > 0 exactly where x·W + b > 0).
+// masked by [y > 0] (y > 0 exactly where x·W + b > 0), and with dropout
+// also multiplied by D (where D = 0, y = 0 and the gradient is +0).
 func (k linearKernel) grads(in []*Node, y, g *Node) []*Node {
-	if k.relu {
+	switch {
+	case k.dropout:
+		g = apply(reluDropGradKernel{}, y, g, in[k.maskInput()])
+		in = in[:k.maskInput()]
+	case k.relu:
 		g = apply(reluGradKernel{}, y, g)
 	}
 	out := []*Node{
@@ -69,7 +109,40 @@ func (k linearKernel) grads(in []*Node, y, g *Node) []*Node {
 	if k.bias {
 		out = append(out, apply(colSumKernel{}, g))
 	}
+	if k.dropout {
+		out = append(out, nil)
+	}
 	return out
+}
+
+// reluDropGradKernel is y, g, D → g ⊙ [y > 0] ⊙ D, the gradient through
+// ReLU then dropout from their output y, in one pass over parts of the
+// values on both cores.
+type reluDropGradKernel struct{}
+
+func (reluDropGradKernel) name() string { return "grad-relu-dropout" }
+func (reluDropGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	return in[0].Clone(), nil
+}
+func (reluDropGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	switch o := out.Data().(type) {
+	case []float32:
+		reluDropGrad(in[0].Data().([]float32), in[1].Data().([]float32), in[2].Data().([]float32), o)
+	case []float64:
+		reluDropGrad(in[0].Data().([]float64), in[1].Data().([]float64), in[2].Data().([]float64), o)
+	}
+	return nil
+}
+
+func reluDropGrad[T float](y, g, d, o []T) {
+	kernels.SplitRange(len(y), 8, func(lo, hi int) {
+		o, d := o[lo:hi], d[lo:hi]
+		reluPart(y[lo:hi], g[lo:hi], o)
+		if o32, ok := any(o).([]float32); ok && kernels.Mul32(o32, any(d).([]float32), o32) {
+			return
+		}
+		mulIntoGo(o, d, o)
+	})
 }
 
 // matmulKernel multiplies two operands whose leading axes fold into rows:

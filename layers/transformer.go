@@ -26,7 +26,8 @@ import (
 // Parameters: name.ff1, name.ff2 (each .w and .b); dropout mask name.ff1.drop.
 func feedForward(b *graph.Builder, name string, x *graph.Node, ff int, p float64) *graph.Node {
 	s := graph.Shape(x)
-	hidden := b.Dropout(name+".ff1.drop", denseReLU(b, name+".ff1", x, ff), p)
+	w, bias := denseParams(b, name+".ff1", x, ff)
+	hidden := b.LinearReLUDropout(name+".ff1.drop", x, w, bias, p) // dropout fused into the ReLU's pass
 	return dense(b, name+".ff2", hidden, s[len(s)-1])
 }
 
