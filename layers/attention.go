@@ -212,18 +212,32 @@ func (s ScaledDotProduct) Attend(b *graph.Builder, name string, q, k, v *graph.N
 // values are those of dense and Attend to rounding; the parameters are
 // dense's, so checkpoints are unchanged. q is the query projection, nil
 // in the self-attention form. x [B, N, dx], y [B, M, dy] → out [B, N,
-// dim].
-func (s ScaledDotProduct) projectAttend(b *graph.Builder, name string, x, y *graph.Node, dim, heads int, mask Mask, needQ bool) (q, out *graph.Node) {
+// dim]. With tile set, x is seeds [k, dx] that every example queries
+// with (ISAB's inducing points, PMA's seeds): their projection is the
+// same for every example, so it is computed once and then tiled over
+// the batch (b.Tile with tile's name) — the values of projecting the
+// tiled seeds, at 1/B of that product's cost.
+func (s ScaledDotProduct) projectAttend(b *graph.Builder, name string, x, y *graph.Node, dim, heads int, mask Mask, needQ bool, tile *tiling) (q, out *graph.Node) {
 	wq, bq := denseParams(b, name+".q", x, dim)
 	wk, bk := denseParams(b, name+".k", y, dim)
 	wv, bv := denseParams(b, name+".v", y, dim)
-	if x == y && !needQ {
+	if x == y && !needQ && tile == nil {
 		qkv := graph.LinearConcat(x, []*graph.Node{wq, wk, wv}, []*graph.Node{bq, bk, bv})
 		return nil, b.AttentionPacked(name+".attn_drop", nil, qkv, mask.Keys, heads, mask.Causal, s.Dropout)
 	}
 	q = graph.Linear(x, wq, bq)
+	if tile != nil {
+		q = b.Tile(tile.name, q, tile.n)
+	}
 	kv := graph.LinearConcat(y, []*graph.Node{wk, wv}, []*graph.Node{bk, bv})
 	return q, b.AttentionPacked(name+".attn_drop", q, kv, mask.Keys, heads, mask.Causal, s.Dropout)
+}
+
+// tiling says that queries are seeds tiled over a batch of n, with
+// b.Tile's constant called name.
+type tiling struct {
+	name string
+	n    int
 }
 
 // Weights implements WeightsKernel. The weights are graph.AttentionWeights,

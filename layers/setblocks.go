@@ -31,6 +31,23 @@ type MAB struct {
 // KL) need so that padded rows of x change nothing for the real ones.
 // Rows of padded queries are computed but meaningless.
 func (m MAB) Forward(b *graph.Builder, x, xMask, y, yMask *graph.Node) *graph.Node {
+	return m.forward(b, x, xMask, y, yMask, nil)
+}
+
+// forwardTiled is Forward with x = b.Tile(tile, seeds, batch) and no
+// query mask: seeds [k, dx] (inducing points, PMA's seeds) query every
+// example. With softmax attention the seeds' query projection, the same
+// for every example, is computed once and tiled.
+func (m MAB) forwardTiled(b *graph.Builder, tile string, seeds *graph.Node, batch int, y, yMask *graph.Node) *graph.Node {
+	if _, ok := m.Kernel.(ScaledDotProduct); !ok {
+		return m.Forward(b, b.Tile(tile, seeds, batch), nil, y, yMask)
+	}
+	return m.forward(b, seeds, nil, y, yMask, &tiling{name: tile, n: batch})
+}
+
+// forward is Forward, with x the seeds of forwardTiled when tile is set
+// (softmax attention only).
+func (m MAB) forward(b *graph.Builder, x, xMask, y, yMask *graph.Node, tile *tiling) *graph.Node {
 	if m.Heads <= 0 || m.Dim%m.Heads != 0 {
 		b.Fail(fmt.Errorf("%s: width %d does not split into %d heads", m.Name, m.Dim, m.Heads))
 	}
@@ -38,7 +55,7 @@ func (m MAB) Forward(b *graph.Builder, x, xMask, y, yMask *graph.Node) *graph.No
 	var h *graph.Node
 	if s, ok := m.Kernel.(ScaledDotProduct); ok {
 		// the key and value projections fused and read in place
-		qp, att := s.projectAttend(b, m.Name, x, y, m.Dim, m.Heads, mask, true)
+		qp, att := s.projectAttend(b, m.Name, x, y, m.Dim, m.Heads, mask, true, tile)
 		h = m.residual(b, m.Name+".ln0", qp, att)
 	} else {
 		qp := dense(b, m.Name+".q", x, m.Dim)
@@ -88,7 +105,7 @@ func (s ISAB) Forward(b *graph.Builder, x, mask *graph.Node) *graph.Node {
 	ind := b.Param(s.Name+".inducing", []int{s.Inducing, s.MAB.Dim}, graph.Glorot)
 	m0, m1 := s.MAB, s.MAB
 	m0.Name, m1.Name = s.Name+".mab0", s.Name+".mab1"
-	h := m0.Forward(b, b.Tile(s.Name+".tile", ind, batch), nil, x, mask)
+	h := m0.forwardTiled(b, s.Name+".tile", ind, batch, x, mask)
 	return m1.Forward(b, x, mask, h, nil)
 }
 
@@ -108,5 +125,5 @@ func (p PMA) Forward(b *graph.Builder, x, mask *graph.Node) *graph.Node {
 	seeds := b.Param(p.Name+".seeds", []int{p.Seeds, p.MAB.Dim}, graph.Glorot)
 	m := p.MAB
 	m.Name = p.Name + ".mab"
-	return m.Forward(b, b.Tile(p.Name+".tile", seeds, batch), nil, x, mask)
+	return m.forwardTiled(b, p.Name+".tile", seeds, batch, x, mask)
 }
