@@ -46,10 +46,28 @@ func attentionDropped(q, k, v, keyMask, drop *Node, heads int, causal bool) *Nod
 // backward pass writes the gradient of kv in kv's layout: of [q k v] one
 // tensor, with no unpack and no sum of three.
 func (b *Builder) AttentionPacked(name string, q, kv, keyMask *Node, heads int, causal bool, p float64) *Node {
+	return b.attentionPacked(name, q, kv, keyMask, heads, causal, p, false)
+}
+
+// ResidualAttentionPacked is q + AttentionPacked(name, q, kv, ...), q
+// [B, N, H·d] and kv [B, M, 2·H·d]: Set Transformer's residual
+// connection around attention from the projected queries, in the same
+// op. Each head adds its queries to its readout, and in the backward pass
+// the readout's gradient to the queries', while the head is in cache;
+// the values are those of Add on AttentionPacked, and no gradient sum is
+// left to Gorgonia.
+func (b *Builder) ResidualAttentionPacked(name string, q, kv, keyMask *Node, heads int, causal bool, p float64) *Node {
+	if q == nil {
+		fail("residual attention %s: no queries", name)
+	}
+	return b.attentionPacked(name, q, kv, keyMask, heads, causal, p, true)
+}
+
+func (b *Builder) attentionPacked(name string, q, kv, keyMask *Node, heads int, causal bool, p float64, residual bool) *Node {
 	if !(p >= 0 && p < 1) { // NaN too
 		fail("attention dropout %s: p = %g, want in [0, 1)", name, p)
 	}
-	a := attentionKernel{heads: heads, causal: causal, masked: keyMask != nil, packed: packKV, saved: &savedWeights{}}
+	a := attentionKernel{heads: heads, causal: causal, masked: keyMask != nil, packed: packKV, residual: residual, saved: &savedWeights{}}
 	in := []*Node{q, kv}
 	if q == nil {
 		a.packed, in = packQKV, []*Node{kv}

@@ -52,6 +52,7 @@ type attentionKernel struct {
 	heads          int
 	causal, masked bool
 	packed         packing       // how q, k and v lie in the first inputs
+	residual       bool          // the readout is q + attention (dv = d): a residual connection
 	biased         bool          // an additive score bias [B, H, N, M] follows the key mask
 	dropout        bool          // a dropout mask [B, H, N, M] is the last input
 	saved          *savedWeights // nil: the backward recomputes the weights
@@ -98,7 +99,7 @@ func weightsBuffer[T float](a attentionKernel, n int) []T {
 }
 
 func (a attentionKernel) name() string {
-	return fmt.Sprintf("attention(h=%d,causal=%v,masked=%v,biased=%v,dropout=%v,packed=%d)", a.heads, a.causal, a.masked, a.biased, a.dropout, a.packed)
+	return fmt.Sprintf("attention(h=%d,causal=%v,masked=%v,biased=%v,dropout=%v,packed=%d,residual=%v)", a.heads, a.causal, a.masked, a.biased, a.dropout, a.packed, a.residual)
 }
 
 // operands splits a node's inputs — q, k, v (absent when hasV is false:
@@ -235,6 +236,9 @@ func (a attentionKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.residual && g.dv != g.d {
+		return nil, fmt.Errorf("attention: a residual connection needs values as wide as queries, have %d and %d per head", g.dv, g.d)
+	}
 	return tensor.Shape{g.b, g.n, a.heads * g.dv}, nil
 }
 
@@ -342,6 +346,7 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 			bh = bias[i*n*m : (i+1)*n*m]
 		}
 		qh, kh, vh, oh := q[bi*n*g.ldq+h*d:], k[bi*m*g.ldk+h*d:], v[bi*m*g.ldv+h*dv:], out[bi*n*hv+h*dv:]
+		defer addResidual(a.residual, n, d, qh, g.ldq, oh, hv) // after either path
 		if headForward32(a, g, qh, kh, vh, mask, bh, dh, bi, p, oh) {
 			return
 		}
@@ -356,6 +361,22 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 	})
 	if saved != nil {
 		a.saved.fresh = true
+	}
+}
+
+// addResidual adds the n rows of d values of x (strided by ldx) into y's
+// (strided by ldy), when on: one head's residual connection, or its
+// gradient, while the head is in cache. Each value is one addition, as
+// Add's.
+func addResidual[T float](on bool, n, d int, x []T, ldx int, y []T, ldy int) {
+	if !on {
+		return
+	}
+	for r := range n {
+		xr, yr := x[r*ldx:r*ldx+d], y[r*ldy:r*ldy+d]
+		for j, v := range xr {
+			yr[j] += v
+		}
 	}
 }
 
@@ -478,6 +499,7 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 		}
 		qh, kh, vh, gh := q[bi*n*ldq+h*d:], k[bi*m*ldk+h*d:], v[bi*m*ldv+h*dv:], gOut[bi*n*hv+h*dv:]
 		dqh, dkh, dvh := dq[bi*n*ldq+h*d:], dk[bi*m*ldk+h*d:], dvv[bi*m*ldv+h*dv:]
+		defer addResidual(a.residual, n, d, gh, hv, dqh, ldq) // dq += G, after either path
 		if headBackward32(a, geo, qh, kh, vh, gh, p, dh, scale, dqh, dkh, dvh) {
 			return
 		}

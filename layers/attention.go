@@ -207,30 +207,33 @@ func (s ScaledDotProduct) Attend(b *graph.Builder, name string, q, k, v *graph.N
 // value projections of y (name.k, name.v), created in that order, then
 // Attend on them, with the projections of one input computed as one
 // GEMM (graph.LinearConcat) that the attention op reads in place
-// (Builder.AttentionPacked): for self-attention (x is y, and the caller
-// needs no q) the three as one [q k v], else q alone and [k v]. The
-// values are those of dense and Attend to rounding; the parameters are
-// dense's, so checkpoints are unchanged. q is the query projection, nil
-// in the self-attention form. x [B, N, dx], y [B, M, dy] → out [B, N,
-// dim]. With tile set, x is seeds [k, dx] that every example queries
+// (Builder.AttentionPacked): for self-attention (x is y, without
+// residual) the three as one [q k v], else q alone and [k v]. With
+// residual, out is q + Attend(…), the residual connection in the same op
+// (Builder.ResidualAttentionPacked). The values are those of dense and
+// Attend to rounding; the parameters are dense's, so checkpoints are
+// unchanged. x [B, N, dx], y [B, M, dy] → out [B, N, dim]. With tile set, x is seeds [k, dx] that every example queries
 // with (ISAB's inducing points, PMA's seeds): their projection is the
 // same for every example, so it is computed once and then tiled over
 // the batch (b.Tile with tile's name) — the values of projecting the
 // tiled seeds, at 1/B of that product's cost.
-func (s ScaledDotProduct) projectAttend(b *graph.Builder, name string, x, y *graph.Node, dim, heads int, mask Mask, needQ bool, tile *tiling) (q, out *graph.Node) {
+func (s ScaledDotProduct) projectAttend(b *graph.Builder, name string, x, y *graph.Node, dim, heads int, mask Mask, residual bool, tile *tiling) *graph.Node {
 	wq, bq := denseParams(b, name+".q", x, dim)
 	wk, bk := denseParams(b, name+".k", y, dim)
 	wv, bv := denseParams(b, name+".v", y, dim)
-	if x == y && !needQ && tile == nil {
+	if x == y && !residual && tile == nil {
 		qkv := graph.LinearConcat(x, []*graph.Node{wq, wk, wv}, []*graph.Node{bq, bk, bv})
-		return nil, b.AttentionPacked(name+".attn_drop", nil, qkv, mask.Keys, heads, mask.Causal, s.Dropout)
+		return b.AttentionPacked(name+".attn_drop", nil, qkv, mask.Keys, heads, mask.Causal, s.Dropout)
 	}
-	q = graph.Linear(x, wq, bq)
+	q := graph.Linear(x, wq, bq)
 	if tile != nil {
 		q = b.Tile(tile.name, q, tile.n)
 	}
 	kv := graph.LinearConcat(y, []*graph.Node{wk, wv}, []*graph.Node{bk, bv})
-	return q, b.AttentionPacked(name+".attn_drop", q, kv, mask.Keys, heads, mask.Causal, s.Dropout)
+	if residual {
+		return b.ResidualAttentionPacked(name+".attn_drop", q, kv, mask.Keys, heads, mask.Causal, s.Dropout)
+	}
+	return b.AttentionPacked(name+".attn_drop", q, kv, mask.Keys, heads, mask.Causal, s.Dropout)
 }
 
 // tiling says that queries are seeds tiled over a batch of n, with

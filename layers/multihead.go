@@ -27,8 +27,7 @@ func (m MultiHeadAttention) Forward(b *graph.Builder, x, y *graph.Node, mask Mas
 	m.check(b)
 	if s, ok := m.Kernel.(ScaledDotProduct); ok {
 		// the projections fused and read in place by the attention op
-		_, out := s.projectAttend(b, m.Name, x, y, m.Dim, m.Heads, mask, false, nil)
-		return dense(b, m.Name+".o", out, m.Dim)
+		return dense(b, m.Name+".o", s.projectAttend(b, m.Name, x, y, m.Dim, m.Heads, mask, false, nil), m.Dim)
 	}
 	q := dense(b, m.Name+".q", x, m.Dim)
 	k := dense(b, m.Name+".k", y, m.Dim)

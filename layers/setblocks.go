@@ -54,9 +54,12 @@ func (m MAB) forward(b *graph.Builder, x, xMask, y, yMask *graph.Node, tile *til
 	mask := Mask{Keys: yMask, Queries: xMask}
 	var h *graph.Node
 	if s, ok := m.Kernel.(ScaledDotProduct); ok {
-		// the key and value projections fused and read in place
-		qp, att := s.projectAttend(b, m.Name, x, y, m.Dim, m.Heads, mask, true, tile)
-		h = m.residual(b, m.Name+".ln0", qp, att)
+		// the key and value projections fused and read in place, the
+		// residual connection in the attention op
+		h = s.projectAttend(b, m.Name, x, y, m.Dim, m.Heads, mask, true, tile)
+		if m.LayerNorm {
+			h = layerNorm(b, m.Name+".ln0", h)
+		}
 	} else {
 		qp := dense(b, m.Name+".q", x, m.Dim)
 		k := dense(b, m.Name+".k", y, m.Dim)
