@@ -567,7 +567,7 @@ static inline int claim(int *c) { return __atomic_fetch_add(c, 1, __ATOMIC_RELAX
 // hence the yield after a while.
 static void wait_count(int *c, int want) {
 	for (int i = 0; __atomic_load_n(c, __ATOMIC_ACQUIRE) < want; i++) {
-		if (i < 1 << 14) __builtin_ia32_pause();
+		if (i < 1 << 10) __builtin_ia32_pause();
 		else sched_yield();
 	}
 }

@@ -100,3 +100,29 @@ func TestSplitRange(t *testing.T) {
 		}
 	}
 }
+
+// TestRunSharesTakesBack: with shares far shorter than a helper's wake-up
+// (an empty share), the caller often finishes first and takes the
+// helper's share back (RunShares); each share still runs exactly once,
+// with its own index, and no helper is left claimed.
+func TestRunSharesTakesBack(t *testing.T) {
+	prev := runtime.GOMAXPROCS(2)
+	defer runtime.GOMAXPROCS(prev)
+	var counts [2]atomic.Int32
+	const sections = 5000
+	for range sections {
+		RunShares(2, func(w int) { counts[w].Add(1) })
+	}
+	for w := range counts {
+		if got := counts[w].Load(); got != sections {
+			t.Errorf("share %d ran %d times in %d sections", w, got, sections)
+		}
+	}
+	if hs := helpers.helpers.Load(); hs != nil {
+		for i, h := range *hs {
+			if h.busy.Load() || h.job.Load() != nil {
+				t.Errorf("helper %d left claimed or with a job", i)
+			}
+		}
+	}
+}
