@@ -684,15 +684,22 @@ func bertSizes(c *configs.Config, d *BERTData, m *TransformerModel) error {
 
 // bertEstimate is the masked LM's estimate (the NSP head adds one
 // [B, dim] row), without the MLM head's [B, S, vocab] scores when
-// data.mask_prob is 0.
+// data.mask_prob is 0. With the masked LM, training scores only the
+// masked rows (losses.ProjectedTokenCrossEntropy): a share mask_prob of a
+// pair's S positions and the one AtLeastOne may add, where
+// transformerEstimate counts all S; evaluation scores every position.
 func bertEstimate(c *configs.Config, t configs.Training, d BERTData, m TransformerModel) estimate {
 	e := transformerEstimate(c, t, d.Corpus, m, false, mlmEvalBatch, 0)
+	vocab := float64(tsvVocab)
+	if d.Source == "toy" {
+		vocab = toyVocab
+	}
+	scores := func(rows int) float64 { return 3 * float64(rows*d.MaxLen) * vocab }
 	if d.MaskProb == 0 {
-		vocab := float64(tsvVocab)
-		if d.Source == "toy" {
-			vocab = toyVocab
-		}
-		e.activations -= activationBytes(c, 3*float64(t.Batch*d.MaxLen)*vocab, 3*float64(mlmEvalBatch*d.MaxLen)*vocab)
+		e.activations -= activationBytes(c, scores(t.Batch), scores(mlmEvalBatch))
+	} else {
+		unscored := 1 - min(1, d.MaskProb+1/float64(d.MaxLen))
+		e.activations -= activationBytes(c, unscored*scores(t.Batch), 0)
 	}
 	return e
 }
