@@ -2,6 +2,7 @@ package layers
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/probformer/probformer/graph"
 )
@@ -303,10 +304,14 @@ func (m Seq2Seq) encode(b *graph.Builder, src, srcMask, tgtIn *graph.Node) (memo
 // embedTokens is a Transformer's input layer: token embedding name.table
 // [vocab, dim], the sinusoidal encoding name.pos and dropout name.drop:
 // ids [B, T] → [B, T, dim].
+// It is one op (Builder.EmbedTokens), the values of TokenEmbedding,
+// PositionalEncoding and Dropout bit for bit, with their names.
 func embedTokens(b *graph.Builder, name string, vocab, dim int, dropout float64, ids *graph.Node) *graph.Node {
-	x := TokenEmbedding{Name: name, Vocab: vocab, Dim: dim}.Forward(b, ids)
-	x = PositionalEncoding{Name: name + ".pos"}.Forward(b, x)
-	return b.Dropout(name+".drop", x, dropout)
+	scale := math.Sqrt(float64(dim))
+	table := b.Param(name+".table", []int{vocab, dim}, graph.Normal(1/scale)) // as TokenEmbedding's
+	t := graph.Shape(ids)[1]
+	pos := b.Constant(name+".pos", []int{t, dim}, SinusoidalEncoding(t, dim))
+	return b.EmbedTokens(name+".drop", table, ids, scale, pos, dropout)
 }
 
 // encodeSource is the source side that Seq2Seq and MaskedLM share, with
