@@ -140,13 +140,11 @@ func gemmSplit(level C.int, m, n, k int) (mode, rb, cw int, ok bool) {
 	cw = nr * max(1, n/(8*nr))
 	colBlocks := (n + cw - 1) / cw
 	switch {
-	case m <= 128 && colBlocks >= 4:
+	case m <= 128 && colBlocks >= 2:
 		return 1, 0, cw, true
 	case m >= 24:
 		// Multiples of 12 rows: whole blocks of both micro-kernels (12 and 6).
-		return 0, min(96, max(12, m/16/12*12)), 0, true
-	case colBlocks >= 2:
-		return 1, 0, cw, true
+		return 0, min(192, max(12, m/8/12*12)), 0, true
 	}
 	return 0, 0, 0, false
 }
