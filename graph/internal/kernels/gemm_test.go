@@ -148,9 +148,9 @@ func BenchmarkGemm(b *testing.B) {
 }
 
 // TestGemmRowSplitIsExact: an element of C is computed the same way
-// whatever rows it is computed with, so splitting C's rows between
+// whatever rows it is computed with, so sharing C's rows between
 // goroutines (or tiling them differently) cannot change a bit; nor does
-// splitting its columns, for the wide products gemm splits that way
+// sharing its columns, for the few-row products gemm shares that way
 // ({64, 600, 100}, and the weight-gradient shapes {64, 64, 1024} and
 // {48, 48, 512}), bias included.
 func TestGemmRowSplitIsExact(t *testing.T) {
