@@ -225,6 +225,174 @@ void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const fl
 	attn_head_bwd(q, ldq, k, ldk, v, ldv, g, ldg, p, drop, n, m, d, dv, scale, dq, dk, dvv, NULL, 0);
 }
 
+// The AVX-512 heads (simdLevel 2): pf_attn_head_fwd512,
+// pf_attn_head_fwd_bias512 and pf_attn_head_bwd512 are the heads above
+// with their products and softmax 16 lanes wide. A head of width 16 is
+// one zmm a row, a row of 32 keys two; widths that are not a multiple of
+// 16 end in a masked vector, so the scores go straight into p (no
+// padded scratch and copy). Their values are the AVX2 heads' bit for
+// bit: each element of a product is the same chain of fused
+// multiply-adds in t from 0 then α·sum (rows_axpy512 tiles differently,
+// which no element depends on), the softmax is pf_softmax_rows512 (see
+// there), and the backward's row dot Σ_j P·dP is summed in 8-lane blocks
+// in order (fma_halves), as attn_head_bwd does.
+
+// axpy_block512 is axpy_block 16 lanes wide: R rows of NV vectors, the
+// last of them masked by last; R·NV ≤ 8. R and NV are constants at every
+// call, so only the accumulators a0…a(R·NV−1) survive, accumulator i
+// holding row i/NV, vector i%NV. They are named variables, not an array:
+// gcc keeps an array of 8 zmm on the stack and stores it on every step.
+#define AXPY512_X(v) ((v) == 0 ? x0 : (v) == 1 ? x1 : (v) == 2 ? x2 : x3)
+#define AXPY512_STEP(i)                                                                                   \
+	if ((i) < R * NV)                                                                                      \
+		a##i = _mm512_fmadd_ps(_mm512_set1_ps(ct[(size_t)((i) / NV) * ldc]), AXPY512_X((i) % NV), a##i)
+#define AXPY512_STORE(i)                                                                                  \
+	if ((i) < R * NV)                                                                                      \
+		_mm512_mask_storeu_ps(out + (size_t)((i) / NV) * ldo + 16 * ((i) % NV),                            \
+		                      (i) % NV + 1 < NV ? (__mmask16)0xFFFF : last, _mm512_mul_ps(va, a##i))
+__attribute__((always_inline)) PF_AVX512
+static inline void axpy_block512(const int R, const int NV, __mmask16 last, int nt, float alpha, const float *c,
+                                 int ldc, int cst, const float *x, int ldx, float *out, int ldo) {
+	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+	for (int t = 0; t < nt; t++) {
+		const float *xt = x + (size_t)t * ldx, *ct = c + (size_t)t * cst;
+		__m512 x0, x1 = a0, x2 = a0, x3 = a0;
+		const __mmask16 l0 = NV == 1 ? last : 0xFFFF, l1 = NV == 2 ? last : 0xFFFF, l2 = NV == 3 ? last : 0xFFFF;
+		x0 = _mm512_maskz_loadu_ps(l0, xt);
+		if (NV > 1) x1 = _mm512_maskz_loadu_ps(l1, xt + 16);
+		if (NV > 2) x2 = _mm512_maskz_loadu_ps(l2, xt + 32);
+		if (NV > 3) x3 = _mm512_maskz_loadu_ps(last, xt + 48);
+		AXPY512_STEP(0);
+		AXPY512_STEP(1);
+		AXPY512_STEP(2);
+		AXPY512_STEP(3);
+		AXPY512_STEP(4);
+		AXPY512_STEP(5);
+		AXPY512_STEP(6);
+		AXPY512_STEP(7);
+	}
+	const __m512 va = _mm512_set1_ps(alpha);
+	AXPY512_STORE(0);
+	AXPY512_STORE(1);
+	AXPY512_STORE(2);
+	AXPY512_STORE(3);
+	AXPY512_STORE(4);
+	AXPY512_STORE(5);
+	AXPY512_STORE(6);
+	AXPY512_STORE(7);
+}
+
+// AXPY512_ROWS runs blocks of R rows, then the rest in blocks of 4, 2, 1.
+#define AXPY512_ROWS(R, NV)                                                                                      \
+	do {                                                                                                         \
+		int r = 0;                                                                                               \
+		for (; r + (R) <= nr; r += (R))                                                                          \
+			axpy_block512((R), (NV), last, nt, alpha, c + (size_t)r * ldc, ldc, cst, x, ldx, out + (size_t)r * ldo, ldo); \
+		if ((R) > 4)                                                                                             \
+			for (; r + 4 <= nr; r += 4)                                                                          \
+				axpy_block512(4, (NV), last, nt, alpha, c + (size_t)r * ldc, ldc, cst, x, ldx, out + (size_t)r * ldo, ldo); \
+		if ((R) > 2)                                                                                             \
+			for (; r + 2 <= nr; r += 2)                                                                          \
+				axpy_block512(2, (NV), last, nt, alpha, c + (size_t)r * ldc, ldc, cst, x, ldx, out + (size_t)r * ldo, ldo); \
+		for (; r < nr; r++)                                                                                      \
+			axpy_block512(1, (NV), last, nt, alpha, c + (size_t)r * ldc, ldc, cst, x, ldx, out + (size_t)r * ldo, ldo); \
+	} while (0)
+
+// rows_axpy512 is rows_axpy for any width 1 ≤ w ≤ 64: out[r][:w] =
+// α · Σ_t c[r][t] · x[t][:w], reading and writing no column from w on.
+// 8 accumulators or more hide the FMA latency on both FMA ports.
+PF_AVX512
+static void rows_axpy512(int nr, int nt, int w, float alpha, const float *c, int ldc, int cst, const float *x,
+                         int ldx, float *out, int ldo) {
+	const __mmask16 last = lanes16(w - ((w - 1) & ~15));
+	switch ((w + 15) / 16) {
+	case 1: AXPY512_ROWS(8, 1); break;
+	case 2: AXPY512_ROWS(4, 2); break;
+	case 3: AXPY512_ROWS(2, 3); break;
+	case 4: AXPY512_ROWS(2, 4); break;
+	}
+}
+
+// attn_head_fwd512 is attn_head_fwd with AVX-512.
+PF_AVX512
+static void attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n,
+                             int m, int d, int dv, float scale, const float *mask, int causal, const float *bias,
+                             const float *drop, float *p, float *out, int ldo) {
+	const int m8 = (m + 7) & ~7;
+	float kt[MAXW * MAXW], s[MAXW * MAXW];
+	transpose_rows(k, ldk, m, d, kt, m8);                 // kt [d×m8]
+	rows_axpy512(n, d, m, scale, q, ldq, 1, kt, m8, p, m); // p [n×m]
+	if (bias) add_rows(bias, p, n * m);
+	pf_softmax_rows512(p, n, m, mask, causal);
+	const float *w = p;
+	if (drop) {
+		mul_rows(p, drop, s, n * m);
+		w = s;
+	}
+	rows_axpy512(n, m, dv, 1, w, m, 1, v, ldv, out, ldo);
+}
+
+// pf_attn_head_fwd512 is pf_attn_head_fwd with AVX-512, its values the
+// same bit for bit.
+PF_AVX512
+void pf_attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m,
+                         int d, int dv, float scale, const float *mask, int causal, const float *drop, float *p,
+                         float *out, int ldo) {
+	attn_head_fwd512(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, NULL, drop, p, out, ldo);
+}
+
+// pf_attn_head_fwd_bias512 is pf_attn_head_fwd_bias with AVX-512, its
+// values the same bit for bit.
+PF_AVX512
+void pf_attn_head_fwd_bias512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n,
+                              int m, int d, int dv, float scale, const float *mask, int causal, const float *bias,
+                              const float *drop, float *p, float *out, int ldo) {
+	attn_head_fwd512(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, bias, drop, p, out, ldo);
+}
+
+// pf_attn_head_bwd512 is pf_attn_head_bwd with AVX-512, its values the
+// same bit for bit. dS keeps rows m8 apart; only its first m columns are
+// written or read.
+PF_AVX512
+void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g,
+                         int ldg, const float *p, const float *drop, int n, int m, int d, int dv, float scale,
+                         float *dq, float *dk, float *dvv) {
+	const int m8 = (m + 7) & ~7;
+	float vt[MAXW * MAXW], ds[MAXW * MAXW];
+	// dv [m×dv]: row j = Σ_i (P ⊙ D)[i][j] G[i]
+	const float *w = p;
+	if (drop) {
+		mul_rows(p, drop, ds, n * m);
+		w = ds;
+	}
+	rows_axpy512(m, n, dv, 1, w, 1, m, g, ldg, dvv, ldv);
+	// dP [n×m]: row i = Σ_c G[i][c] vᵀ[c]
+	transpose_rows(v, ldv, m, dv, vt, m8);
+	rows_axpy512(n, dv, m, 1, g, ldg, 1, vt, m8, ds, m8);
+	for (int i = 0; i < n; i++) {
+		const float *pr = p + (size_t)i * m, *dr0 = drop ? drop + (size_t)i * m : NULL;
+		float *dr = ds + (size_t)i * m8;
+		__m256 s = _mm256_setzero_ps();
+		for (int j = 0; j < m; j += 16) {
+			__mmask16 in = lanes16(m - j);
+			__m512 y = _mm512_maskz_loadu_ps(in, dr + j);
+			if (dr0) y = _mm512_mul_ps(y, _mm512_maskz_loadu_ps(in, dr0 + j));
+			_mm512_mask_storeu_ps(dr + j, in, y);
+			s = fma_halves(_mm512_maskz_loadu_ps(in, pr + j), y, s);
+		}
+		__m512 dot = _mm512_set1_ps(hsum(s));
+		for (int j = 0; j < m; j += 16) {
+			__mmask16 in = lanes16(m - j);
+			__m512 r = _mm512_mul_ps(_mm512_maskz_loadu_ps(in, pr + j), _mm512_sub_ps(_mm512_maskz_loadu_ps(in, dr + j), dot));
+			_mm512_mask_storeu_ps(dr + j, in, r);
+		}
+	}
+	// dq [n×d]: row i = scale · Σ_j dS[i][j] k[j]
+	rows_axpy512(n, m, d, scale, ds, m8, 1, k, ldk, dq, ldq);
+	// dk [m×d]: row j = scale · Σ_i dS[i][j] q[i]
+	rows_axpy512(m, n, d, scale, ds, 1, m8, q, ldq, dk, ldk);
+}
+
 // kl_rows is the row loop of pf_bayes_kl_head on the scores s [n×m8]
 // (columns from m on 0): it returns the head's sum, and with grad it
 // overwrites s with dS (rows of padded queries 0) and sets colsum [m] and

@@ -19,6 +19,13 @@ func AttnHeadOK(n, m, d, dv int) bool {
 // when drop [n×m] is nil. It reports whether it did.
 func AttnHeadFwd32(q []float32, ldq int, k []float32, ldk int, v []float32, ldv, n, m, d, dv int,
 	scale float32, mask []float32, causal bool, drop, p, out []float32, ldo int) bool {
+	return attnHeadFwd32At(simdLevel(), q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, drop, p, out, ldo)
+}
+
+// attnHeadFwd32At is AttnHeadFwd32 at the given simdLevel (≥ 1; the tests
+// run both levels of a CPU with AVX-512).
+func attnHeadFwd32At(level int, q []float32, ldq int, k []float32, ldk int, v []float32, ldv, n, m, d, dv int,
+	scale float32, mask []float32, causal bool, drop, p, out []float32, ldo int) bool {
 	if !AttnHeadOK(n, m, d, dv) || len(p) < n*m || (drop != nil && len(drop) < n*m) {
 		return false
 	}
@@ -29,9 +36,15 @@ func AttnHeadFwd32(q []float32, ldq int, k []float32, ldk int, v []float32, ldv,
 	if drop != nil {
 		dp = (*C.float)(&drop[0])
 	}
-	C.pf_attn_head_fwd((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
-		C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, cbool(causal), dp,
-		(*C.float)(&p[0]), (*C.float)(&out[0]), C.int(ldo))
+	if level >= 2 {
+		C.pf_attn_head_fwd512((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
+			C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, cbool(causal), dp,
+			(*C.float)(&p[0]), (*C.float)(&out[0]), C.int(ldo))
+	} else {
+		C.pf_attn_head_fwd((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
+			C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, cbool(causal), dp,
+			(*C.float)(&p[0]), (*C.float)(&out[0]), C.int(ldo))
+	}
 	return true
 }
 
@@ -40,6 +53,12 @@ func AttnHeadFwd32(q []float32, ldq int, k []float32, ldk int, v []float32, ldv,
 // (strided as q, k, v). It reports whether it did.
 func AttnHeadBwd32(q []float32, ldq int, k []float32, ldk int, v []float32, ldv int, g []float32, ldg int,
 	p, drop []float32, n, m, d, dv int, scale float32, dq, dk, dvv []float32) bool {
+	return attnHeadBwd32At(simdLevel(), q, ldq, k, ldk, v, ldv, g, ldg, p, drop, n, m, d, dv, scale, dq, dk, dvv)
+}
+
+// attnHeadBwd32At is AttnHeadBwd32 at the given simdLevel (≥ 1).
+func attnHeadBwd32At(level int, q []float32, ldq int, k []float32, ldk int, v []float32, ldv int, g []float32,
+	ldg int, p, drop []float32, n, m, d, dv int, scale float32, dq, dk, dvv []float32) bool {
 	if !AttnHeadOK(n, m, d, dv) || len(p) < n*m || (drop != nil && len(drop) < n*m) {
 		return false
 	}
@@ -47,9 +66,15 @@ func AttnHeadBwd32(q []float32, ldq int, k []float32, ldk int, v []float32, ldv 
 	if drop != nil {
 		dp = (*C.float)(&drop[0])
 	}
-	C.pf_attn_head_bwd((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
-		(*C.float)(&g[0]), C.int(ldg), (*C.float)(&p[0]), dp, C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale),
-		(*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dvv[0]))
+	if level >= 2 {
+		C.pf_attn_head_bwd512((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
+			(*C.float)(&g[0]), C.int(ldg), (*C.float)(&p[0]), dp, C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale),
+			(*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dvv[0]))
+	} else {
+		C.pf_attn_head_bwd((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
+			(*C.float)(&g[0]), C.int(ldg), (*C.float)(&p[0]), dp, C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale),
+			(*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dvv[0]))
+	}
 	return true
 }
 
@@ -57,6 +82,13 @@ func AttnHeadBwd32(q []float32, ldq int, k []float32, ldk int, v []float32, ldv 
 // (attention.c's pf_attn_head_fwd_bias): p ← softmax(q kᵀ·scale + bias)
 // over the visible keys. It reports whether it ran.
 func AttnHeadFwdBias32(q []float32, ldq int, k []float32, ldk int, v []float32, ldv, n, m, d, dv int,
+	scale float32, mask []float32, causal bool, bias, drop, p, out []float32, ldo int) bool {
+	return attnHeadFwdBias32At(simdLevel(), q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, bias, drop, p,
+		out, ldo)
+}
+
+// attnHeadFwdBias32At is AttnHeadFwdBias32 at the given simdLevel (≥ 1).
+func attnHeadFwdBias32At(level int, q []float32, ldq int, k []float32, ldk int, v []float32, ldv, n, m, d, dv int,
 	scale float32, mask []float32, causal bool, bias, drop, p, out []float32, ldo int) bool {
 	if !AttnHeadOK(n, m, d, dv) || len(p) < n*m || len(bias) < n*m || (drop != nil && len(drop) < n*m) {
 		return false
@@ -68,9 +100,15 @@ func AttnHeadFwdBias32(q []float32, ldq int, k []float32, ldk int, v []float32, 
 	if drop != nil {
 		dp = (*C.float)(&drop[0])
 	}
-	C.pf_attn_head_fwd_bias((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
-		C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, cbool(causal), (*C.float)(&bias[0]), dp,
-		(*C.float)(&p[0]), (*C.float)(&out[0]), C.int(ldo))
+	if level >= 2 {
+		C.pf_attn_head_fwd_bias512((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
+			C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, cbool(causal), (*C.float)(&bias[0]), dp,
+			(*C.float)(&p[0]), (*C.float)(&out[0]), C.int(ldo))
+	} else {
+		C.pf_attn_head_fwd_bias((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
+			C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, cbool(causal), (*C.float)(&bias[0]), dp,
+			(*C.float)(&p[0]), (*C.float)(&out[0]), C.int(ldo))
+	}
 	return true
 }
 

@@ -24,12 +24,17 @@ void pf_softmax_rows(float *p, int n, int m, const float *mask, int causal);
 double pf_exp_row(const float *src, float *dst, int n, float shift);
 void pf_max_sum(const float *x, int n, float *mx, double *sum);
 void pf_scale_shift(float *d, int n, float scale, float off);
+void pf_softmax_rows512(float *p, int n, int m, const float *mask, int causal);
 
 // layernorm.c (layernorm_cgo.go)
 void pf_layernorm_fwd(const float *x, const float *g, const float *b, float *y, int rows, int d, float eps,
                       float *mean, float *rstd);
 void pf_layernorm_bwd(const float *x, const float *g, const float *go, const float *mean, const float *rstd,
                       float *dx, float *dgamma, float *dbeta, int rows, int d);
+void pf_layernorm_fwd512(const float *x, const float *g, const float *b, float *y, int rows, int d, float eps,
+                         float *mean, float *rstd);
+void pf_layernorm_bwd512(const float *x, const float *g, const float *go, const float *mean, const float *rstd,
+                         float *dx, float *dgamma, float *dbeta, int rows, int d);
 
 // vec.c (vec_cgo.go)
 void pf_colsum(const float *x, int rows, int d, float *s);
@@ -50,6 +55,15 @@ void pf_attn_head_fwd_bias(const float *q, int ldq, const float *k, int ldk, con
 void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                       const float *g, int ldg, const float *p, const float *drop, int n, int m, int d, int dv,
                       float scale, float *dq, float *dk, float *dvv);
+void pf_attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m,
+                         int d, int dv, float scale, const float *mask, int causal, const float *drop, float *p,
+                         float *out, int ldo);
+void pf_attn_head_fwd_bias512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n,
+                              int m, int d, int dv, float scale, const float *mask, int causal, const float *bias,
+                              const float *drop, float *p, float *out, int ldo);
+void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g,
+                         int ldg, const float *p, const float *drop, int n, int m, int d, int dv, float scale,
+                         float *dq, float *dk, float *dvv);
 double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n, int m, int d, float scale,
                         const float *mask, const float *qmask, int kind, const float *a, const float *b, float g,
                         float *dq, float *dk, float *colsum, double *agg);

@@ -67,3 +67,70 @@ void pf_layernorm_bwd(const float *x, const float *g, const float *go, const flo
 		}
 	}
 }
+
+// pf_layernorm_fwd512 is pf_layernorm_fwd with AVX-512, for CPUs that
+// have it (simdLevel): 16 values a vector, a row's last vector masked
+// when d is an odd multiple of 8. Its values are pf_layernorm_fwd's bit
+// for bit: the row sums are taken in its order, 8-lane blocks one after
+// another (add_halves, fma_halves; masked lanes add exactly 0), and the
+// rest is elementwise, the same operations.
+PF_AVX512
+void pf_layernorm_fwd512(const float *x, const float *g, const float *b, float *y, int rows, int d, float eps,
+                         float *mean, float *rstd) {
+	for (int r = 0; r < rows; r++) {
+		const float *xr = x + (size_t)r * d;
+		float *yr = y + (size_t)r * d;
+		__m256 s = _mm256_setzero_ps();
+		for (int j = 0; j < d; j += 16) s = add_halves(s, _mm512_maskz_loadu_ps(lanes16(d - j), xr + j));
+		float mu = hsum(s) / d;
+		__m512 vm = _mm512_set1_ps(mu);
+		s = _mm256_setzero_ps();
+		for (int j = 0; j < d; j += 16) {
+			__mmask16 in = lanes16(d - j);
+			__m512 c = _mm512_maskz_sub_ps(in, _mm512_maskz_loadu_ps(in, xr + j), vm);
+			s = fma_halves(c, c, s);
+		}
+		float rs = 1.0f / _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(hsum(s) / d + eps)));
+		mean[r] = mu;
+		rstd[r] = rs;
+		__m512 vr = _mm512_set1_ps(rs);
+		for (int j = 0; j < d; j += 16) {
+			__mmask16 in = lanes16(d - j);
+			__m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(in, xr + j), vm), vr);
+			_mm512_mask_storeu_ps(yr + j, in,
+			                      _mm512_fmadd_ps(xh, _mm512_maskz_loadu_ps(in, g + j), _mm512_maskz_loadu_ps(in, b + j)));
+		}
+	}
+}
+
+// pf_layernorm_bwd512 is pf_layernorm_bwd with AVX-512 (see
+// pf_layernorm_fwd512), its values pf_layernorm_bwd's bit for bit: the
+// two row sums in its order, dgamma, dbeta and dx elementwise.
+PF_AVX512
+void pf_layernorm_bwd512(const float *x, const float *g, const float *go, const float *mean, const float *rstd,
+                         float *dx, float *dgamma, float *dbeta, int rows, int d) {
+	for (int r = 0; r < rows; r++) {
+		const float *xr = x + (size_t)r * d, *gr = go + (size_t)r * d;
+		float *dxr = dx + (size_t)r * d;
+		__m512 vm = _mm512_set1_ps(mean[r]), vr = _mm512_set1_ps(rstd[r]);
+		__m256 s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps();
+		for (int j = 0; j < d; j += 16) {
+			__mmask16 in = lanes16(d - j);
+			__m512 xh = _mm512_maskz_mul_ps(in, _mm512_sub_ps(_mm512_maskz_loadu_ps(in, xr + j), vm), vr);
+			__m512 gv = _mm512_maskz_loadu_ps(in, gr + j);
+			__m512 gh = _mm512_mul_ps(gv, _mm512_maskz_loadu_ps(in, g + j));
+			s1 = add_halves(s1, gh);
+			s2 = fma_halves(gh, xh, s2);
+			_mm512_mask_storeu_ps(dgamma + j, in, _mm512_fmadd_ps(gv, xh, _mm512_maskz_loadu_ps(in, dgamma + j)));
+			_mm512_mask_storeu_ps(dbeta + j, in, _mm512_add_ps(gv, _mm512_maskz_loadu_ps(in, dbeta + j)));
+		}
+		__m512 m1 = _mm512_set1_ps(hsum(s1) / d), m2 = _mm512_set1_ps(hsum(s2) / d);
+		for (int j = 0; j < d; j += 16) {
+			__mmask16 in = lanes16(d - j);
+			__m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(in, xr + j), vm), vr);
+			__m512 gh = _mm512_mul_ps(_mm512_maskz_loadu_ps(in, gr + j), _mm512_maskz_loadu_ps(in, g + j));
+			__m512 t = _mm512_fnmadd_ps(xh, m2, _mm512_sub_ps(gh, m1));
+			_mm512_mask_storeu_ps(dxr + j, in, _mm512_mul_ps(t, vr));
+		}
+	}
+}

@@ -97,4 +97,54 @@ static inline void transpose8_regs(const __m256 r[8], __m256 c[8]) {
 	}
 }
 
+// PF_AVX512 is the target of the AVX-512 functions of softmax.c,
+// layernorm.c and attention.c (and gemm.c's), so each file still builds
+// for any x86-64 and runs them only where the CPU has AVX-512 (simdLevel).
+#define PF_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
+
+// exp_le0_512 is exp_le0 on 16 lanes, the same operations in the same
+// order, so each lane is exp_le0's value bit for bit.
+__attribute__((always_inline)) PF_AVX512
+static inline __m512 exp_le0_512(__m512 x) {
+	__mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
+	__m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+	                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
+	r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+	__m512 p = _mm512_set1_ps(1.0f / 720);
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+	__m512i e = _mm512_slli_epi32(_mm512_cvtps_epi32(k), 23);
+	__m512 y = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e));
+	return _mm512_maskz_mov_ps(~under, y);
+}
+
+// add_halves adds the low then the high 8 lanes of v to the 8-lane
+// accumulator s: a sum over 16-lane blocks made this way is, lane for
+// lane, the AVX2 kernels' sum over 8-lane blocks in the same order, so
+// the AVX-512 paths' row sums are theirs bit for bit.
+__attribute__((always_inline)) PF_AVX512
+static inline __m256 add_halves(__m256 s, __m512 v) {
+	s = _mm256_add_ps(s, _mm512_castps512_ps256(v));
+	return _mm256_add_ps(s, _mm512_extractf32x8_ps(v, 1));
+}
+
+// fma_halves is add_halves for a dot product: s + a·b, the low 8 lanes
+// fused first, then the high 8.
+__attribute__((always_inline)) PF_AVX512
+static inline __m256 fma_halves(__m512 a, __m512 b, __m256 s) {
+	s = _mm256_fmadd_ps(_mm512_castps512_ps256(a), _mm512_castps512_ps256(b), s);
+	return _mm256_fmadd_ps(_mm512_extractf32x8_ps(a, 1), _mm512_extractf32x8_ps(b, 1), s);
+}
+
+// lanes16 is the lane mask of the first w of 16 lanes (w ≤ 0: none).
+__attribute__((always_inline)) PF_AVX512
+static inline __mmask16 lanes16(int w) {
+	return w >= 16 ? (__mmask16)0xFFFF : w <= 0 ? 0 : (__mmask16)((1u << w) - 1);
+}
+
 #endif

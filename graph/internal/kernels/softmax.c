@@ -157,3 +157,75 @@ void pf_scale_shift(float *d, int n, float scale, float off) {
 	}
 	for (; j < n; j++) d[j] = d[j] * scale - off;
 }
+
+// pf_softmax_rows512 is pf_softmax_rows with AVX-512, for CPUs that have
+// it (simdLevel): 16 keys a vector, lanes past the visible keys masked
+// (masked loads and stores never touch memory outside them, so no
+// separate path for a row's last vector). Its values are
+// pf_softmax_rows's bit for bit: the exponentials are exp_le0's
+// operations lane for lane, and their sum is taken in pf_softmax_rows's
+// order, 8-lane blocks added one after another (add_halves) and then
+// hsum (a block wholly past the visible keys adds +0, which changes no
+// sum of non-negative terms). The max is order-free; among ±0 maxima,
+// either gives e^0 = 1.
+PF_AVX512
+void pf_softmax_rows512(float *p, int n, int m, const float *mask, int causal) {
+	const __m512 ninf = _mm512_set1_ps(-INFINITY), zero = _mm512_setzero_ps();
+	// Rows go 8 at a time through three passes (maxima, exponentials and
+	// sums, quotients), so that the rows of one pass, independent of each
+	// other, overlap in the pipeline: a row of 16 keys is one vector, and
+	// one row at a time would wait on each step's latency.
+	for (int i0 = 0; i0 < n; i0 += 8) {
+		const int nb = n - i0 < 8 ? n - i0 : 8;
+		float mxs[8], zs[8];
+		for (int b = 0; b < nb; b++) {
+			const int i = i0 + b;
+			const float *row = p + (size_t)i * m;
+			const int vis = causal && i + 1 < m ? i + 1 : m;
+			// the max over the visible keys; a NaN score sticks, so the
+			// row becomes NaN
+			__m512 vmx = ninf;
+			__mmask16 nan = 0;
+			for (int j = 0; j < vis; j += 16) {
+				__mmask16 in = lanes16(vis - j), keep = in;
+				__m512 x = _mm512_maskz_loadu_ps(in, row + j);
+				if (mask) keep = _mm512_mask_cmp_ps_mask(in, _mm512_maskz_loadu_ps(in, mask + j), zero, _CMP_NEQ_UQ);
+				nan |= _mm512_mask_cmp_ps_mask(keep, x, x, _CMP_UNORD_Q);
+				vmx = _mm512_mask_max_ps(vmx, keep, vmx, x);
+			}
+			mxs[b] = nan ? NAN : _mm512_reduce_max_ps(vmx);
+		}
+		for (int b = 0; b < nb; b++) {
+			const int i = i0 + b;
+			float *row = p + (size_t)i * m;
+			const int vis = causal && i + 1 < m ? i + 1 : m;
+			if (mxs[b] == -INFINITY) continue;
+			__m256 z = _mm256_setzero_ps();
+			const __m512 vmx = _mm512_set1_ps(mxs[b]);
+			for (int j = 0; j < vis; j += 16) {
+				__mmask16 in = lanes16(vis - j), keep = in;
+				__m512 x = _mm512_maskz_loadu_ps(in, row + j);
+				if (mask) keep = _mm512_mask_cmp_ps_mask(in, _mm512_maskz_loadu_ps(in, mask + j), zero, _CMP_NEQ_UQ);
+				__m512 ex = _mm512_maskz_mov_ps(keep, exp_le0_512(_mm512_min_ps(zero, _mm512_sub_ps(x, vmx))));
+				_mm512_mask_storeu_ps(row + j, in, ex);
+				z = add_halves(z, ex);
+			}
+			zs[b] = hsum(z);
+		}
+		for (int b = 0; b < nb; b++) {
+			const int i = i0 + b;
+			float *row = p + (size_t)i * m;
+			const int vis = causal && i + 1 < m ? i + 1 : m;
+			if (mxs[b] == -INFINITY) {
+				memset(row, 0, sizeof(float) * (size_t)m);
+				continue;
+			}
+			const __m512 vz = _mm512_set1_ps(zs[b]);
+			for (int j = 0; j < vis; j += 16) {
+				__mmask16 in = lanes16(vis - j);
+				_mm512_mask_storeu_ps(row + j, in, _mm512_div_ps(_mm512_maskz_loadu_ps(in, row + j), vz));
+			}
+			if (vis < m) memset(row + vis, 0, sizeof(float) * (size_t)(m - vis));
+		}
+	}
+}

@@ -11,12 +11,22 @@ import "unsafe"
 // weights) and reports whether it did; without AVX2 and FMA the caller
 // uses the Go loop.
 func SoftmaxRows32(p []float32, n, m int, mask []float32, causal bool) bool {
+	return softmaxRows32At(simdLevel(), p, n, m, mask, causal)
+}
+
+// softmaxRows32At is SoftmaxRows32 at the given simdLevel (≥ 1; the tests
+// run both levels of a CPU with AVX-512).
+func softmaxRows32At(level int, p []float32, n, m int, mask []float32, causal bool) bool {
 	if hasAVX2() == 0 || len(p) < n*m || n*m == 0 {
 		return false
 	}
 	var mp *C.float
 	if mask != nil {
 		mp = (*C.float)(unsafe.Pointer(&mask[0]))
+	}
+	if level >= 2 {
+		C.pf_softmax_rows512((*C.float)(unsafe.Pointer(&p[0])), C.int(n), C.int(m), mp, cbool(causal))
+		return true
 	}
 	C.pf_softmax_rows((*C.float)(unsafe.Pointer(&p[0])), C.int(n), C.int(m), mp, cbool(causal))
 	return true

@@ -1,0 +1,627 @@
+//go:build cgo && !purego
+
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+// The AVX-512 paths of the attention heads, the row softmax and layer
+// norm against their AVX2 paths (bit for bit: both sum in the same order,
+// see softmax.c, layernorm.c, attention.c) and both against float64 Go
+// references computed here from the same float32 inputs. Each test calls
+// the two levels explicitly, so the AVX2 path is tested on a machine with
+// AVX-512 whatever PROBFORMER_SIMD says.
+
+// needAVX512 skips t on a CPU without AVX-512 (there only the AVX2 path
+// runs, which the graph tests cover).
+func needAVX512(t *testing.T) {
+	t.Helper()
+	if hasAVX2() == 0 || !hasAVX512() {
+		t.Skip("no AVX-512 on this CPU: only the AVX2 paths run here")
+	}
+}
+
+// sameBits fails unless a and b hold the same float32 bits.
+func sameBits(t *testing.T, what string, a, b []float32) {
+	t.Helper()
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			t.Fatalf("%s: element %d is %v on AVX2, %v on AVX-512", what, i, a[i], b[i])
+		}
+	}
+}
+
+// within fails unless got is within tol[i] of want[i] for every i.
+func within(t *testing.T, what string, got []float32, want, tol []float64) {
+	t.Helper()
+	for i := range want {
+		if d := math.Abs(float64(got[i]) - want[i]); !(d <= tol[i]) {
+			t.Fatalf("%s: element %d is %v, want %v ± %.3g", what, i, got[i], want[i], tol[i])
+		}
+	}
+}
+
+// randMask is a key mask [m] with about a quarter of the keys masked, or
+// all of them when all is set.
+func randMask(rng *rand.Rand, m int, all bool) []float32 {
+	mk := make([]float32, m)
+	for j := range mk {
+		if !all && rng.IntN(4) != 0 {
+			mk[j] = 1
+		}
+	}
+	return mk
+}
+
+// softmaxRef is the float64 softmax of each row of s [n×m] over its
+// visible keys (j < m, j ≤ i when causal, mask[j] ≠ 0), 0 elsewhere and on
+// rows with no visible key.
+func softmaxRef(s []float64, n, m int, mask []float32, causal bool) []float64 {
+	p := make([]float64, n*m)
+	for i := range n {
+		mx := math.Inf(-1)
+		vis := func(j int) bool { return (!causal || j <= i) && (mask == nil || mask[j] != 0) }
+		for j := range m {
+			if vis(j) {
+				mx = math.Max(mx, s[i*m+j])
+			}
+		}
+		if math.IsInf(mx, -1) {
+			continue
+		}
+		z := 0.0
+		for j := range m {
+			if vis(j) {
+				p[i*m+j] = math.Exp(s[i*m+j] - mx)
+				z += p[i*m+j]
+			}
+		}
+		for j := range m {
+			p[i*m+j] /= z
+		}
+	}
+	return p
+}
+
+// TestSoftmaxRowsAVX512 compares the row softmax at both levels, bit for
+// bit, and against softmaxRef, over row lengths 1–70 (around 8, 16, 32
+// and 64 lanes), with and without a mask (some wholly masked) and causal
+// rows.
+func TestSoftmaxRowsAVX512(t *testing.T) {
+	needAVX512(t)
+	rng := rand.New(rand.NewPCG(3, 5))
+	for m := 1; m <= 70; m++ {
+		for _, n := range []int{1, 3, 17} {
+			for c := range 4 {
+				causal := c&1 != 0
+				var mask []float32
+				if c&2 != 0 {
+					mask = randMask(rng, m, m%7 == 0)
+				}
+				s := to32(normal(3)(rng, []int{n * m}))
+				a, b := append([]float32(nil), s...), append([]float32(nil), s...)
+				if !softmaxRows32At(1, a, n, m, mask, causal) || !softmaxRows32At(2, b, n, m, mask, causal) {
+					t.Fatal("softmax kernel did not run")
+				}
+				what := fmt.Sprintf("n=%d m=%d causal=%v mask=%v", n, m, causal, mask != nil)
+				sameBits(t, what, a, b)
+				want := softmaxRef(to64(s), n, m, mask, causal)
+				tol := make([]float64, len(want))
+				for i, w := range want {
+					// exp_le0's relative error below 3e-7, the sum's and
+					// the quotient's rounding
+					tol[i] = 1e-6*w + 1e-9
+				}
+				within(t, what, b, want, tol)
+			}
+		}
+	}
+	// A NaN score at a visible key makes the row NaN on both levels; at a
+	// masked key it is ignored.
+	s := []float32{1, float32(math.NaN()), 2, 3, 0, 1, float32(math.NaN()), 2}
+	mask := []float32{1, 1, 1, 1, 1, 1, 0, 1}
+	a, b := append([]float32(nil), s...), append([]float32(nil), s...)
+	softmaxRows32At(1, a, 2, 4, mask[:4], false)
+	softmaxRows32At(2, b, 2, 4, mask[:4], false)
+	for i := range 4 {
+		if !math.IsNaN(float64(a[i])) || !math.IsNaN(float64(b[i])) {
+			t.Fatalf("row with a visible NaN: %v (AVX2), %v (AVX-512)", a[:4], b[:4])
+		}
+	}
+	a, b = append([]float32(nil), s[4:]...), append([]float32(nil), s[4:]...)
+	softmaxRows32At(1, a, 1, 4, mask[4:], false)
+	softmaxRows32At(2, b, 1, 4, mask[4:], false)
+	sameBits(t, "masked NaN", a, b)
+	if b[2] != 0 || math.IsNaN(float64(b[0])) {
+		t.Fatalf("row with a masked NaN: %v", b)
+	}
+}
+
+// lnRef is layer norm in float64 over rows of width d: y, each row's mean
+// and 1/√(σ²+ε).
+func lnRef(x, g, b []float64, rows, d int, eps float64) (y, mean, rstd []float64) {
+	y, mean, rstd = make([]float64, rows*d), make([]float64, rows), make([]float64, rows)
+	for r := range rows {
+		mu, v := 0.0, 0.0
+		for j := range d {
+			mu += x[r*d+j]
+		}
+		mu /= float64(d)
+		for j := range d {
+			v += (x[r*d+j] - mu) * (x[r*d+j] - mu)
+		}
+		rs := 1 / math.Sqrt(v/float64(d)+eps)
+		mean[r], rstd[r] = mu, rs
+		for j := range d {
+			y[r*d+j] = (x[r*d+j]-mu)*rs*g[j] + b[j]
+		}
+	}
+	return y, mean, rstd
+}
+
+// TestLayerNormAVX512 compares layer norm forward and backward at both
+// levels, bit for bit, and against float64 (the backward from the same
+// float32 statistics), over widths 8–72 (odd multiples of 8 end in a
+// masked vector) and row counts 1–33; dgamma and dbeta accumulate onto
+// nonzero values, as when the rows come in parts.
+func TestLayerNormAVX512(t *testing.T) {
+	needAVX512(t)
+	rng := rand.New(rand.NewPCG(9, 2))
+	const eps = 1e-5
+	for d := 8; d <= 72; d += 8 {
+		for _, rows := range []int{1, 2, 7, 33} {
+			x := to32(normal(1)(rng, []int{rows * d}))
+			for i := range x { // rows with a mean far from 0, as residual streams have
+				x[i] += float32(i / d % 3)
+			}
+			g, b := to32(normal(1)(rng, []int{d})), to32(normal(1)(rng, []int{d}))
+			gOut := to32(normal(1)(rng, []int{rows * d}))
+			var y [3][]float32
+			var mean, rstd, dx, dg, db [3][]float32
+			dg0, db0 := to32(normal(1)(rng, []int{d})), to32(normal(1)(rng, []int{d}))
+			for l := 1; l <= 2; l++ {
+				y[l], mean[l], rstd[l] = make([]float32, rows*d), make([]float32, rows), make([]float32, rows)
+				dx[l] = make([]float32, rows*d)
+				dg[l], db[l] = append([]float32(nil), dg0...), append([]float32(nil), db0...)
+				if !layerNormFwd32At(l, x, g, b, y[l], eps, mean[l], rstd[l]) ||
+					!layerNormBwd32At(l, x, g, gOut, mean[l], rstd[l], dx[l], dg[l], db[l]) {
+					t.Fatal("layer norm kernel did not run")
+				}
+			}
+			what := fmt.Sprintf("d=%d rows=%d", d, rows)
+			sameBits(t, what+" y", y[1], y[2])
+			sameBits(t, what+" mean", mean[1], mean[2])
+			sameBits(t, what+" rstd", rstd[1], rstd[2])
+			sameBits(t, what+" dx", dx[1], dx[2])
+			sameBits(t, what+" dgamma", dg[1], dg[2])
+			sameBits(t, what+" dbeta", db[1], db[2])
+			// float64 references; float32 sums of d terms of size ~1 (x̂,
+			// g, b ~ 1) round by about d·2⁻²⁴ each
+			wy, wm, wr := lnRef(to64(x), to64(g), to64(b), rows, d, eps)
+			tol := func(n int, scale float64) []float64 {
+				v := make([]float64, n)
+				for i := range v {
+					v[i] = scale * float64(d+8) * 0x1p-24 * 8
+				}
+				return v
+			}
+			within(t, what+" mean", mean[2], wm, tol(rows, 3))
+			rtol := tol(rows, 1)
+			for i := range rtol {
+				rtol[i] *= wr[i]
+			}
+			within(t, what+" rstd", rstd[2], wr, rtol)
+			within(t, what+" y", y[2], wy, tol(rows*d, 4))
+			// backward from the kernel's own statistics
+			wdx, wdg, wdb := make([]float64, rows*d), to64(dg0), to64(db0)
+			for r := range rows {
+				mu, rs := float64(mean[2][r]), float64(rstd[2][r])
+				m1, m2 := 0.0, 0.0
+				for j := range d {
+					xh, gh := (float64(x[r*d+j])-mu)*rs, float64(gOut[r*d+j])*float64(g[j])
+					m1 += gh
+					m2 += gh * xh
+					wdg[j] += float64(gOut[r*d+j]) * xh
+					wdb[j] += float64(gOut[r*d+j])
+				}
+				m1, m2 = m1/float64(d), m2/float64(d)
+				for j := range d {
+					xh, gh := (float64(x[r*d+j])-mu)*rs, float64(gOut[r*d+j])*float64(g[j])
+					wdx[r*d+j] = (gh - m1 - xh*m2) * rs
+				}
+			}
+			within(t, what+" dx", dx[2], wdx, tol(rows*d, 8))
+			within(t, what+" dgamma", dg[2], wdg, tol(d, 4*float64(rows+1)))
+			within(t, what+" dbeta", db[2], wdb, tol(d, 4*float64(rows+1)))
+		}
+	}
+}
+
+// attnCase is one attention head problem: n queries, m keys, widths d
+// and dv, inside rows of ldq, ldk, ldv, ldo values (the other heads'
+// columns around it), with the options fusedattention.go passes.
+type attnCase struct {
+	n, m, d, dv, ldq, ldk, ldv, ldo     int
+	causal, mask, drop, bias, allMasked bool
+}
+
+func (c attnCase) String() string {
+	return fmt.Sprintf("n=%d m=%d d=%d dv=%d ld=%d/%d/%d/%d causal=%v mask=%v drop=%v bias=%v allMasked=%v",
+		c.n, c.m, c.d, c.dv, c.ldq, c.ldk, c.ldv, c.ldo, c.causal, c.mask, c.drop, c.bias, c.allMasked)
+}
+
+// attnCases are heads of 1–40 queries and keys (and 48, 63, 64), widths
+// every multiple of 8 to 64, cycling the options and strides over them.
+func attnCases() []attnCase {
+	var cs []attnCase
+	ns := []int{1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 23, 24, 31, 32, 33, 40, 48, 64}
+	i := 0
+	for _, n := range ns {
+		for m := 1; m <= 64; m++ {
+			if m > 40 && m != 48 && m != 63 && m != 64 {
+				continue
+			}
+			m8 := (m + 7) &^ 7
+			if n*m8 > 64*64 {
+				continue
+			}
+			i++
+			d, dv := 8*(1+i%8), 8*(1+(i*3+1)%8)
+			if i%3 == 0 {
+				d, dv = 16, 16 // the models' head width, one zmm
+			}
+			pad := 8 * (i % 3)
+			c := attnCase{n: n, m: m, d: d, dv: dv, ldq: d + pad, ldk: d + pad + 8*(i%2), ldv: dv + pad, ldo: dv + 2*pad,
+				causal: i%4 == 1, mask: i%5 < 2, drop: i%3 == 2, bias: i%7 < 3, allMasked: i%23 == 0}
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+// attnData are one head's inputs, filled with sentinels past each row's
+// width so that a write outside the head shows.
+type attnData struct {
+	q, k, v, g, mask, drop, bias []float32
+}
+
+func newAttnData(rng *rand.Rand, c attnCase) attnData {
+	var a attnData
+	a.q = to32(normal(1)(rng, []int{c.n * c.ldq}))
+	a.k = to32(normal(1)(rng, []int{c.m * c.ldk}))
+	a.v = to32(normal(1)(rng, []int{c.m * c.ldv}))
+	a.g = to32(normal(1)(rng, []int{c.n * c.ldv}))
+	if c.mask {
+		a.mask = randMask(rng, c.m, c.allMasked)
+		if !c.allMasked {
+			a.mask[rng.IntN(c.m)] = 1
+		}
+	}
+	if c.drop {
+		a.drop = make([]float32, c.n*c.m)
+		for i := range a.drop {
+			if rng.IntN(10) != 0 {
+				a.drop[i] = 1 / 0.9
+			}
+		}
+	}
+	if c.bias {
+		a.bias = to32(normal(2)(rng, []int{c.n * c.m}))
+	}
+	return a
+}
+
+// attnOut are one level's results: forward p, out; backward dq, dk, dv.
+type attnOut struct{ p, out, dq, dk, dv []float32 }
+
+const sentinel = float32(-7.25)
+
+func filled(n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = sentinel
+	}
+	return v
+}
+
+// runAttn runs one head forward and backward at level (backward from the
+// forward's p).
+func runAttn(t *testing.T, level int, c attnCase, a attnData, scale float32) attnOut {
+	t.Helper()
+	o := attnOut{p: filled(c.n * c.m), out: filled(c.n * c.ldo), dq: filled(c.n * c.ldq), dk: filled(c.m * c.ldk),
+		dv: filled(c.m * c.ldv)}
+	var ok bool
+	if a.bias != nil {
+		ok = attnHeadFwdBias32At(level, a.q, c.ldq, a.k, c.ldk, a.v, c.ldv, c.n, c.m, c.d, c.dv, scale, a.mask,
+			c.causal, a.bias, a.drop, o.p, o.out, c.ldo)
+	} else {
+		ok = attnHeadFwd32At(level, a.q, c.ldq, a.k, c.ldk, a.v, c.ldv, c.n, c.m, c.d, c.dv, scale, a.mask, c.causal,
+			a.drop, o.p, o.out, c.ldo)
+	}
+	if !ok || !attnHeadBwd32At(level, a.q, c.ldq, a.k, c.ldk, a.v, c.ldv, a.g, c.ldv, o.p, a.drop, c.n, c.m, c.d, c.dv,
+		scale, o.dq, o.dk, o.dv) {
+		t.Fatalf("%v: attention kernel did not run", c)
+	}
+	// nothing written past a row's width
+	for _, r := range []struct {
+		name        string
+		x           []float32
+		rows, w, ld int
+	}{{"out", o.out, c.n, c.dv, c.ldo}, {"dq", o.dq, c.n, c.d, c.ldq}, {"dk", o.dk, c.m, c.d, c.ldk}, {"dv", o.dv, c.m, c.dv, c.ldv}} {
+		for i := range r.rows {
+			for j := r.w; j < r.ld; j++ {
+				if r.x[i*r.ld+j] != sentinel {
+					t.Fatalf("%v level %d: %s written at row %d column %d, past its width %d", c, level, r.name, i, j, r.w)
+				}
+			}
+		}
+	}
+	return o
+}
+
+// attnRef is the head in float64 from the float32 inputs: forward (p,
+// out) and backward from p32 (the kernel's weights), with bounds |·| of
+// each result's terms (the same formulas on absolute values) for the
+// tolerances.
+func attnRef(c attnCase, a attnData, scale float32, p32 []float32) (ref, bound map[string][]float64) {
+	q, k, v, g := to64(a.q), to64(a.k), to64(a.v), to64(a.g)
+	sc := float64(scale)
+	dropAt := func(i int) float64 {
+		if a.drop == nil {
+			return 1
+		}
+		return float64(a.drop[i])
+	}
+	s := make([]float64, c.n*c.m)
+	for i := range c.n {
+		for j := range c.m {
+			for t := range c.d {
+				s[i*c.m+j] += q[i*c.ldq+t] * k[j*c.ldk+t]
+			}
+			s[i*c.m+j] *= sc
+			if a.bias != nil {
+				s[i*c.m+j] += float64(a.bias[i*c.m+j])
+			}
+		}
+	}
+	p := softmaxRef(s, c.n, c.m, a.mask, c.causal)
+	ref, bound = map[string][]float64{"p": p}, map[string][]float64{}
+	pb := make([]float64, len(p))
+	for i := range pb {
+		pb[i] = 1
+	}
+	bound["p"] = pb
+	// products of the head: f(x) for values, f(|x|) for bounds
+	run := func(abs bool) map[string][]float64 {
+		f := func(x float64) float64 {
+			if abs {
+				return math.Abs(x)
+			}
+			return x
+		}
+		out := make([]float64, c.n*c.ldo)
+		for i := range c.n {
+			for j := range c.m {
+				w := f(p[i*c.m+j] * dropAt(i*c.m+j))
+				for t := range c.dv {
+					out[i*c.ldo+t] += w * f(v[j*c.ldv+t])
+				}
+			}
+		}
+		dv := make([]float64, c.m*c.ldv)
+		dp := make([]float64, c.n*c.m)
+		for i := range c.n {
+			for j := range c.m {
+				pd := f(float64(p32[i*c.m+j]) * dropAt(i*c.m+j))
+				for t := range c.dv {
+					dv[j*c.ldv+t] += pd * f(g[i*c.ldv+t])
+					dp[i*c.m+j] += f(g[i*c.ldv+t]) * f(v[j*c.ldv+t])
+				}
+				dp[i*c.m+j] *= f(dropAt(i*c.m + j))
+			}
+		}
+		ds := make([]float64, c.n*c.m)
+		for i := range c.n {
+			dot := 0.0
+			for j := range c.m {
+				dot += f(float64(p32[i*c.m+j])) * dp[i*c.m+j]
+			}
+			for j := range c.m {
+				if abs {
+					ds[i*c.m+j] = f(float64(p32[i*c.m+j])) * (dp[i*c.m+j] + dot)
+				} else {
+					ds[i*c.m+j] = float64(p32[i*c.m+j]) * (dp[i*c.m+j] - dot)
+				}
+			}
+		}
+		dq, dk := make([]float64, c.n*c.ldq), make([]float64, c.m*c.ldk)
+		for i := range c.n {
+			for j := range c.m {
+				for t := range c.d {
+					dq[i*c.ldq+t] += ds[i*c.m+j] * f(k[j*c.ldk+t]) * f(sc)
+					dk[j*c.ldk+t] += ds[i*c.m+j] * f(q[i*c.ldq+t]) * f(sc)
+				}
+			}
+		}
+		return map[string][]float64{"out": out, "dv": dv, "dq": dq, "dk": dk}
+	}
+	for name, x := range run(false) {
+		ref[name] = x
+	}
+	for name, x := range run(true) {
+		bound[name] = x
+	}
+	return ref, bound
+}
+
+// TestAttnHeadAVX512 runs every head of attnCases forward and backward at
+// both levels: the same bits, nothing written past the head's columns,
+// and both within float32 rounding of attnRef. The tolerances: p within
+// 2e-6 (exp_le0's 3e-7 and the scores' rounding, scores of size ~3 from
+// a sum of d products); every product within 64·2⁻²⁴ of the sum of its
+// terms' sizes (a sum of at most 64 terms rounds by at most 64 units of
+// its terms' sizes), doubled for dS's extra rounding, plus the weights'
+// error times the values they weigh.
+func TestAttnHeadAVX512(t *testing.T) {
+	needAVX512(t)
+	rng := rand.New(rand.NewPCG(21, 8))
+	cases := attnCases()
+	for _, c := range cases {
+		a := newAttnData(rng, c)
+		scale := float32(1 / math.Sqrt(float64(c.d)))
+		o1 := runAttn(t, 1, c, a, scale)
+		o2 := runAttn(t, 2, c, a, scale)
+		what := c.String()
+		sameBits(t, what+" p", o1.p, o2.p)
+		sameBits(t, what+" out", o1.out, o2.out)
+		sameBits(t, what+" dq", o1.dq, o2.dq)
+		sameBits(t, what+" dk", o1.dk, o2.dk)
+		sameBits(t, what+" dv", o1.dv, o2.dv)
+		ref, bound := attnRef(c, a, scale, o2.p)
+		tol := func(name string, units float64) []float64 {
+			b := make([]float64, len(bound[name]))
+			for i, x := range bound[name] {
+				b[i] = units*64*0x1p-24*x + 1e-30
+			}
+			return b
+		}
+		within(t, what+" p", o2.p, ref["p"], tol("p", 2e-6/(64*0x1p-24)))
+		// out also carries p's error (2e-6 on each weight) times |v|
+		to := tol("out", 1)
+		for i := range to {
+			to[i] += 2e-6 * 4 * float64(c.m)
+		}
+		within(t, what+" out", keepCols(o2.out, c.n, c.dv, c.ldo), ref["out"], to)
+		within(t, what+" dv", keepCols(o2.dv, c.m, c.dv, c.ldv), ref["dv"], tol("dv", 2))
+		within(t, what+" dq", keepCols(o2.dq, c.n, c.d, c.ldq), ref["dq"], tol("dq", 4))
+		within(t, what+" dk", keepCols(o2.dk, c.m, c.d, c.ldk), ref["dk"], tol("dk", 4))
+	}
+	t.Logf("%d heads bit-identical on both levels", len(cases))
+}
+
+// keepCols zeroes the columns from w on of rows strided by ld (the sentinels
+// past a head's width), for comparing with a reference that holds 0 there.
+func keepCols(x []float32, rows, w, ld int) []float32 {
+	y := append([]float32(nil), x...)
+	for i := range rows {
+		for j := w; j < ld; j++ {
+			y[i*ld+j] = 0
+		}
+	}
+	return y
+}
+
+// TestSIMDThreads: heads split between workers give the bits of one
+// thread running them all, at GOMAXPROCS 1 and 2 and either level (each
+// head's values depend on its inputs alone), and layer norm rows split in
+// two give the forward of all rows at once.
+func TestSIMDThreads(t *testing.T) {
+	needAVX512(t)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	rng := rand.New(rand.NewPCG(4, 4))
+	c := attnCase{n: 32, m: 16, d: 16, dv: 16, ldq: 64, ldk: 64, ldv: 64, ldo: 64, causal: true, drop: true}
+	const heads = 8
+	data := make([]attnData, heads)
+	for h := range data {
+		data[h] = newAttnData(rng, c)
+	}
+	var want [heads]attnOut
+	for h := range heads {
+		want[h] = runAttn(t, 1, c, data[h], 0.25)
+	}
+	for _, procs := range []int{1, 2} {
+		runtime.GOMAXPROCS(procs)
+		for level := 1; level <= 2; level++ {
+			var got [heads]attnOut
+			RunShares(2, func(w int) {
+				for h := w; h < heads; h += 2 {
+					got[h] = runAttn(t, level, c, data[h], 0.25)
+				}
+			})
+			for h := range heads {
+				what := fmt.Sprintf("GOMAXPROCS %d level %d head %d", procs, level, h)
+				sameBits(t, what+" out", want[h].out, got[h].out)
+				sameBits(t, what+" dq", want[h].dq, got[h].dq)
+				sameBits(t, what+" dk", want[h].dk, got[h].dk)
+				sameBits(t, what+" dv", want[h].dv, got[h].dv)
+			}
+			const rows, d = 40, 64
+			x, g, b := to32(normal(1)(rng, []int{rows * d})), to32(normal(1)(rng, []int{d})), to32(normal(1)(rng, []int{d}))
+			y1, m1, r1 := make([]float32, rows*d), make([]float32, rows), make([]float32, rows)
+			y2, m2, r2 := make([]float32, rows*d), make([]float32, rows), make([]float32, rows)
+			layerNormFwd32At(1, x, g, b, y1, 1e-5, m1, r1)
+			RunShares(2, func(w int) {
+				lo, hi := w*rows/2*d, (w+1)*rows/2*d
+				layerNormFwd32At(level, x[lo:hi], g, b, y2[lo:hi], 1e-5, m2[lo/d:hi/d], r2[lo/d:hi/d])
+			})
+			sameBits(t, fmt.Sprintf("GOMAXPROCS %d level %d layer norm", procs, level), y1, y2)
+		}
+	}
+}
+
+// BenchmarkAttnHead512 times one head forward and backward at both levels
+// at the models' shapes: the Set Transformer's ISAB (16 inducing points
+// over sets of 32 and back, heads of 16) and the seq2seq decoder's causal
+// self-attention with dropout (16 tokens, heads of 16), in rows of 4
+// heads. Compare levels as ratios within one run.
+func BenchmarkAttnHead512(b *testing.B) {
+	if hasAVX2() == 0 || !hasAVX512() {
+		b.Skip("no AVX-512 on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, c := range []attnCase{
+		{n: 16, m: 32, d: 16, dv: 16, ldq: 64, ldk: 64, ldv: 64, ldo: 64},
+		{n: 32, m: 16, d: 16, dv: 16, ldq: 64, ldk: 64, ldv: 64, ldo: 64},
+		{n: 16, m: 16, d: 16, dv: 16, ldq: 64, ldk: 64, ldv: 64, ldo: 64, causal: true, drop: true},
+	} {
+		a := newAttnData(rng, c)
+		o := attnOut{p: make([]float32, c.n*c.m), out: make([]float32, c.n*c.ldo), dq: make([]float32, c.n*c.ldq),
+			dk: make([]float32, c.m*c.ldk), dv: make([]float32, c.m*c.ldv)}
+		for _, level := range []int{1, 2} {
+			name := fmt.Sprintf("n=%d,m=%d,causal=%v/%s", c.n, c.m, c.causal, [...]string{"", "avx2", "avx512"}[level])
+			b.Run("fwd/"+name, func(b *testing.B) {
+				for range b.N {
+					attnHeadFwd32At(level, a.q, c.ldq, a.k, c.ldk, a.v, c.ldv, c.n, c.m, c.d, c.dv, 0.25, a.mask, c.causal,
+						a.drop, o.p, o.out, c.ldo)
+				}
+			})
+			b.Run("bwd/"+name, func(b *testing.B) {
+				for range b.N {
+					attnHeadBwd32At(level, a.q, c.ldq, a.k, c.ldk, a.v, c.ldv, a.g, c.ldv, o.p, a.drop, c.n, c.m, c.d, c.dv,
+						0.25, o.dq, o.dk, o.dv)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkLayerNorm512 times layer norm forward and backward over 2048
+// rows of 64 (a batch of 64 sets of 32 at width 64) at both levels.
+func BenchmarkLayerNorm512(b *testing.B) {
+	if hasAVX2() == 0 || !hasAVX512() {
+		b.Skip("no AVX-512 on this CPU")
+	}
+	const rows, d = 2048, 64
+	rng := rand.New(rand.NewPCG(1, 3))
+	x, g, bb := to32(normal(1)(rng, []int{rows * d})), to32(normal(1)(rng, []int{d})), to32(normal(1)(rng, []int{d}))
+	y, gOut, dx := make([]float32, rows*d), to32(normal(1)(rng, []int{rows * d})), make([]float32, rows*d)
+	mean, rstd, dg, db := make([]float32, rows), make([]float32, rows), make([]float32, d), make([]float32, d)
+	for _, level := range []int{1, 2} {
+		name := [...]string{"", "avx2", "avx512"}[level]
+		b.Run("fwd/"+name, func(b *testing.B) {
+			for range b.N {
+				layerNormFwd32At(level, x, g, bb, y, 1e-5, mean, rstd)
+			}
+		})
+		b.Run("bwd/"+name, func(b *testing.B) {
+			for range b.N {
+				layerNormBwd32At(level, x, g, gOut, mean, rstd, dx, dg, db)
+			}
+		})
+	}
+}
