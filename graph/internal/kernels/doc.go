@@ -63,8 +63,26 @@
 // runs, keeps the AVX2 kernel, to time one against the other. float64
 // products and the direct (unpacked) float32 path use AVX2 on both.
 //
+// # Threads
+//
 // Nothing depends on the number of threads: RunShares and ParallelFor
-// split work by index, and Gemm splits rows (or, where gemm.c's packed
-// kernels compute every element, columns) so that each element is
-// computed the same way.
+// split work by index, and Gemm shares a product so that each element is
+// computed the same way. A float32 product on gemm.c's packed path (n ≥
+// 16, k ≥ 32, m·n·k ≥ 2¹⁸) is shared by blocks: each thread (the caller
+// and a helper, one cgo call each, pf_sgemm_par) takes the next block
+// from a counter in shared memory, so one whose core another process
+// holds for a while takes fewer blocks, and none waits for a fixed half.
+// With many rows, B is packed once into one buffer (the threads share the
+// packing by groups of panels, then wait for the packing to finish) and
+// the blocks are ≈8 runs of rows, multiples of 12; with at most 128 rows
+// and two or more blocks of columns (weight gradients), the blocks are
+// columns, 32 or more wide (≈8 of them where n allows), and each thread
+// packs only its own blocks of B. Every element is still one micro-kernel's sum, pass by pass over k
+// in order, so the values are pf_sgemm's on one thread bit for bit
+// (TestGemmSharedIsOneThread, over both modes, block sizes, 1–3 workers
+// and both kernels; TestGemmThreadsSameBits, GOMAXPROCS 1 against 2).
+// float64, portable and purego products, and the small ones, still halve
+// the rows. A helper that has not started its share when the caller
+// finishes its own gives the share back (RunShares runs it on the
+// caller), so a product never waits for a parked helper to wake.
 package kernels
