@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -283,5 +284,22 @@ func TestBERTPairsStrict(t *testing.T) {
 	} {
 		args := append(append([]string{"train", "--out", filepath.Join(t.TempDir(), "x")}, tinyBERTPairs...), append(files, c.set...)...)
 		expectBadInput(t, args, c.want)
+	}
+}
+
+// TestMPIBERT: BERT's MLM + NSP objective, a mean over masked positions
+// plus a mean over pairs, on 2 processes and on 2 processes of 2
+// micro-batches each (shards holding unequal counts of masked positions,
+// dropout on) follows one process of one batch, in float64.
+func TestMPIBERT(t *testing.T) {
+	bin := buildMPITrainer(t)
+	args := append(append([]string{"train", "--progress", "lines", "--set", "dtype=float64"}, tinyBERT...),
+		"--set", "training.steps=20", "--set", "training.log_every=1", "--set", "training.eval_every=20")
+	one := filepath.Join(t.TempDir(), "one")
+	runOut(t, exec.Command(bin, append(args, "--out", one)...))
+	for _, accumulate := range []string{"1", "2"} {
+		two := filepath.Join(t.TempDir(), "two")
+		runOut(t, mpirun(2, bin, append(args, "--out", two, "--set", "training.accumulate="+accumulate)...))
+		sameCurve(t, "bert-toy on 2 processes × "+accumulate+" micro-batches", lossCurve(t, two), lossCurve(t, one), 0, 20, 1e-10)
 	}
 }
