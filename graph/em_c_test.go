@@ -29,10 +29,12 @@ func (c emCCase) String() string {
 
 // emCCases covers T_k, T_p, T_v from 0 to 3, every adapt flag, masks,
 // annotations (and an empty S), both priors, both head layouts, and
-// sizes on and off multiples of the vector width.
+// sizes on and off multiples of the vector widths (8 and 16 lanes), with
+// heads of 8 at the width-32 maxnorm model's N and M.
 func emCCases() []emCCase {
 	var cs []emCCase
-	sizes := [][4]int{{5, 7, 5, 6}, {32, 16, 16, 16}, {16, 32, 8, 8}, {9, 20, 11, 17}, {1, 1, 3, 2}}
+	sizes := [][4]int{{5, 7, 5, 6}, {32, 16, 16, 16}, {16, 32, 8, 8}, {9, 20, 11, 17}, {1, 1, 3, 2}, {50, 16, 8, 8},
+		{16, 50, 8, 8}, {45, 29, 8, 8}}
 	i := 0
 	for tk := 0; tk <= 3; tk++ {
 		for tp := 0; tp <= 3; tp++ {

@@ -242,6 +242,60 @@ static void mm16(int nr, int nt, int w, float alpha, const float *c, int ldc, in
 	}
 }
 #undef MM16_ROWS
+
+// mm8t_block is mm for w = 8 with c read transposed (ldc = 1, so c's
+// values for one t and consecutive rows are contiguous), on NB blocks of
+// 16 rows from r0: lanes run along the rows, so one zmm multiply-add
+// takes 16 rows' products with one of x's 8 columns (broadcast), twice
+// the lanes of a row of 8. The sums are then transposed back to rows of
+// out (transpose8_regs on each 8×8 half). Each element is mm_block's sum
+// bit for bit: fused multiply-adds over t in order from 0, times α, then
+// added to out.
+__attribute__((always_inline)) EM_TARGET
+static inline void mm8t_block(const int NB, int nr, int r0, int nt, float alpha, const float *c, int cst,
+                              const float *x, int ldx, int acc, float *out, int ldo) {
+	__m512 s[2][8];
+	__mmask16 mk[2];
+	for (int b = 0; b < NB; b++) {
+		int left = nr - r0 - 16 * b;
+		mk[b] = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+		for (int k = 0; k < 8; k++) s[b][k] = _mm512_setzero_ps();
+	}
+	for (int t = 0; t < nt; t++) {
+		const float *xt = x + (size_t)t * ldx, *ct = c + (size_t)t * cst + r0;
+		__m512 cv[2];
+		for (int b = 0; b < NB; b++) cv[b] = _mm512_maskz_loadu_ps(mk[b], ct + 16 * b);
+		for (int k = 0; k < 8; k++) {
+			const __m512 xk = _mm512_set1_ps(xt[k]);
+			for (int b = 0; b < NB; b++) s[b][k] = _mm512_fmadd_ps(cv[b], xk, s[b][k]);
+		}
+	}
+	const __m256 va = _mm256_set1_ps(alpha);
+	for (int b = 0; b < NB; b++)
+		for (int half = 0; half < 2; half++) {
+			const int row = r0 + 16 * b + 8 * half, nrow = nr - row < 8 ? nr - row : 8;
+			if (nrow <= 0) break;
+			__m256 h[8], rows[8];
+			for (int k = 0; k < 8; k++) h[k] = half ? _mm512_extractf32x8_ps(s[b][k], 1) : _mm512_castps512_ps256(s[b][k]);
+			transpose8_regs(h, rows);
+			for (int i = 0; i < nrow; i++) {
+				float *o = out + (size_t)(row + i) * ldo;
+				__m256 y = _mm256_mul_ps(va, rows[i]);
+				if (acc) y = _mm256_add_ps(_mm256_loadu_ps(o), y);
+				_mm256_storeu_ps(o, y);
+			}
+		}
+}
+
+// mm8t is mm for w = 8, c read transposed (ldc = 1) and nt ≥ 1, 32 rows
+// at a time (mm8t_block).
+EM_TARGET
+static void mm8t(int nr, int nt, float alpha, const float *c, int cst, const float *x, int ldx, int acc, float *out,
+                 int ldo) {
+	int r = 0;
+	for (; r + 16 < nr; r += 32) mm8t_block(2, nr, r, nt, alpha, c, cst, x, ldx, acc, out, ldo);
+	if (r < nr) mm8t_block(1, nr, r, nt, alpha, c, cst, x, ldx, acc, out, ldo);
+}
 #endif
 
 // mm sets out[r][:w] = α Σ_t c[r·ldc + t·cst] x[t][:w] for r < nr (acc = 0),
@@ -261,6 +315,10 @@ static void mm(int nr, int nt, int w, float alpha, const float *c, int ldc, int 
 #ifdef EM_AVX512
 	if (w > 8) { // one ymm holds a row of 8
 		mm16(nr, nt, w, alpha, c, ldc, cst, x, ldx, acc, out, ldo);
+		return;
+	}
+	if (w == 8 && ldc == 1 && nr >= 12) { // lanes along the rows instead
+		mm8t(nr, nt, alpha, c, cst, x, ldx, acc, out, ldo);
 		return;
 	}
 #endif
@@ -351,9 +409,25 @@ static void sq_norms(const float *x, int rows, int w, int ld, float *out) {
 	for (int i = 0; i < rows; i++) out[i] = dot(x + (size_t)i * ld, x + (size_t)i * ld, w);
 }
 
+#ifdef EM_AVX512
+// mask16 is the mask of the first min(k, 16) lanes (k > 0).
+static inline __mmask16 mask16(int k) { return k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << k) - 1); }
+#endif
+
 // col_sums is colSums: out[j] = Σ_i x_ij for x [n×m], i in order.
 EM_TARGET
 static void col_sums(int n, int m, const float *x, float *out) {
+#ifdef EM_AVX512
+	if (m > 8) { // 16 columns at a time, the same sums
+		for (int j = 0; j < m; j += 16) {
+			const __mmask16 k = mask16(m - j);
+			__m512 acc = _mm512_setzero_ps();
+			for (int i = 0; i < n; i++) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, x + (size_t)i * m + j));
+			_mm512_mask_storeu_ps(out + j, k, acc);
+		}
+		return;
+	}
+#endif
 	int j = 0;
 	for (; j + 8 <= m; j += 8) { // a block of columns down all rows, in a register
 		__m256 acc = _mm256_setzero_ps();
@@ -371,6 +445,17 @@ static void col_sums(int n, int m, const float *x, float *out) {
 // of columns at a time in a register.
 EM_TARGET
 static void add_col_sums(int n, int m, const float *x, float *out) {
+#ifdef EM_AVX512
+	if (m > 8) {
+		for (int j = 0; j < m; j += 16) {
+			const __mmask16 k = mask16(m - j);
+			__m512 acc = _mm512_maskz_loadu_ps(k, out + j);
+			for (int i = 0; i < n; i++) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, x + (size_t)i * m + j));
+			_mm512_mask_storeu_ps(out + j, k, acc);
+		}
+		return;
+	}
+#endif
 	int j = 0;
 	for (; j + 8 <= m; j += 8) {
 		__m256 acc = _mm256_loadu_ps(out + j);
@@ -387,6 +472,17 @@ static void add_col_sums(int n, int m, const float *x, float *out) {
 // add_row adds v [m] to every row of x [n×m].
 EM_TARGET
 static void add_row(int n, int m, float *x, const float *v) {
+#ifdef EM_AVX512
+	if (m > 8) {
+		for (int i = 0; i < n; i++)
+			for (int j = 0; j < m; j += 16) {
+				const __mmask16 k = mask16(m - j);
+				float *xr = x + (size_t)i * m + j;
+				_mm512_mask_storeu_ps(xr, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, xr), _mm512_maskz_loadu_ps(k, v + j)));
+			}
+		return;
+	}
+#endif
 	for (int i = 0; i < n; i++) {
 		float *xr = x + (size_t)i * m;
 		int j = 0;
@@ -402,6 +498,21 @@ static void dist(int n, int m, int w, const float *a, int lda, const float *c, i
                  const float *cc, float *out, float *ct) {
 	transpose(c, ldc, m, w, ct);
 	mm(n, w, m, -2, a, lda, 1, ct, m, 0, out, m);
+#ifdef EM_AVX512
+	if (m > 8) {
+		const __m512 zero = _mm512_setzero_ps();
+		for (int i = 0; i < n; i++) {
+			float *row = out + (size_t)i * m;
+			const __m512 ai = _mm512_set1_ps(aa[i]);
+			for (int j = 0; j < m; j += 16) {
+				const __mmask16 k = mask16(m - j);
+				__m512 x = _mm512_add_ps(_mm512_add_ps(_mm512_maskz_loadu_ps(k, row + j), ai), _mm512_maskz_loadu_ps(k, cc + j));
+				_mm512_mask_storeu_ps(row + j, k, _mm512_max_ps(zero, x)); // x < 0 ? 0 : x, NaN kept
+			}
+		}
+		return;
+	}
+#endif
 	for (int i = 0; i < n; i++) {
 		float *row = out + (size_t)i * m, ai = aa[i];
 		for (int j = 0; j < m; j++) {
@@ -418,7 +529,24 @@ EM_TARGET
 static void dist_back(int n, int m, int w, const float *a, int lda, const float *c, int ldc, const float *dd, float *g,
                       float *da, int ldda, float *dc, int lddc, float *rs, float *cs) {
 	const __m256 zero = _mm256_setzero_ps();
+#ifdef EM_AVX512
+	for (int i = 0; m > 8 && i < n; i++) {
+		float *row = g + (size_t)i * m;
+		const float *d = dd + (size_t)i * m;
+		__m512 s = _mm512_setzero_ps();
+		for (int j = 0; j < m; j += 16) {
+			const __mmask16 k = mask16(m - j);
+			__mmask16 pos = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, d + j), _mm512_setzero_ps(), _CMP_GT_OQ);
+			__m512 x = _mm512_maskz_loadu_ps(pos, row + j);
+			_mm512_mask_storeu_ps(row + j, k, x);
+			s = _mm512_add_ps(s, x);
+		}
+		rs[i] = _mm512_reduce_add_ps(s);
+	}
+	for (int i = 0; m <= 8 && i < n; i++) {
+#else
 	for (int i = 0; i < n; i++) {
+#endif
 		float *row = g + (size_t)i * m;
 		const float *d = dd + (size_t)i * m;
 		__m256 s = zero;
@@ -718,6 +846,27 @@ static void softmax(const em_p *p, float *s, float *w, const float *rows) {
 // rs [n] is scratch.
 EM_TARGET
 static void softmax_back(int n, int m, const float *w, float *dw, float *rs) {
+#ifdef EM_AVX512
+	if (m > 8) { // a row's dot product, then the row, 16 lanes at a time
+		for (int i = 0; i < n; i++) {
+			const float *wr = w + (size_t)i * m;
+			float *dr = dw + (size_t)i * m;
+			__m512 acc = _mm512_setzero_ps();
+			for (int j = 0; j < m; j += 16) {
+				const __mmask16 k = mask16(m - j);
+				acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, wr + j), _mm512_maskz_loadu_ps(k, dr + j), acc);
+			}
+			const __m512 vs = _mm512_set1_ps(_mm512_reduce_add_ps(acc));
+			for (int j = 0; j < m; j += 16) {
+				const __mmask16 k = mask16(m - j);
+				_mm512_mask_storeu_ps(dr + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, wr + j),
+				                                                _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dr + j), vs)));
+			}
+		}
+		(void)rs;
+		return;
+	}
+#endif
 	row_dots(n, m, w, m, dw, m, rs);
 	for (int i = 0; i < n; i++) {
 		const float *wr = w + (size_t)i * m;
@@ -743,6 +892,23 @@ static void gaussian(int n, int m, int k, const float *lambda, const float *dd, 
 		logs[j] = lp;
 		hl[j] = lambda[j] * 0.5f;
 	}
+#ifdef EM_AVX512
+	if (m > 8) {
+		for (int i = 0; i < n; i++) {
+			const float *d = dd + (size_t)i * m, *b = base ? base + (size_t)i * m : NULL;
+			float *o = out + (size_t)i * m;
+			for (int j = 0; j < m; j += 16) {
+				const __mmask16 km = mask16(m - j);
+				__m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(km, logs + j),
+				                         _mm512_mul_ps(_mm512_maskz_loadu_ps(km, hl + j), _mm512_maskz_loadu_ps(km, d + j)));
+				if (b) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(km, b + j));
+				if (row) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(km, row + j));
+				_mm512_mask_storeu_ps(o + j, km, x);
+			}
+		}
+		return;
+	}
+#endif
 	for (int i = 0; i < n; i++) {
 		const float *d = dd + (size_t)i * m, *b = base ? base + (size_t)i * m : NULL;
 		float *o = out + (size_t)i * m;
@@ -776,6 +942,26 @@ static void gaussian_back(int n, int m, int k, const float *lambda, const float 
 	const float half = (float)k / 2;
 	const __m256 vh = _mm256_set1_ps(0.5f), vhalf = _mm256_set1_ps(half), vm = _mm256_set1_ps(-0.5f);
 	int j = 0;
+#ifdef EM_AVX512
+	if (m > 8) { // 16 columns down all rows, the same sums
+		const __m512 wh = _mm512_set1_ps(0.5f), whalf = _mm512_set1_ps(half), wm = _mm512_set1_ps(-0.5f);
+		for (; j < m; j += 16) {
+			const __mmask16 k = mask16(m - j);
+			const __m512 lam = _mm512_mask_loadu_ps(_mm512_set1_ps(1), k, lambda + j), inv = _mm512_div_ps(whalf, lam),
+			             hl = _mm512_mul_ps(wm, lam);
+			__m512 acc = _mm512_maskz_loadu_ps(k, dlambda + j);
+			for (int i = 0; i < n; i++) {
+				const size_t at = (size_t)i * m + j;
+				__m512 gv = _mm512_maskz_loadu_ps(k, ds + at);
+				acc = _mm512_add_ps(acc, _mm512_mul_ps(gv, _mm512_sub_ps(inv, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dist + at), wh))));
+				if (dd) _mm512_mask_storeu_ps(dd + at, k, _mm512_mul_ps(hl, gv));
+			}
+			_mm512_mask_storeu_ps(dlambda + j, k, acc);
+		}
+		(void)vh, (void)vhalf, (void)vm, (void)cols;
+		return;
+	}
+#endif
 	for (; j + 8 <= m; j += 8) { // a block of columns down all rows
 		const __m256 lam = _mm256_loadu_ps(lambda + j), inv = _mm256_div_ps(vhalf, lam), hl = _mm256_mul_ps(vm, lam);
 		__m256 acc = _mm256_loadu_ps(dlambda + j);
