@@ -142,12 +142,12 @@ static inline __m256i lanes(int k) {
 }
 
 // mm_block computes R rows of mm's result at NV vectors of columns, the
-// last under the lane mask tail when TAIL: R·NV ≤ 8 accumulators. R, NV
+// last under the lane mask tail when TAIL: R·NV ≤ 14 accumulators. R, NV
 // and TAIL are constants at every call, so the loops unroll.
 __attribute__((always_inline)) EM_TARGET
 static inline void mm_block(const int R, const int NV, const int TAIL, int nt, float alpha, const float *c, int ldc,
                             int cst, const float *x, int ldx, int acc, float *out, int ldo, __m256i tail) {
-	__m256 s[8], xv[4];
+	__m256 s[16], xv[4];
 	for (int i = 0; i < R * NV; i++) s[i] = _mm256_setzero_ps();
 	for (int t = 0; t < nt; t++) {
 		const float *xt = x + (size_t)t * ldx;
@@ -173,15 +173,30 @@ static inline void mm_block(const int R, const int NV, const int TAIL, int nt, f
 		}
 }
 
+// MM_REST(K, …) is case K of MM_ROWS's last rows: one block of K rows,
+// so that they share the loads of x and overlap their chains of
+// multiply-adds instead of running them one row at a time.
+#define MM_REST(K, NV, TAIL)                                                                                  \
+	case K:                                                                                                   \
+		mm_block((K), (NV), (TAIL), nt, alpha, c + (size_t)r * ldc, ldc, cst, x + j, ldx, acc,                \
+		         out + (size_t)r * ldo + j, ldo, tail);                                                       \
+		break
+
 #define MM_ROWS(R, NV, TAIL)                                                                                  \
 	do {                                                                                                      \
 		int r = 0;                                                                                            \
 		for (; r + (R) <= nr; r += (R))                                                                       \
 			mm_block((R), (NV), (TAIL), nt, alpha, c + (size_t)r * ldc, ldc, cst, x + j, ldx, acc,            \
 			         out + (size_t)r * ldo + j, ldo, tail);                                                   \
-		for (; r < nr; r++)                                                                                   \
-			mm_block(1, (NV), (TAIL), nt, alpha, c + (size_t)r * ldc, ldc, cst, x + j, ldx, acc,              \
-			         out + (size_t)r * ldo + j, ldo, tail);                                                   \
+		switch (nr - r) { /* fewer than R rows */                                                             \
+			MM_REST(1, NV, TAIL);                                                                             \
+			MM_REST(2, NV, TAIL);                                                                             \
+			MM_REST(3, NV, TAIL);                                                                             \
+			MM_REST(4, NV, TAIL);                                                                             \
+			MM_REST(5, NV, TAIL);                                                                             \
+			MM_REST(6, NV, TAIL);                                                                             \
+			MM_REST(7, NV, TAIL);                                                                             \
+		}                                                                                                     \
 	} while (0)
 
 #ifdef EM_AVX512
@@ -213,15 +228,27 @@ static inline void mm16_block(const int R, const int NV, int nt, float alpha, co
 		}
 }
 
+#define MM16_REST(K, NV)                                                                                     \
+	case K:                                                                                                  \
+		mm16_block((K), (NV), nt, alpha, c + (size_t)r * ldc, ldc, cst, x + j, ldx, acc,                     \
+		           out + (size_t)r * ldo + j, ldo, mk);                                                      \
+		break
+
 #define MM16_ROWS(R, NV)                                                                                     \
 	do {                                                                                                     \
 		int r = 0;                                                                                           \
 		for (; r + (R) <= nr; r += (R))                                                                      \
 			mm16_block((R), (NV), nt, alpha, c + (size_t)r * ldc, ldc, cst, x + j, ldx, acc,                 \
 			           out + (size_t)r * ldo + j, ldo, mk);                                                  \
-		for (; r < nr; r++)                                                                                  \
-			mm16_block(1, (NV), nt, alpha, c + (size_t)r * ldc, ldc, cst, x + j, ldx, acc,                   \
-			           out + (size_t)r * ldo + j, ldo, mk);                                                  \
+		switch (nr - r) { /* fewer than R rows: one block, as MM_ROWS */                                     \
+			MM16_REST(1, NV);                                                                                \
+			MM16_REST(2, NV);                                                                                \
+			MM16_REST(3, NV);                                                                                \
+			MM16_REST(4, NV);                                                                                \
+			MM16_REST(5, NV);                                                                                \
+			MM16_REST(6, NV);                                                                                \
+			MM16_REST(7, NV);                                                                                \
+		}                                                                                                    \
 	} while (0)
 
 // mm16 is mm for nt ≥ 1 in 16-lane vectors, the last of a row under a
@@ -242,6 +269,7 @@ static void mm16(int nr, int nt, int w, float alpha, const float *c, int ldc, in
 	}
 }
 #undef MM16_ROWS
+#undef MM16_REST
 
 // mm8t_block is mm for w = 8 with c read transposed (ldc = 1, so c's
 // values for one t and consecutive rows are contiguous), on NB blocks of
