@@ -29,7 +29,8 @@
 // Gorgonia's with the fixes of GORGONIA.md: reductions over middle axes go
 // through a transpose and such broadcasts are refused, Reshape copies
 // (reshape.go), Softmax, LogSoftmax, LogSumExp and MaskedSoftmax subtract
-// each row's max (softmax.go), Embedding and CheckIndices check every id
+// each row's max (softmax.go), Embedding, EmbedTokens (a Transformer's
+// input layer as one fused op) and CheckIndices check every id
 // (embedding.go), Lgamma and Digamma (lgamma.go) have right gradients.
 //
 // # Fused ops
@@ -39,12 +40,14 @@
 // its gradients), each computing forward and backward in one pass over
 // plain slices:
 //
-//	fusedlinear.go        Linear, LinearReLU (linear.go), the matrix products of their gradients
+//	fusedlinear.go        Linear, LinearReLU, LinearReLUDropout (linear.go), the matrix products of their gradients
+//	fusedlinearconcat.go  LinearConcat: projections of one input side by side, one GEMM
 //	fusedbmm.go           BatchedMatMul
 //	fusedelementwise.go   Add, Mul, Scale on same-shaped or repeated operands
 //	fusedrelu.go          ReLU
 //	fusedlayernorm.go     LayerNorm
-//	fusedattention.go     Attention, AttentionWeights; attentiondropout.go: AttentionDropout
+//	fusedaddlayernorm.go  AddLayerNorm, DropoutAddLayerNorm: a residual add and the layer norm after it
+//	fusedattention.go     Attention, AttentionWeights; attentiondropout.go: AttentionDropout, AttentionPacked and ResidualAttentionPacked (on LinearConcat's packed heads)
 //	fusedcrossentropy.go  SoftmaxCrossEntropy
 //	fusedprojxent.go      ProjectedCrossEntropy (output projection and cross-entropy, without the logits)
 //	fusedbayes.go         BiasedAttention, WeibullLogNoise, BayesAttentionKL (Bayesian attention, layers/BAYES.md)
