@@ -44,7 +44,12 @@ import (
 // (y = 1, "S′ is the translation of S") or the target of another line of
 // the split (y = 0), segment 0 the source and 1 the target. data.mask_prob
 // 0 then trains the pair classifier alone (BERT's fine-tuning, no MLM
-// head); a positive one adds the masked LM over both sides.
+// head); a positive one adds the masked LM over both sides. A positive
+// data.train_pairs keeps the training file's first lines alone (a
+// labelled subset; the lines are pairs drawn at random from it, and
+// the negatives are drawn from it too), with the vocabulary of the
+// whole file, so that a run on a subset and a pretraining on the whole
+// file share it (init.encoder_from).
 //
 // With data.pairs true_only every pair is true (a line and its own
 // translation, a story's own two sentences) and there is no NSP head: the
@@ -105,6 +110,14 @@ func newBERTTask(cfg *configs.Config, d *BERTData, m *TransformerModel, state ma
 	t.train = corpus.Train
 	if t.vocab, err = bertVocabulary(corpus.Train, d.MinCount, state); err != nil {
 		return nil, err
+	}
+	if !t.toy && d.TrainPairs > 0 {
+		// A labelled subset: the vocabulary stays the whole file's, the
+		// pretraining's, as BERT's fine-tuning keeps its tokenizer.
+		if d.TrainPairs > len(t.train) {
+			return nil, fmt.Errorf("data.train_pairs = %d: the training file has %d pairs", d.TrainPairs, len(t.train))
+		}
+		t.train = t.train[:d.TrainPairs]
 	}
 	t.mask = datasets.MaskOptions{Prob: d.MaskProb, MaskID: t.vocab.Size(), Vocab: t.vocab.Size(), AtLeastOne: true}
 	var sentences [][]string

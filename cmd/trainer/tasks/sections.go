@@ -123,7 +123,9 @@ type MLMData struct {
 // test_pairs of them, paired for next-sentence prediction and masked as
 // task mlm masks (MaskProb); or a TSV parallel corpus (data.source tsv,
 // as task seq2seq reads it), whose lines pair a source sentence with its
-// translation or another line's (MaskProb 0: no masked LM). MaxLen bounds
+// translation or another line's (MaskProb 0: no masked LM), the first
+// TrainPairs lines of the training file when positive (0: all of them;
+// the vocabulary is always the whole file's). MaxLen bounds
 // a pair's tokens, [CLS] and the two [SEP] included (longer pairs are cut,
 // the longer sentence first); 29 holds every toy pair.
 type BERTData struct {
@@ -417,7 +419,8 @@ func checkBERT(c *configs.Config, d *BERTData, m *TransformerModel) error {
 		[]configs.Rule{
 			want(d.ValidPairs >= 2 || d.Source != "toy", "data.valid_pairs", "at least 2 (a story pairs with another's sentence)"),
 			want(d.TestPairs >= 2 || d.Source != "toy", "data.test_pairs", "at least 2 (a story pairs with another's sentence)"),
-			want(d.TrainPairs >= 2 || d.Source != "toy", "data.train_pairs", "at least 2 (a story pairs with another's sentence)"),
+			want(d.TrainPairs >= 2 || d.Source != "toy" && d.TrainPairs == 0, "data.train_pairs",
+				"at least 2 (a story pairs with another's sentence); with data.source tsv 0 (every line) or at least 2 (the first lines, a labelled subset)"),
 			want(d.MaxLen >= 5, "data.max_len", "at least 5 ([CLS] a word [SEP] a word [SEP]); 29 holds every toy pair"),
 			want(d.MaskProb > 0 && d.MaskProb < 1 || d.Source == "tsv" && d.MaskProb == 0, "data.mask_prob",
 				"in (0, 1), BERT's is 0.15; or 0 with data.source tsv (the pair classifier alone)"),
