@@ -8,7 +8,6 @@
 #include <immintrin.h>
 #include <stdio.h>
 #include <cpuid.h>
-#include <sched.h>
 #include "kernels.h"
 
 // oom ends the process with a message: a failed allocation inside a
@@ -544,33 +543,27 @@ void pf_sgemm(int level, int transA, int transB, int m, int n, int k, float alph
 // whatever block it falls in, so the values depend neither on the number
 // of threads nor on which took what.
 //
-// mode 0 (many rows): B is packed once, whole, into bp (every pass over k,
-// panels of nr columns: pass t at bp + t·KC·npad), the threads sharing the
-// packing by blocks of panels; once all is packed, they take blocks of rb
-// rows of C, each over every column and every pass. mode 1 (few rows and
-// many columns, a weight gradient say): the threads take blocks of cw
-// columns, each packing its block of B into its own part of bp, worker·KC·cw
-// floats in, and computing every row of it: no B is packed twice.
+// mode 0 (many rows): the threads take blocks of rb rows of C, each over
+// every column and every pass; a thread packs the whole of B (every pass
+// over k, panels of nr columns: pass t at own + t·KC·npad) into its own
+// part of bp, worker·k·npad floats in, when it takes its first block, so a
+// thread that comes too late to take one packs nothing. (Packing B once
+// and sharing it made the threads wait for each other's packing, a wait
+// of a whole time slice when the packer's core is taken by another
+// process, and read half of B from the other core's cache: 4–10% slower
+// at 256×1024×64, no faster at the other shapes of BenchmarkGemmShared,
+// to save a copy of B that costs 2/m of the product's work.) mode 1 (few rows
+// and many columns, a weight gradient say): the threads take blocks of cw
+// columns, each packing its block of B into its own part of bp,
+// worker·KC·cw floats in, and computing every row of it: no B is packed
+// twice.
 //
-// ctr[0] counts blocks claimed for packing, ctr[16] blocks packed, ctr[32]
-// blocks of C claimed; the caller zeroes them. bp is 64-byte aligned.
-#define CTR_PACK 0
-#define CTR_PACKED 16
-#define CTR_TILE 32
-#define PACK_GROUP 4 // panels packed per claim in mode 0
+// ctr[0] counts the blocks of C claimed; the caller zeroes it. bp is
+// 64-byte aligned.
+#define CTR_TILE 0
 
 // claim takes the next block number from *c.
 static inline int claim(int *c) { return __atomic_fetch_add(c, 1, __ATOMIC_RELAXED); }
-
-// wait_count spins until *c reaches want: the other thread is packing a
-// block it has claimed, a short wait unless its core is taken from it,
-// hence the yield after a while.
-static void wait_count(int *c, int want) {
-	for (int i = 0; __atomic_load_n(c, __ATOMIC_ACQUIRE) < want; i++) {
-		if (i < 1 << 10) __builtin_ia32_pause();
-		else sched_yield();
-	}
-}
 
 // tile512 adds α·op(A)[i0:i1, p0:p0+kc]·op(B)[p0:p0+kc, j0:j1] to C, one
 // pass over k (or sets C to the bias plus it on the first pass), op(B)'s
@@ -632,26 +625,24 @@ void pf_sgemm_par(int level, int mode, int worker, int transA, int transB, int m
 	int rsa = transA ? 1 : lda, csa = transA ? lda : 1;
 	int passes = (k + KC - 1) / KC;
 	if (mode == 0) {
-		int npad = (n + nr - 1) / nr * nr, panels = npad / nr;
-		int groups = (panels + PACK_GROUP - 1) / PACK_GROUP, units = passes * groups;
-		for (int u; (u = claim(ctr + CTR_PACK)) < units;) {
-			int t = u / groups, g = u % groups, p0 = t * KC, kc = k - p0 < KC ? k - p0 : KC;
-			int j0 = g * PACK_GROUP * nr, nc = n - j0 < PACK_GROUP * nr ? n - j0 : PACK_GROUP * nr;
-			float *dst = bp + (size_t)t * KC * npad + (size_t)j0 * kc;
-			if (wide) pack_b32(transB, B, ldb, p0, kc, j0, nc, dst);
-			else pack_b_block(transB, B, ldb, p0, kc, j0, nc, dst);
-			__atomic_fetch_add(ctr + CTR_PACKED, 1, __ATOMIC_RELEASE);
-		}
-		wait_count(ctr + CTR_PACKED, units);
-		int blocks = (m + rb - 1) / rb;
+		int npad = (n + nr - 1) / nr * nr, blocks = (m + rb - 1) / rb, packed = 0;
+		float *own = bp + (size_t)worker * k * npad;
 		for (int bl; (bl = claim(ctr + CTR_TILE)) < blocks;) {
+			if (!packed) { // B, whole, on the first block this thread takes
+				for (int t = 0; t < passes; t++) {
+					int p0 = t * KC, kc = k - p0 < KC ? k - p0 : KC;
+					if (wide) pack_b32(transB, B, ldb, p0, kc, 0, n, own + (size_t)t * KC * npad);
+					else pack_b_block(transB, B, ldb, p0, kc, 0, n, own + (size_t)t * KC * npad);
+				}
+				packed = 1;
+			}
 			int i0 = bl * rb, i1 = m - i0 < rb ? m : i0 + rb;
 			if (!bias) scale_block(i0, i1, 0, n, beta, C, ldc);
 			for (int j0 = 0; j0 < n; j0 += NC) {
 				int j1 = n - j0 < NC ? n : j0 + NC;
 				for (int t = 0; t < passes; t++) {
 					int p0 = t * KC, kc = k - p0 < KC ? k - p0 : KC;
-					const float *bq = bp + (size_t)t * KC * npad + (size_t)j0 * kc;
+					const float *bq = own + (size_t)t * KC * npad + (size_t)j0 * kc;
 					if (wide) tile512(i0, i1, j0, j1, p0, kc, alpha, A, rsa, csa, bq, C, ldc, bias);
 					else tile256(i0, i1, j0, j1, p0, kc, alpha, A, rsa, csa, bq, C, ldc, bias);
 				}

@@ -100,10 +100,10 @@ func cbool(b bool) C.int {
 }
 
 // gemmShared is the scratch of one float32 product that threads share
-// (gemm.c's pf_sgemm_par): packed B, and the counters from which the
-// threads take blocks, each on its own cache line.
+// (gemm.c's pf_sgemm_par): each thread's packed B, and the counter from
+// which the threads take blocks, on a cache line of its own.
 type gemmShared struct {
-	ctr [48]int32
+	ctr [16]int32
 	buf []float32
 }
 
@@ -123,8 +123,8 @@ func (s *gemmShared) packed(n int) *C.float {
 }
 
 // gemmSplit is how a float32 product is shared between threads, or ok =
-// false to run it on one. mode 0 (many rows) packs B once, the threads
-// sharing the packing, then hands out blocks of rb rows; mode 1 (at most
+// false to run it on one. mode 0 (many rows) hands out blocks of rb rows,
+// each thread packing all of B for itself; mode 1 (at most
 // 128 rows, four or more blocks of columns) hands out blocks of cw
 // columns, each thread packing only its blocks of B. Blocks are many
 // (≈16 of rows, ≈8 of columns), so that a thread whose core is taken by
@@ -172,14 +172,14 @@ func gemmShared32(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
 func gemmSharedAt(level C.int, workers, mode, rb, cw int, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, bias []float32) {
 	s := gemmSharedPool.Get().(*gemmShared)
 	defer gemmSharedPool.Put(s)
-	s.ctr = [48]int32{}
+	s.ctr = [16]int32{}
 	var bp *C.float
 	if mode == 0 {
 		nr := 16
 		if level >= 2 {
 			nr = 32
 		}
-		bp = s.packed(k * ((n + nr - 1) / nr * nr))
+		bp = s.packed(workers * k * ((n + nr - 1) / nr * nr)) // all of B, for each thread
 	} else {
 		bp = s.packed(workers * 128 * cw) // KC = 128 rows of each thread's block
 	}

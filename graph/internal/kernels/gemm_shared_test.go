@@ -3,10 +3,13 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
+	"time"
 )
 
 // TestGemmSharedIsOneThread: a product the threads share (gemm.c's
@@ -110,5 +113,81 @@ func TestGemmThreadsSameBits(t *testing.T) {
 				t.Fatalf("%v: element %d is %v on one thread, %v on two", sz, i, got[0][i], got[1][i])
 			}
 		}
+	}
+}
+
+// BenchmarkGemmShared times, at BenchmarkGemm's shapes, a product shared
+// by blocks from a counter (Gemm) against the same product halved between
+// the two threads (rows, or columns for few rows: the split Gemm made
+// before), alternating the two every iteration so that the machine's
+// drift and other processes fall on both alike. It reports each one's
+// median and best rate and the ratio of their medians (shared/halved).
+func BenchmarkGemmShared(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, c := range []struct {
+		tA      bool
+		m, k, n int
+	}{
+		{false, 1024, 64, 256}, {false, 1024, 256, 64}, {false, 2048, 64, 64}, {false, 512, 64, 64},
+		{true, 64, 1024, 256}, {true, 256, 1024, 64}, {true, 64, 2048, 64}, {false, 256, 256, 256},
+	} {
+		a := to32(normal(1)(rng, []int{c.m * c.k}))
+		bb := to32(normal(1)(rng, []int{c.k * c.n}))
+		cc := make([]float32, c.m*c.n)
+		lda, t := c.k, ""
+		if c.tA {
+			lda, t = c.m, "t"
+		}
+		halved := func() {
+			m, n, k := c.m, c.n, c.k
+			if m <= 128 { // columns, at a multiple of 32
+				h := n / 64 * 32
+				RunShares(2, func(w int) {
+					if w == 0 {
+						gemmKernel(c.tA, false, m, h, k, 1, a, lda, bb, n, 0, cc, n, nil)
+					} else {
+						gemmKernel(c.tA, false, m, n-h, k, 1, a, lda, bb[h:], n, 0, cc[h:], n, nil)
+					}
+				})
+				return
+			}
+			h := m / 2
+			off := h * lda
+			if c.tA {
+				off = h
+			}
+			RunShares(2, func(w int) {
+				if w == 0 {
+					gemmKernel(c.tA, false, h, n, k, 1, a, lda, bb, n, 0, cc, n, nil)
+				} else {
+					gemmKernel(c.tA, false, m-h, n, k, 1, a[off:], lda, bb, n, 0, cc[h*n:], n, nil)
+				}
+			})
+		}
+		b.Run(fmt.Sprintf("%dx%dx%d%s", c.m, c.k, c.n, t), func(b *testing.B) {
+			var shared, half []time.Duration
+			for i := range b.N {
+				t0 := time.Now()
+				if i%2 == 0 {
+					Gemm(c.tA, false, c.m, c.n, c.k, 1, a, lda, bb, c.n, 0, cc, c.n)
+					shared = append(shared, time.Since(t0))
+				} else {
+					halved()
+					half = append(half, time.Since(t0))
+				}
+			}
+			if len(half) == 0 {
+				return
+			}
+			flop := float64(2 * c.m * c.n * c.k)
+			slices.Sort(shared)
+			slices.Sort(half)
+			ms, mh := shared[len(shared)/2].Seconds(), half[len(half)/2].Seconds()
+			b.ReportMetric(flop/ms/1e9, "shared-median-GFLOP/s")
+			b.ReportMetric(flop/shared[0].Seconds()/1e9, "shared-best-GFLOP/s")
+			b.ReportMetric(flop/mh/1e9, "halved-median-GFLOP/s")
+			b.ReportMetric(flop/half[0].Seconds()/1e9, "halved-best-GFLOP/s")
+			b.ReportMetric(mh/ms, "median-speedup")
+		})
 	}
 }
