@@ -31,10 +31,6 @@ void pf_layernorm_fwd(const float *x, const float *g, const float *b, float *y, 
                       float *mean, float *rstd);
 void pf_layernorm_bwd(const float *x, const float *g, const float *go, const float *mean, const float *rstd,
                       float *dx, float *dgamma, float *dbeta, int rows, int d);
-void pf_layernorm_fwd512(const float *x, const float *g, const float *b, float *y, int rows, int d, float eps,
-                         float *mean, float *rstd);
-void pf_layernorm_bwd512(const float *x, const float *g, const float *go, const float *mean, const float *rstd,
-                         float *dx, float *dgamma, float *dbeta, int rows, int d);
 
 // vec.c (vec_cgo.go)
 void pf_colsum(const float *x, int rows, int d, float *s);

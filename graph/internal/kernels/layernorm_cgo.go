@@ -9,46 +9,24 @@ import "C"
 // d = len(g), a multiple of 8), filling y and each row's mean and rstd,
 // and reports whether it did.
 func LayerNormFwd32(x, g, b, y []float32, eps float64, mean, rstd []float32) bool {
-	return layerNormFwd32At(simdLevel(), x, g, b, y, eps, mean, rstd)
-}
-
-// layerNormFwd32At is LayerNormFwd32 at the given simdLevel (≥ 1; the
-// tests run both levels of a CPU with AVX-512).
-func layerNormFwd32At(level int, x, g, b, y []float32, eps float64, mean, rstd []float32) bool {
 	d := len(g)
 	if hasAVX2() == 0 || d%8 != 0 || len(x) == 0 || len(x)%d != 0 || len(mean) != len(x)/d {
 		return false
 	}
-	if level >= 2 {
-		C.pf_layernorm_fwd512((*C.float)(&x[0]), (*C.float)(&g[0]), (*C.float)(&b[0]), (*C.float)(&y[0]),
-			C.int(len(x)/d), C.int(d), C.float(eps), (*C.float)(&mean[0]), (*C.float)(&rstd[0]))
-	} else {
-		C.pf_layernorm_fwd((*C.float)(&x[0]), (*C.float)(&g[0]), (*C.float)(&b[0]), (*C.float)(&y[0]),
-			C.int(len(x)/d), C.int(d), C.float(eps), (*C.float)(&mean[0]), (*C.float)(&rstd[0]))
-	}
+	C.pf_layernorm_fwd((*C.float)(&x[0]), (*C.float)(&g[0]), (*C.float)(&b[0]), (*C.float)(&y[0]),
+		C.int(len(x)/d), C.int(d), C.float(eps), (*C.float)(&mean[0]), (*C.float)(&rstd[0]))
 	return true
 }
 
 // LayerNormBwd32 runs layernorm.c's backward: dx, and dgamma and dbeta
 // accumulated (the caller zeroes them), from the forward's statistics.
 func LayerNormBwd32(x, g, gOut, mean, rstd, dx, dgamma, dbeta []float32) bool {
-	return layerNormBwd32At(simdLevel(), x, g, gOut, mean, rstd, dx, dgamma, dbeta)
-}
-
-// layerNormBwd32At is LayerNormBwd32 at the given simdLevel (≥ 1).
-func layerNormBwd32At(level int, x, g, gOut, mean, rstd, dx, dgamma, dbeta []float32) bool {
 	d := len(g)
 	if hasAVX2() == 0 || d%8 != 0 || len(x) == 0 || len(x)%d != 0 || len(mean) != len(x)/d {
 		return false
 	}
-	if level >= 2 {
-		C.pf_layernorm_bwd512((*C.float)(&x[0]), (*C.float)(&g[0]), (*C.float)(&gOut[0]), (*C.float)(&mean[0]),
-			(*C.float)(&rstd[0]), (*C.float)(&dx[0]), (*C.float)(&dgamma[0]), (*C.float)(&dbeta[0]),
-			C.int(len(x)/d), C.int(d))
-	} else {
-		C.pf_layernorm_bwd((*C.float)(&x[0]), (*C.float)(&g[0]), (*C.float)(&gOut[0]), (*C.float)(&mean[0]),
-			(*C.float)(&rstd[0]), (*C.float)(&dx[0]), (*C.float)(&dgamma[0]), (*C.float)(&dbeta[0]),
-			C.int(len(x)/d), C.int(d))
-	}
+	C.pf_layernorm_bwd((*C.float)(&x[0]), (*C.float)(&g[0]), (*C.float)(&gOut[0]), (*C.float)(&mean[0]),
+		(*C.float)(&rstd[0]), (*C.float)(&dx[0]), (*C.float)(&dgamma[0]), (*C.float)(&dbeta[0]),
+		C.int(len(x)/d), C.int(d))
 	return true
 }

@@ -10,9 +10,9 @@ import (
 	"testing"
 )
 
-// The AVX-512 paths of the attention heads, the row softmax and layer
-// norm against their AVX2 paths (bit for bit: both sum in the same order,
-// see softmax.c, layernorm.c, attention.c) and both against float64 Go
+// The AVX-512 paths of the attention heads and the row softmax against
+// their AVX2 paths (bit for bit: both sum in the same order, see
+// softmax.c, attention.c) and both against float64 Go
 // references computed here from the same float32 inputs. Each test calls
 // the two levels explicitly, so the AVX2 path is tested on a machine with
 // AVX-512 whatever PROBFORMER_SIMD says.
@@ -139,106 +139,6 @@ func TestSoftmaxRowsAVX512(t *testing.T) {
 	sameBits(t, "masked NaN", a, b)
 	if b[2] != 0 || math.IsNaN(float64(b[0])) {
 		t.Fatalf("row with a masked NaN: %v", b)
-	}
-}
-
-// lnRef is layer norm in float64 over rows of width d: y, each row's mean
-// and 1/√(σ²+ε).
-func lnRef(x, g, b []float64, rows, d int, eps float64) (y, mean, rstd []float64) {
-	y, mean, rstd = make([]float64, rows*d), make([]float64, rows), make([]float64, rows)
-	for r := range rows {
-		mu, v := 0.0, 0.0
-		for j := range d {
-			mu += x[r*d+j]
-		}
-		mu /= float64(d)
-		for j := range d {
-			v += (x[r*d+j] - mu) * (x[r*d+j] - mu)
-		}
-		rs := 1 / math.Sqrt(v/float64(d)+eps)
-		mean[r], rstd[r] = mu, rs
-		for j := range d {
-			y[r*d+j] = (x[r*d+j]-mu)*rs*g[j] + b[j]
-		}
-	}
-	return y, mean, rstd
-}
-
-// TestLayerNormAVX512 compares layer norm forward and backward at both
-// levels, bit for bit, and against float64 (the backward from the same
-// float32 statistics), over widths 8–72 (odd multiples of 8 end in a
-// masked vector) and row counts 1–33; dgamma and dbeta accumulate onto
-// nonzero values, as when the rows come in parts.
-func TestLayerNormAVX512(t *testing.T) {
-	needAVX512(t)
-	rng := rand.New(rand.NewPCG(9, 2))
-	const eps = 1e-5
-	for d := 8; d <= 72; d += 8 {
-		for _, rows := range []int{1, 2, 7, 33} {
-			x := to32(normal(1)(rng, []int{rows * d}))
-			for i := range x { // rows with a mean far from 0, as residual streams have
-				x[i] += float32(i / d % 3)
-			}
-			g, b := to32(normal(1)(rng, []int{d})), to32(normal(1)(rng, []int{d}))
-			gOut := to32(normal(1)(rng, []int{rows * d}))
-			var y [3][]float32
-			var mean, rstd, dx, dg, db [3][]float32
-			dg0, db0 := to32(normal(1)(rng, []int{d})), to32(normal(1)(rng, []int{d}))
-			for l := 1; l <= 2; l++ {
-				y[l], mean[l], rstd[l] = make([]float32, rows*d), make([]float32, rows), make([]float32, rows)
-				dx[l] = make([]float32, rows*d)
-				dg[l], db[l] = append([]float32(nil), dg0...), append([]float32(nil), db0...)
-				if !layerNormFwd32At(l, x, g, b, y[l], eps, mean[l], rstd[l]) ||
-					!layerNormBwd32At(l, x, g, gOut, mean[l], rstd[l], dx[l], dg[l], db[l]) {
-					t.Fatal("layer norm kernel did not run")
-				}
-			}
-			what := fmt.Sprintf("d=%d rows=%d", d, rows)
-			sameBits(t, what+" y", y[1], y[2])
-			sameBits(t, what+" mean", mean[1], mean[2])
-			sameBits(t, what+" rstd", rstd[1], rstd[2])
-			sameBits(t, what+" dx", dx[1], dx[2])
-			sameBits(t, what+" dgamma", dg[1], dg[2])
-			sameBits(t, what+" dbeta", db[1], db[2])
-			// float64 references; float32 sums of d terms of size ~1 (x̂,
-			// g, b ~ 1) round by about d·2⁻²⁴ each
-			wy, wm, wr := lnRef(to64(x), to64(g), to64(b), rows, d, eps)
-			tol := func(n int, scale float64) []float64 {
-				v := make([]float64, n)
-				for i := range v {
-					v[i] = scale * float64(d+8) * 0x1p-24 * 8
-				}
-				return v
-			}
-			within(t, what+" mean", mean[2], wm, tol(rows, 3))
-			rtol := tol(rows, 1)
-			for i := range rtol {
-				rtol[i] *= wr[i]
-			}
-			within(t, what+" rstd", rstd[2], wr, rtol)
-			within(t, what+" y", y[2], wy, tol(rows*d, 4))
-			// backward from the kernel's own statistics
-			wdx, wdg, wdb := make([]float64, rows*d), to64(dg0), to64(db0)
-			for r := range rows {
-				mu, rs := float64(mean[2][r]), float64(rstd[2][r])
-				m1, m2 := 0.0, 0.0
-				for j := range d {
-					xh, gh := (float64(x[r*d+j])-mu)*rs, float64(gOut[r*d+j])*float64(g[j])
-					m1 += gh
-					m2 += gh * xh
-					wdg[j] += float64(gOut[r*d+j]) * xh
-					wdb[j] += float64(gOut[r*d+j])
-				}
-				m1, m2 = m1/float64(d), m2/float64(d)
-				for j := range d {
-					xh, gh := (float64(x[r*d+j])-mu)*rs, float64(gOut[r*d+j])*float64(g[j])
-					wdx[r*d+j] = (gh - m1 - xh*m2) * rs
-				}
-			}
-			within(t, what+" dx", dx[2], wdx, tol(rows*d, 8))
-			within(t, what+" dgamma", dg[2], wdg, tol(d, 4*float64(rows+1)))
-			within(t, what+" dbeta", db[2], wdb, tol(d, 4*float64(rows+1)))
-		}
 	}
 }
 
@@ -518,8 +418,7 @@ func keepCols(x []float32, rows, w, ld int) []float32 {
 
 // TestSIMDThreads: heads split between workers give the bits of one
 // thread running them all, at GOMAXPROCS 1 and 2 and either level (each
-// head's values depend on its inputs alone), and layer norm rows split in
-// two give the forward of all rows at once.
+// head's values depend on its inputs alone).
 func TestSIMDThreads(t *testing.T) {
 	needAVX512(t)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
@@ -550,16 +449,6 @@ func TestSIMDThreads(t *testing.T) {
 				sameBits(t, what+" dk", want[h].dk, got[h].dk)
 				sameBits(t, what+" dv", want[h].dv, got[h].dv)
 			}
-			const rows, d = 40, 64
-			x, g, b := to32(normal(1)(rng, []int{rows * d})), to32(normal(1)(rng, []int{d})), to32(normal(1)(rng, []int{d}))
-			y1, m1, r1 := make([]float32, rows*d), make([]float32, rows), make([]float32, rows)
-			y2, m2, r2 := make([]float32, rows*d), make([]float32, rows), make([]float32, rows)
-			layerNormFwd32At(1, x, g, b, y1, 1e-5, m1, r1)
-			RunShares(2, func(w int) {
-				lo, hi := w*rows/2*d, (w+1)*rows/2*d
-				layerNormFwd32At(level, x[lo:hi], g, b, y2[lo:hi], 1e-5, m2[lo/d:hi/d], r2[lo/d:hi/d])
-			})
-			sameBits(t, fmt.Sprintf("GOMAXPROCS %d level %d layer norm", procs, level), y1, y2)
 		}
 	}
 }
@@ -597,31 +486,5 @@ func BenchmarkAttnHead512(b *testing.B) {
 				}
 			})
 		}
-	}
-}
-
-// BenchmarkLayerNorm512 times layer norm forward and backward over 2048
-// rows of 64 (a batch of 64 sets of 32 at width 64) at both levels.
-func BenchmarkLayerNorm512(b *testing.B) {
-	if hasAVX2() == 0 || !hasAVX512() {
-		b.Skip("no AVX-512 on this CPU")
-	}
-	const rows, d = 2048, 64
-	rng := rand.New(rand.NewPCG(1, 3))
-	x, g, bb := to32(normal(1)(rng, []int{rows * d})), to32(normal(1)(rng, []int{d})), to32(normal(1)(rng, []int{d}))
-	y, gOut, dx := make([]float32, rows*d), to32(normal(1)(rng, []int{rows * d})), make([]float32, rows*d)
-	mean, rstd, dg, db := make([]float32, rows), make([]float32, rows), make([]float32, d), make([]float32, d)
-	for _, level := range []int{1, 2} {
-		name := [...]string{"", "avx2", "avx512"}[level]
-		b.Run("fwd/"+name, func(b *testing.B) {
-			for range b.N {
-				layerNormFwd32At(level, x, g, bb, y, 1e-5, mean, rstd)
-			}
-		})
-		b.Run("bwd/"+name, func(b *testing.B) {
-			for range b.N {
-				layerNormBwd32At(level, x, g, gOut, mean, rstd, dx, dg, db)
-			}
-		})
 	}
 }

@@ -8,13 +8,13 @@ import (
 )
 
 // SIMDEnv is the environment variable that, set to "avx2" when the
-// process starts, keeps the attention-head, softmax and layer-norm
-// kernels on their AVX2 paths on a CPU with AVX-512 (to time one against
-// the other: their values are the same bit for bit).
+// process starts, keeps the attention-head and row-softmax kernels
+// (attention.c, softmax.c) on their AVX2 paths on a CPU with AVX-512, to
+// time one against the other: their values are the same bit for bit.
 const SIMDEnv = "PROBFORMER_SIMD"
 
-// simdLevel is the vector width the attention-head, softmax and layer
-// norm kernels run at: 2 for AVX-512 (a CPU with AVX-512 F/VL/BW/DQ whose
+// simdLevel is the vector width the attention-head and row-softmax
+// kernels run at: 2 for AVX-512 (a CPU with AVX-512 F/VL/BW/DQ whose
 // OS saves the zmm state, as for gemm.c's kernel), 1 for AVX2/FMA, 0 for
 // none (the callers take their Go loops). It is decided once, on the
 // first call.
@@ -28,6 +28,6 @@ var simdLevel = sync.OnceValue(func() int {
 	return 1
 })
 
-// SIMDName names the vector width of the attention-head, softmax and
-// layer-norm kernels: "avx512", "avx2" or "none".
+// SIMDName names the vector width of the attention-head and row-softmax
+// kernels: "avx512", "avx2" or "none".
 func SIMDName() string { return [...]string{"none", "avx2", "avx512"}[simdLevel()] }
