@@ -73,9 +73,9 @@
 // and a helper, one cgo call each, pf_sgemm_par) takes the next block
 // from a counter in shared memory, so one whose core another process
 // holds for a while takes fewer blocks, and none waits for a fixed half.
-// With many rows, B is packed once into one buffer (the threads share the
-// packing by groups of panels, then wait for the packing to finish) and
-// the blocks are ≈8 runs of rows, multiples of 12; with at most 128 rows
+// With many rows the blocks are ≈8 runs of rows, multiples of 12, and
+// each thread packs all of B for itself when it takes its first block (so
+// neither waits on the other's packing); with at most 128 rows
 // and two or more blocks of columns (weight gradients), the blocks are
 // columns, 32 or more wide (≈8 of them where n allows), and each thread
 // packs only its own blocks of B. Every element is still one micro-kernel's sum, pass by pass over k
