@@ -64,6 +64,23 @@
 // runs, keeps the AVX2 kernel, to time one against the other. float64
 // products and the direct (unpacked) float32 path use AVX2 on both.
 //
+// The attention heads (pf_attn_head_fwd, _fwd_bias, _bwd: the models'
+// softmax attention, with dropout or a score bias) and the row softmax
+// (pf_softmax_rows) have AVX-512 twins too (the …512 entry points,
+// PF_AVX512 in simd.h), chosen once by simdLevel on the same test as
+// gemm.c's; the environment variable PROBFORMER_SIMD=avx2 (SIMDEnv)
+// keeps their AVX2 paths. A head of width 16 is one zmm a row, rows of
+// 32 keys two; other widths end in a masked vector, so scores go
+// straight into p. Their float32 values are the AVX2 paths' bit for bit,
+// not merely close: each product element is the same fused multiply-add
+// chain, exp_le0_512 is exp_le0 lane for lane, and the row sums (the
+// softmax's Σe, the backward's Σ P·dP) add 8-lane blocks in the AVX2
+// order (add_halves, fma_halves) before the same hsum. The tests
+// (simd512_test.go) run both levels explicitly, against each other and
+// against float64. Layer norm, the Bayesian heads and the other rows stay
+// AVX2: layer norm's rows of 64, bound by the same chain of 8-lane sums,
+// timed no faster 16 lanes wide.
+//
 // # Threads
 //
 // Nothing depends on the number of threads: RunShares and ParallelFor
