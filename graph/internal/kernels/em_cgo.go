@@ -19,15 +19,12 @@ var EMUseC = true
 // EMCAvailable reports whether float32 problems run in em.c.
 func EMCAvailable() bool { return EMUseC && hasAVX2() != 0 }
 
-// emSIMDEnv names the environment variable whose value "avx2" keeps em.c
-// on its AVX2 build on a CPU with AVX-512, to time one against the other
-// (the variable the attention, softmax and layer norm kernels read).
-const emSIMDEnv = "PROBFORMER_SIMD"
-
 // EMUseAVX512 lets float32 problems run em.c's AVX-512 build (em512.c)
-// where the CPU has AVX-512; it starts false when PROBFORMER_SIMD=avx2,
-// and tests set it to run either build whatever the environment says.
-var EMUseAVX512 = os.Getenv(emSIMDEnv) != "avx2"
+// where the CPU has AVX-512; it starts false when PROBFORMER_SIMD=avx2
+// (SIMDEnv, as for the attention and softmax kernels), to time one build
+// against the other, and tests set it to run either build whatever the
+// environment says.
+var EMUseAVX512 = os.Getenv(SIMDEnv) != "avx2"
 
 // EMAVX512 reports whether float32 problems run em.c's AVX-512 build. Its
 // results agree with the AVX2 build's to rounding, not bit for bit (its
