@@ -133,11 +133,11 @@ func (h *helper) loop() {
 		if t == nil {
 			h.asleep.Store(true)
 			// A job posted before asleep was set is seen here; one posted
-			// after it sends a wake-up.
-			if t = h.job.Swap(nil); t == nil {
+			// after it sends a wake-up. A wake-up whose job its caller has
+			// taken back (RunShares) parks again at once, rather than
+			// polling in vain.
+			for t = h.job.Swap(nil); t == nil; t = h.job.Swap(nil) {
 				<-h.wake
-				h.asleep.Store(false)
-				continue
 			}
 			h.asleep.Store(false)
 		}
