@@ -41,6 +41,7 @@ func Presets() []string {
 // file holds only the config, so that it parses as strictly as a user's.
 var presetDescriptions = map[string]string{
 	"bert-pairs-tsv":      "BERT pair classifier on a tab-separated parallel corpus: is S′ the translation of S?",
+	"bert-pretrain-tsv":   "BERT masked-LM pretraining on true pairs of a TSV parallel corpus, no pair label",
 	"bert-toy":            "BERT pretraining (masked LM + next-sentence prediction) on pairs of two-sentence toy stories",
 	"maxnorm":             "Set Transformer picking the largest L2 norm among 50 offset points in the plane (the default)",
 	"maxnorm-bayes":       "The maxnorm Set Transformer with Bayesian (Weibull) attention, trained on the ELBO",

@@ -15,7 +15,7 @@ func TestPresetsLoadAndValidate(t *testing.T) {
 	}
 	for _, name := range configs.Presets() {
 		var sets []string
-		if name == "seq2seq-tsv" || name == "bert-pairs-tsv" { // its files are the user's
+		if name == "seq2seq-tsv" || name == "bert-pairs-tsv" || name == "bert-pretrain-tsv" { // its files are the user's
 			sets = []string{"data.train_file=a.tsv", "data.valid_file=b.tsv", "data.test_file=c.tsv"}
 		}
 		cfg, err := configs.Load(name, sets)

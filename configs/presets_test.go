@@ -16,7 +16,7 @@ import (
 func loadPreset(t *testing.T, name string) *configs.Config {
 	t.Helper()
 	var sets []string
-	if name == "seq2seq-tsv" || name == "bert-pairs-tsv" {
+	if name == "seq2seq-tsv" || name == "bert-pairs-tsv" || name == "bert-pretrain-tsv" {
 		sets = []string{"data.train_file=a.tsv", "data.valid_file=b.tsv", "data.test_file=c.tsv"}
 	}
 	cfg, err := configs.Load(name, sets)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/probformer/probformer/cmd/trainer/train"
+	"github.com/probformer/probformer/configs"
 )
 
 // tinyBERT shrinks bert-toy to a few seconds: 5 steps of a width-8
@@ -301,5 +302,28 @@ func TestMPIBERT(t *testing.T) {
 		two := filepath.Join(t.TempDir(), "two")
 		runOut(t, mpirun(2, bin, append(args, "--out", two, "--set", "training.accumulate="+accumulate)...))
 		sameCurve(t, "bert-toy on 2 processes × "+accumulate+" micro-batches", lossCurve(t, two), lossCurve(t, one), 0, 20, 1e-10)
+	}
+}
+
+// TestBERTPresetsDoNotWarn: no bert preset's warm-up is more than a
+// tenth of its steps, so training one prints no warm-up warning.
+func TestBERTPresetsDoNotWarn(t *testing.T) {
+	files := []string{"data.train_file=a.tsv", "data.valid_file=b.tsv", "data.test_file=c.tsv"}
+	for _, name := range configs.Presets() {
+		if !strings.HasPrefix(name, "bert-") {
+			continue
+		}
+		cfg, err := configs.Load(name, files)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		o := cfg.Optimizer
+		s, err := train.NewSchedule(o.Schedule, o.LR, o.MinLR, o.WarmupSteps)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if w := s.WarmupWarning(cfg.Training.Steps); w != "" {
+			t.Errorf("%s: %s", name, w)
+		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 func TestPresetsFitTheBudget(t *testing.T) {
 	for _, name := range configs.Presets() {
 		var sets []string
-		if name == "seq2seq-tsv" || name == "bert-pairs-tsv" {
+		if name == "seq2seq-tsv" || name == "bert-pairs-tsv" || name == "bert-pretrain-tsv" {
 			sets = []string{"data.train_file=t.tsv", "data.valid_file=v.tsv", "data.test_file=e.tsv"}
 		}
 		cfg, err := configs.Load(name, sets)
