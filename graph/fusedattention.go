@@ -323,7 +323,10 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 	if hasV {
 		saved = weightsBuffer[T](a, b*a.heads*n*m)
 	}
-	type buffers struct{ p, pd []T }
+	type buffers struct {
+		p, pd  []T
+		cHeads int // heads attention.c ran (the Go path's products count themselves in kernels.Gemm)
+	}
 	scratch := make([]*buffers, runtime.GOMAXPROCS(0))
 	kernels.ParallelFor(b*a.heads, func(w, i int) {
 		bi, h := i/a.heads, i%a.heads
@@ -348,6 +351,7 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 		qh, kh, vh, oh := q[bi*n*g.ldq+h*d:], k[bi*m*g.ldk+h*d:], v[bi*m*g.ldv+h*dv:], out[bi*n*hv+h*dv:]
 		defer addResidual(a.residual, n, d, qh, g.ldq, oh, hv) // after either path
 		if headForward32(a, g, qh, kh, vh, mask, bh, dh, bi, p, oh) {
+			scratch[w].cHeads++
 			return
 		}
 		weights(a, q, k, mask, bh, bi, h, n, m, d, g.ldq, g.ldk, p)
@@ -359,6 +363,7 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 		}
 		kernels.Gemm(false, false, n, dv, m, 1, p, m, vh, g.ldv, 0, oh, hv)
 	})
+	countHeadFlops(scratch, func(s *buffers) int { return s.cHeads }, 2*n*m*(d+dv)) // q kᵀ, p v
 	if saved != nil {
 		a.saved.fresh = true
 	}
@@ -476,7 +481,10 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 			saved = nil
 		}
 	}
-	type buffers struct{ p, dp []T }
+	type buffers struct {
+		p, dp  []T
+		cHeads int // heads attention.c ran
+	}
 	scratch := make([]*buffers, runtime.GOMAXPROCS(0))
 	kernels.ParallelFor(b*a.heads, func(w, i int) {
 		bi, h := i/a.heads, i%a.heads
@@ -501,6 +509,7 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 		dqh, dkh, dvh := dq[bi*n*ldq+h*d:], dk[bi*m*ldk+h*d:], dvv[bi*m*ldv+h*dv:]
 		defer addResidual(a.residual, n, d, gh, hv, dqh, ldq) // dq += G, after either path
 		if headBackward32(a, geo, qh, kh, vh, gh, p, dh, scale, dqh, dkh, dvh) {
+			scratch[w].cHeads++
 			return
 		}
 		if dh != nil {
@@ -525,6 +534,26 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 		kernels.Gemm(false, false, n, d, m, scale, dp, m, kh, ldk, 0, dqh, ldq)
 		kernels.Gemm(true, false, m, d, n, scale, dp, m, qh, ldq, 0, dkh, ldk)
 	})
+	// the softmax weights again where none were saved, then g vᵀ, pᵀ g, ds k, dsᵀ q
+	recompute := 0
+	if saved == nil {
+		recompute = 2 * n * m * d
+	}
+	countHeadFlops(scratch, func(s *buffers) int { return s.cHeads }, recompute+4*n*m*(d+dv))
+}
+
+// countHeadFlops adds to kernels.MatMulFlops the products of the heads
+// attention.c ran, perHead operations each, counted per worker and added
+// once per op: an atomic add per head, from both cores, would cost more
+// than the count is worth.
+func countHeadFlops[B any](scratch []*B, heads func(*B) int, perHead int) {
+	total := 0
+	for _, s := range scratch {
+		if s != nil {
+			total += heads(s)
+		}
+	}
+	kernels.AddMatMulFlops(total * perHead)
 }
 
 type attentionWeightsKernel struct{ a attentionKernel }

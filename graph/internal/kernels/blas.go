@@ -23,6 +23,7 @@ func GemmBias[T Float](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T,
 	if m == 0 || n == 0 {
 		return
 	}
+	AddMatMulFlops(2 * m * n * k)
 	if cs, ok := any(c).([]float32); ok && runtime.GOMAXPROCS(0) > 1 {
 		// gemm.c's packed float32 products: the threads take blocks of
 		// rows or columns from a shared counter (gemmShared32).

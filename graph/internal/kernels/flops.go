@@ -11,8 +11,14 @@ import "sync/atomic"
 // product or head costs nothing next to the product.
 var matMulFlops atomic.Int64
 
-// addMatMulFlops adds n floating-point operations to MatMulFlops.
-func addMatMulFlops(n int) { matMulFlops.Add(int64(n)) }
+// AddMatMulFlops adds n floating-point operations to MatMulFlops: for
+// callers whose products run in a kernel other than Gemm (attention.c's
+// heads), counted once per op.
+func AddMatMulFlops(n int) {
+	if n != 0 {
+		matMulFlops.Add(int64(n))
+	}
+}
 
 // MatMulFlops returns the floating-point operations of every matrix
 // product run so far in this process (see matMulFlops). The difference

@@ -24,7 +24,7 @@ var hasAVX512 = sync.OnceValue(func() bool { return hasAVX2() != 0 && C.pf_has_a
 // GemmEnv is the environment variable that, set to "avx2" when the
 // process starts, keeps float32 products on gemm.c's AVX2 kernel on a CPU
 // with AVX-512 (to time one against the other: their values are the same
-// bit for bit).
+// bit for bit). SIMDEnv=avx2 does so too, for every kernel at once.
 const GemmEnv = "PROBFORMER_GEMM"
 
 // gemmLevel is the float32 kernel gemm.c runs: 2 for the AVX-512 packed
@@ -34,7 +34,7 @@ var gemmLevel = sync.OnceValue(func() C.int {
 	if hasAVX2() == 0 {
 		return 0
 	}
-	if hasAVX512() && os.Getenv(GemmEnv) != "avx2" {
+	if hasAVX512() && os.Getenv(GemmEnv) != "avx2" && os.Getenv(SIMDEnv) != "avx2" {
 		return 2
 	}
 	return 1

@@ -26,3 +26,15 @@ func BenchmarkGemmPeak(b *testing.B) {
 	slices.Sort(runs)
 	b.ReportMetric(2*n*n*n/runs[0].Seconds()/1e9, "best-GFLOP/s")
 }
+
+// TestMatMulFlopsCounts: a product adds its 2·m·n·k to MatMulFlops.
+func TestMatMulFlopsCounts(t *testing.T) {
+	a := make([]float32, 6*5)
+	b := make([]float32, 5*7)
+	c := make([]float32, 6*7)
+	before := MatMulFlops()
+	Gemm(false, false, 6, 7, 5, 1, a, 5, b, 7, 0, c, 7)
+	if got := MatMulFlops() - before; got != 2*6*7*5 {
+		t.Fatalf("MatMulFlops grew by %d for a 6×5·5×7 product, want %d", got, 2*6*7*5)
+	}
+}

@@ -8,9 +8,11 @@ import (
 )
 
 // SIMDEnv is the environment variable that, set to "avx2" when the
-// process starts, keeps the attention-head and row-softmax kernels
-// (attention.c, softmax.c) on their AVX2 paths on a CPU with AVX-512, to
-// time one against the other: their values are the same bit for bit.
+// process starts, keeps every kernel with an AVX-512 path on its AVX2
+// path on a CPU with AVX-512: the products (gemm.c), the attention heads
+// (attention.c), the row softmax (softmax.c) and EM attention (em.c), to
+// time one against the other. Their values are the same bit for bit.
+// (GemmEnv=avx2 keeps only the products on AVX2.)
 const SIMDEnv = "PROBFORMER_SIMD"
 
 // simdLevel is the vector width the attention-head and row-softmax
