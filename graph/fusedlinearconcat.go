@@ -173,7 +173,9 @@ type linearConcatDxKernel struct {
 func (k linearConcatDxKernel) name() string {
 	return fmt.Sprintf("linear-concat-dx(%d,%v)", k.parts, k.shape.get())
 }
-func (k linearConcatDxKernel) outShape([]tensor.Shape) (tensor.Shape, error) { return k.shape.get(), nil }
+func (k linearConcatDxKernel) outShape([]tensor.Shape) (tensor.Shape, error) {
+	return k.shape.get(), nil
+}
 func (k linearConcatDxKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 	switch dx := out.Data().(type) {
 	case []float32:
