@@ -268,3 +268,69 @@ func TestEMCThreadCount(t *testing.T) {
 		}
 	})
 }
+
+// emBitCases are the problems on which TestEMAVX512IsAVX2 compares em.c's
+// two builds: heads of 8, 16 and 32, N and M from 1 to 64 (on, beside and
+// between multiples of 8 and 16, with the models' 16, 50, 45 and 29),
+// T_k 0–2 with and without adapted α, T_p and T_v 0–1, masks, annotated
+// units (and an empty S), both priors and both head layouts.
+func emBitCases() []emCCase {
+	nm := [][2]int{{1, 1}, {16, 50}, {50, 16}, {45, 29}, {29, 45}, {16, 16}, {64, 64}, {9, 17}, {17, 9}, {8, 24},
+		{24, 8}, {31, 33}, {33, 31}, {63, 40}, {40, 63}, {7, 15}, {15, 7}, {32, 48}, {48, 32}, {3, 57}, {57, 3},
+		{12, 25}, {25, 12}, {2, 64}, {64, 2}, {50, 50}, {45, 45}, {29, 16}, {16, 29}, {13, 8}}
+	heads := []int{8, 16, 32}
+	dvs := []int{8, 16, 32, 5}
+	var cs []emCCase
+	for i := 0; i < 90; i++ {
+		z := nm[i%len(nm)]
+		tk, tp, tv := i%3, (i/3)%2, (i/2)%2
+		cs = append(cs, emCCase{b: 2, n: z[0], m: z[1], d: heads[i%len(heads)], dv: dvs[(i/3)%len(dvs)],
+			spec: EMSpec{KeyIters: tk, PropagateIters: tp, ValueIters: tv, Heads: 2,
+				AdaptAlpha: i%4 != 3, AdaptBeta: i%3 != 1, AdaptPi: i%5 < 3, SplitHeads: i%5 < 2},
+			masks: i%4 != 2, annotate: tp > 0 || i%7 == 0, free: i%2 == 1, emptyS: i%13 == 5,
+			perHeadPi: i%4 == 1})
+	}
+	return cs
+}
+
+// TestEMAVX512IsAVX2 checks that em.c's AVX-512 build gives its AVX2
+// build's float32 values bit for bit, on every output and gradient of
+// emBitCases and emCCases, so that a training run gives the same numbers
+// on either.
+func TestEMAVX512IsAVX2(t *testing.T) {
+	if !kernels.EMCAvailable() {
+		t.Skip("em.c needs cgo and AVX2/FMA")
+	}
+	defer func(u bool) { kernels.EMUseAVX512 = u; emWant512 = false }(kernels.EMUseAVX512)
+	kernels.EMUseAVX512 = true
+	if !kernels.EMAVX512() {
+		t.Skip("no AVX-512: em.c's AVX-512 build not tested")
+	}
+	for _, c := range append(emBitCases(), emCCases()...) {
+		t.Run(c.String(), func(t *testing.T) {
+			kernels.EMUseAVX512, emWant512 = false, false
+			avx2 := emCRun(t, c, Float32, true, 2)
+			kernels.EMUseAVX512, emWant512 = true, true
+			avx512 := emCRun(t, c, Float32, true, 2)
+			bad := 0
+			for name, want := range avx2 {
+				got := avx512[name]
+				if len(got) != len(want) {
+					t.Fatalf("%s: %d values, want %d", name, len(got), len(want))
+				}
+				for k := range want {
+					// float32 values, carried in float64: exactly
+					if g, w := math.Float32bits(float32(got[k])), math.Float32bits(float32(want[k])); g != w {
+						if bad++; bad <= 5 {
+							t.Errorf("%s[%d] = %v (%#08x) with AVX-512, %v (%#08x) with AVX2", name, k, got[k], g,
+								want[k], w)
+						}
+					}
+				}
+			}
+			if bad > 5 {
+				t.Errorf("%d values differ", bad)
+			}
+		})
+	}
+}

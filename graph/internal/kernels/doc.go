@@ -20,7 +20,7 @@
 //	bayes.c      Weibull noise, scale·log(−log u) (WeibullLogNoise32, WeibullBiasFast32)
 //	dropout.c    counter-based dropout masks, portable and AVX2 (FillMask; FillMaskGo is the Go reference)
 //	em.c         one EM attention problem, forward and backward (EMForwardC, EMBackwardC; EMForward, EMBackward in emgroup.go and emgroupback.go are the Go reference)
-//	em512.c      em.c compiled again for AVX-512, 16 lanes on the [N×M] passes and products (EMAVX512; PROBFORMER_SIMD=avx2 or EMUseAVX512 = false keeps AVX2)
+//	em512.c      em.c compiled again for AVX-512, 16 lanes on the [N×M] passes and products, its values the AVX2 build's bit for bit (EMAVX512; PROBFORMER_SIMD=avx2 or EMUseAVX512 = false keeps AVX2)
 //
 // and the headers simd.h (horizontal sums and maxima, exp_le0, an 8×8
 // transpose: the helpers several C files share) and bayes.h (log_pos,

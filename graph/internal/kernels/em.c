@@ -26,18 +26,27 @@
 #include "kernels.h"
 #include "simd.h"
 
-// EM_TARGET is the target of every vector function here. em512.c
-// includes this file with EM_AVX512 defined, so the same code compiles a
-// second time for AVX-512 (its own static functions; the entry points
-// named with _avx512), where the loops over [N×M] matrices run 16 lanes
-// at a time (the EM_AVX512 parts below) and the compiler's own loops may
-// use zmm registers; pf_em_forward and pf_em_backward call them when
-// iv[16] asks for it (em_cgo.go's emLevel).
+// EM_TARGET, AVX2 and FMA, is the target of every vector function here
+// in both builds. em512.c includes this file with EM_AVX512 defined, so
+// the same code compiles a second time (its own static functions; the
+// entry points named with _avx512), where the loops over [N×M] matrices
+// run 16 lanes at a time in the EM_TARGET512 (AVX-512) functions of the
+// EM_AVX512 parts below; pf_em_forward and pf_em_backward call them when
+// iv[16] asks for it (em_cgo.go's emLevel). The AVX-512 build's values
+// are the AVX2 build's bit for bit: the 16-lane functions do the AVX2
+// loops' operations lane for lane, sum rows in 8-lane accumulators in
+// the AVX2 order (add_halves, then the same horizontal sums), divide
+// where AVX2 divides, and leave the scalar tails to the AVX2 code. Only
+// those functions get the AVX-512 target, because the compiler
+// vectorizes a scalar loop after its target, and a multiply-add reduced
+// in order is fused in a scalar loop but not in a vectorized one (dot's
+// tail, gaussian_back's last columns): under AVX-512 the same C would
+// round differently (TestEMAVX512IsAVX2 in package graph compares them).
+#define EM_TARGET __attribute__((target("avx2,fma")))
 #ifdef EM_AVX512
-#define EM_TARGET __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
+#define EM_TARGET512 PF_AVX512
 #define EM_ENTRY(name) name##_avx512
 #else
-#define EM_TARGET __attribute__((target("avx2,fma")))
 #define EM_ENTRY(name) name
 #endif
 
@@ -205,7 +214,7 @@ static inline void mm_block(const int R, const int NV, const int TAIL, int nt, f
 // lanes are neither read nor written). Each element is the same sum as
 // mm_block's, bit for bit: fused multiply-adds over t in order from 0,
 // times α, then added to out.
-__attribute__((always_inline)) EM_TARGET
+__attribute__((always_inline)) EM_TARGET512
 static inline void mm16_block(const int R, const int NV, int nt, float alpha, const float *c, int ldc, int cst,
                               const float *x, int ldx, int acc, float *out, int ldo, const __mmask16 *mk) {
 	__m512 s[16], xv[2];
@@ -254,7 +263,7 @@ static inline void mm16_block(const int R, const int NV, int nt, float alpha, co
 // mm16 is mm for nt ≥ 1 in 16-lane vectors, the last of a row under a
 // lane mask: a row of 50 is 4 vectors, not 6 and a masked seventh. Its
 // values are mm's bit for bit (mm16_block).
-EM_TARGET
+EM_TARGET512
 static void mm16(int nr, int nt, int w, float alpha, const float *c, int ldc, int cst, const float *x, int ldx,
                  int acc, float *out, int ldo) {
 	__mmask16 mk[2] = {0xffff, 0xffff};
@@ -279,7 +288,7 @@ static void mm16(int nr, int nt, int w, float alpha, const float *c, int ldc, in
 // out (transpose8_regs on each 8×8 half). Each element is mm_block's sum
 // bit for bit: fused multiply-adds over t in order from 0, times α, then
 // added to out.
-__attribute__((always_inline)) EM_TARGET
+__attribute__((always_inline)) EM_TARGET512
 static inline void mm8t_block(const int NB, int nr, int r0, int nt, float alpha, const float *c, int cst,
                               const float *x, int ldx, int acc, float *out, int ldo) {
 	__m512 s[2][8];
@@ -317,7 +326,7 @@ static inline void mm8t_block(const int NB, int nr, int r0, int nt, float alpha,
 
 // mm8t is mm for w = 8, c read transposed (ldc = 1) and nt ≥ 1, 32 rows
 // at a time (mm8t_block).
-EM_TARGET
+EM_TARGET512
 static void mm8t(int nr, int nt, float alpha, const float *c, int cst, const float *x, int ldx, int acc, float *out,
                  int ldo) {
 	int r = 0;
@@ -442,17 +451,37 @@ static void sq_norms(const float *x, int rows, int w, int ld, float *out) {
 static inline __mmask16 mask16(int k) { return k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << k) - 1); }
 #endif
 
+#ifdef EM_AVX512
+// col_sums16 is col_sums (from +0) or add_col_sums (from out) for m > 8,
+// 16 columns at a time: the same sums, down the rows in order.
+EM_TARGET512
+static void col_sums16(int n, int m, const float *x, float *out, int acc0) {
+	for (int j = 0; j < m; j += 16) {
+		const __mmask16 k = mask16(m - j);
+		__m512 acc = acc0 ? _mm512_maskz_loadu_ps(k, out + j) : _mm512_setzero_ps();
+		for (int i = 0; i < n; i++) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, x + (size_t)i * m + j));
+		_mm512_mask_storeu_ps(out + j, k, acc);
+	}
+}
+
+// add_row16 is add_row for m > 8, 16 lanes at a time.
+EM_TARGET512
+static void add_row16(int n, int m, float *x, const float *v) {
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < m; j += 16) {
+			const __mmask16 k = mask16(m - j);
+			float *xr = x + (size_t)i * m + j;
+			_mm512_mask_storeu_ps(xr, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, xr), _mm512_maskz_loadu_ps(k, v + j)));
+		}
+}
+#endif
+
 // col_sums is colSums: out[j] = Σ_i x_ij for x [n×m], i in order.
 EM_TARGET
 static void col_sums(int n, int m, const float *x, float *out) {
 #ifdef EM_AVX512
 	if (m > 8) { // 16 columns at a time, the same sums
-		for (int j = 0; j < m; j += 16) {
-			const __mmask16 k = mask16(m - j);
-			__m512 acc = _mm512_setzero_ps();
-			for (int i = 0; i < n; i++) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, x + (size_t)i * m + j));
-			_mm512_mask_storeu_ps(out + j, k, acc);
-		}
+		col_sums16(n, m, x, out, 0);
 		return;
 	}
 #endif
@@ -475,12 +504,7 @@ EM_TARGET
 static void add_col_sums(int n, int m, const float *x, float *out) {
 #ifdef EM_AVX512
 	if (m > 8) {
-		for (int j = 0; j < m; j += 16) {
-			const __mmask16 k = mask16(m - j);
-			__m512 acc = _mm512_maskz_loadu_ps(k, out + j);
-			for (int i = 0; i < n; i++) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, x + (size_t)i * m + j));
-			_mm512_mask_storeu_ps(out + j, k, acc);
-		}
+		col_sums16(n, m, x, out, 1);
 		return;
 	}
 #endif
@@ -502,12 +526,7 @@ EM_TARGET
 static void add_row(int n, int m, float *x, const float *v) {
 #ifdef EM_AVX512
 	if (m > 8) {
-		for (int i = 0; i < n; i++)
-			for (int j = 0; j < m; j += 16) {
-				const __mmask16 k = mask16(m - j);
-				float *xr = x + (size_t)i * m + j;
-				_mm512_mask_storeu_ps(xr, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, xr), _mm512_maskz_loadu_ps(k, v + j)));
-			}
+		add_row16(n, m, x, v);
 		return;
 	}
 #endif
@@ -519,6 +538,51 @@ static void add_row(int n, int m, float *x, const float *v) {
 	}
 }
 
+#ifdef EM_AVX512
+// dist_add16 is dist's last pass for m > 8, 16 lanes at a time.
+EM_TARGET512
+static void dist_add16(int n, int m, const float *aa, const float *cc, float *out) {
+	const __m512 zero = _mm512_setzero_ps();
+	for (int i = 0; i < n; i++) {
+		float *row = out + (size_t)i * m;
+		const __m512 ai = _mm512_set1_ps(aa[i]);
+		for (int j = 0; j < m; j += 16) {
+			const __mmask16 k = mask16(m - j);
+			__m512 x = _mm512_add_ps(_mm512_add_ps(_mm512_maskz_loadu_ps(k, row + j), ai), _mm512_maskz_loadu_ps(k, cc + j));
+			_mm512_mask_storeu_ps(row + j, k, _mm512_max_ps(zero, x)); // x < 0 ? 0 : x, NaN and −0 kept
+		}
+	}
+}
+
+// dist_rows16 is dist_back's first pass for m > 8: g ← g ⊙ [D > 0] 16
+// lanes at a time, and rs_i = Σ_j g_ij as the AVX2 loop sums it: 8-lane
+// blocks from +0 in order (the halves of each 16-lane vector, low then
+// high), hsum, then the last m % 8 one at a time.
+EM_TARGET512
+static void dist_rows16(int n, int m, const float *dd, float *g, float *rs) {
+	const int m8 = m & ~7;
+	for (int i = 0; i < n; i++) {
+		float *row = g + (size_t)i * m;
+		const float *d = dd + (size_t)i * m;
+		__m256 s = _mm256_setzero_ps();
+		int j = 0;
+		for (; j < m; j += 16) {
+			const __mmask16 k = mask16(m - j);
+			__mmask16 pos = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, d + j), _mm512_setzero_ps(), _CMP_GT_OQ);
+			__m512 x = _mm512_maskz_loadu_ps(pos, row + j);
+			_mm512_mask_storeu_ps(row + j, k, x);
+			if (j + 16 <= m8)
+				s = add_halves(s, x);
+			else if (j + 8 <= m8)
+				s = _mm256_add_ps(s, _mm512_castps512_ps256(x));
+		}
+		float t = hsum(s);
+		for (j = m8; j < m; j++) t += row[j];
+		rs[i] = t;
+	}
+}
+#endif
+
 // dist is emDist: out [n×m] = max(0, aa_i − 2 a_i·c_j + cc_j), for a
 // [n×w] and c [m×w]; ct is scratch [w×m].
 EM_TARGET
@@ -528,16 +592,7 @@ static void dist(int n, int m, int w, const float *a, int lda, const float *c, i
 	mm(n, w, m, -2, a, lda, 1, ct, m, 0, out, m);
 #ifdef EM_AVX512
 	if (m > 8) {
-		const __m512 zero = _mm512_setzero_ps();
-		for (int i = 0; i < n; i++) {
-			float *row = out + (size_t)i * m;
-			const __m512 ai = _mm512_set1_ps(aa[i]);
-			for (int j = 0; j < m; j += 16) {
-				const __mmask16 k = mask16(m - j);
-				__m512 x = _mm512_add_ps(_mm512_add_ps(_mm512_maskz_loadu_ps(k, row + j), ai), _mm512_maskz_loadu_ps(k, cc + j));
-				_mm512_mask_storeu_ps(row + j, k, _mm512_max_ps(zero, x)); // x < 0 ? 0 : x, NaN kept
-			}
-		}
+		dist_add16(n, m, aa, cc, out);
 		return;
 	}
 #endif
@@ -558,19 +613,7 @@ static void dist_back(int n, int m, int w, const float *a, int lda, const float 
                       float *da, int ldda, float *dc, int lddc, float *rs, float *cs) {
 	const __m256 zero = _mm256_setzero_ps();
 #ifdef EM_AVX512
-	for (int i = 0; m > 8 && i < n; i++) {
-		float *row = g + (size_t)i * m;
-		const float *d = dd + (size_t)i * m;
-		__m512 s = _mm512_setzero_ps();
-		for (int j = 0; j < m; j += 16) {
-			const __mmask16 k = mask16(m - j);
-			__mmask16 pos = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, d + j), _mm512_setzero_ps(), _CMP_GT_OQ);
-			__m512 x = _mm512_maskz_loadu_ps(pos, row + j);
-			_mm512_mask_storeu_ps(row + j, k, x);
-			s = _mm512_add_ps(s, x);
-		}
-		rs[i] = _mm512_reduce_add_ps(s);
-	}
+	if (m > 8) dist_rows16(n, m, dd, g, rs);
 	for (int i = 0; m <= 8 && i < n; i++) {
 #else
 	for (int i = 0; i < n; i++) {
@@ -732,7 +775,7 @@ static inline void softmax_nv(const int NV, const int R, int n, int m, const flo
 #ifdef EM_AVX512
 // em_exp512 is exp_le0 on 16 lanes, the same operations in the same
 // order, so each lane is exp_le0's value bit for bit.
-__attribute__((always_inline)) EM_TARGET
+__attribute__((always_inline)) EM_TARGET512
 static inline __m512 em_exp512(__m512 x) {
 	__mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
 	__m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
@@ -754,11 +797,11 @@ static inline __m512 em_exp512(__m512 x) {
 // softmax16_nv is softmax_nv in 16-lane vectors: rows of NV ≤ 4 vectors,
 // R rows at a time, kept in registers from load to store. keep[v] masks
 // the real keys of vector v inside the row (the others read as −∞, whose
-// exponential is 0), in[v] the lanes inside the row. The row is
-// multiplied by the reciprocal of its sum rather than divided by it (a
-// zmm division costs as much as the row's exponentials): within an ulp
-// of the Go path's quotient.
-__attribute__((always_inline)) EM_TARGET
+// exponential is 0), in[v] the lanes inside the row. Its weights are
+// softmax_nv's bit for bit: the exponentials are summed in softmax_nv's
+// 8-lane accumulator in its order (add_halves), hsum_d rounds the sum
+// once, and the row is divided by it, not multiplied by its reciprocal.
+__attribute__((always_inline)) EM_TARGET512
 static inline void softmax16_nv(const int NV, const int R, int n, int m, const float *s, float *w, const float *rows,
                                 const __mmask16 *keep, const __mmask16 *in) {
 	const __m512 zero = _mm512_setzero_ps(), ninf = _mm512_set1_ps(-INFINITY);
@@ -767,7 +810,8 @@ static inline void softmax16_nv(const int NV, const int R, int n, int m, const f
 			softmax16_nv(NV, 1, n - i, m, s + (size_t)i * m, w + (size_t)i * m, rows ? rows + i : NULL, keep, in);
 			return;
 		}
-		__m512 x[R][NV], vt[R], acc[R];
+		__m512 x[R][NV], vt[R];
+		__m256 acc[R];
 		for (int r = 0; r < R; r++) {
 			const float *src = s + (size_t)(i + r) * m;
 			__m512 vmx = ninf;
@@ -781,10 +825,13 @@ static inline void softmax16_nv(const int NV, const int R, int n, int m, const f
 			vt[r] = _mm512_set1_ps(nan ? NAN : _mm512_reduce_max_ps(vmx));
 		}
 		for (int r = 0; r < R; r++) {
-			acc[r] = zero;
+			// softmax_nv's sum: 8-lane blocks in order, each 16-lane
+			// vector's low half then its high half (lanes past the row
+			// add exp(−∞) = +0, which changes no sum)
+			acc[r] = _mm256_setzero_ps();
 			for (int v = 0; v < NV; v++) {
 				x[r][v] = em_exp512(_mm512_min_ps(zero, _mm512_sub_ps(x[r][v], vt[r])));
-				acc[r] = _mm512_add_ps(acc[r], x[r][v]);
+				acc[r] = add_halves(acc[r], x[r][v]);
 			}
 		}
 		for (int r = 0; r < R; r++) {
@@ -793,17 +840,14 @@ static inline void softmax16_nv(const int NV, const int R, int n, int m, const f
 				memset(dst, 0, sizeof(float) * (size_t)m);
 				continue;
 			}
-			// the sum in double, rounded to float once, as hsum_d
-			__m512d sd = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(acc[r])),
-			                           _mm512_cvtps_pd(_mm512_extractf32x8_ps(acc[r], 1)));
-			const __m512 rz = _mm512_set1_ps(1.0f / (float)_mm512_reduce_add_pd(sd));
-			for (int v = 0; v < NV; v++) _mm512_mask_storeu_ps(dst + 16 * v, in[v], _mm512_mul_ps(x[r][v], rz));
+			const __m512 vz = _mm512_set1_ps(hsum_d(acc[r]));
+			for (int v = 0; v < NV; v++) _mm512_mask_storeu_ps(dst + 16 * v, in[v], _mm512_div_ps(x[r][v], vz));
 		}
 	}
 }
 
 // softmax16 is softmax for rows of 9 to 64 scores.
-EM_TARGET
+EM_TARGET512
 static void softmax16(int n, int m, const float *km, float *s, float *w, const float *rows) {
 	const int nv = (m + 15) / 16;
 	__mmask16 keep[4], in[4];
@@ -870,32 +914,35 @@ static void softmax(const em_p *p, float *s, float *w, const float *rows) {
 	}
 }
 
+#ifdef EM_AVX512
+// softmax_back16 is softmax_back's second pass for m > 8, 16 lanes at a
+// time, given the row dots rs.
+EM_TARGET512
+static void softmax_back16(int n, int m, const float *w, float *dw, const float *rs) {
+	for (int i = 0; i < n; i++) {
+		const float *wr = w + (size_t)i * m;
+		float *dr = dw + (size_t)i * m;
+		const __m512 vs = _mm512_set1_ps(rs[i]);
+		for (int j = 0; j < m; j += 16) {
+			const __mmask16 k = mask16(m - j);
+			_mm512_mask_storeu_ps(dr + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, wr + j),
+			                                                _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dr + j), vs)));
+		}
+	}
+}
+#endif
+
 // softmax_back is emSoftmaxBack: dw_ij ← w_ij (dw_ij − Σ_k w_ik dw_ik);
-// rs [n] is scratch.
+// rs [n] is scratch. Its row dots are row_dots' in both builds.
 EM_TARGET
 static void softmax_back(int n, int m, const float *w, float *dw, float *rs) {
+	row_dots(n, m, w, m, dw, m, rs);
 #ifdef EM_AVX512
-	if (m > 8) { // a row's dot product, then the row, 16 lanes at a time
-		for (int i = 0; i < n; i++) {
-			const float *wr = w + (size_t)i * m;
-			float *dr = dw + (size_t)i * m;
-			__m512 acc = _mm512_setzero_ps();
-			for (int j = 0; j < m; j += 16) {
-				const __mmask16 k = mask16(m - j);
-				acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, wr + j), _mm512_maskz_loadu_ps(k, dr + j), acc);
-			}
-			const __m512 vs = _mm512_set1_ps(_mm512_reduce_add_ps(acc));
-			for (int j = 0; j < m; j += 16) {
-				const __mmask16 k = mask16(m - j);
-				_mm512_mask_storeu_ps(dr + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, wr + j),
-				                                                _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dr + j), vs)));
-			}
-		}
-		(void)rs;
+	if (m > 8) { // the rows 16 lanes at a time
+		softmax_back16(n, m, w, dw, rs);
 		return;
 	}
 #endif
-	row_dots(n, m, w, m, dw, m, rs);
 	for (int i = 0; i < n; i++) {
 		const float *wr = w + (size_t)i * m;
 		float *dr = dw + (size_t)i * m, s = rs[i];
@@ -906,6 +953,27 @@ static void softmax_back(int n, int m, const float *w, float *dw, float *rs) {
 		for (; j < m; j++) dr[j] = wr[j] * (dr[j] - s);
 	}
 }
+
+#ifdef EM_AVX512
+// gaussian16 is gaussian's pass over the rows for m > 8, 16 lanes at a
+// time: logs_j − hl_j D_ij (+ base_ij) (+ row_j), as the AVX2 loop.
+EM_TARGET512
+static void gaussian16(int n, int m, const float *logs, const float *hl, const float *dd, const float *base,
+                       const float *row, float *out) {
+	for (int i = 0; i < n; i++) {
+		const float *d = dd + (size_t)i * m, *b = base ? base + (size_t)i * m : NULL;
+		float *o = out + (size_t)i * m;
+		for (int j = 0; j < m; j += 16) {
+			const __mmask16 km = mask16(m - j);
+			__m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(km, logs + j),
+			                         _mm512_mul_ps(_mm512_maskz_loadu_ps(km, hl + j), _mm512_maskz_loadu_ps(km, d + j)));
+			if (b) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(km, b + j));
+			if (row) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(km, row + j));
+			_mm512_mask_storeu_ps(o + j, km, x);
+		}
+	}
+}
+#endif
 
 // gaussian is emGaussian with addRows fused: out_ij = (k/2) log λ_j −
 // (λ_j/2) D_ij + base_ij + row_j, base and row optional. cols is
@@ -922,18 +990,7 @@ static void gaussian(int n, int m, int k, const float *lambda, const float *dd, 
 	}
 #ifdef EM_AVX512
 	if (m > 8) {
-		for (int i = 0; i < n; i++) {
-			const float *d = dd + (size_t)i * m, *b = base ? base + (size_t)i * m : NULL;
-			float *o = out + (size_t)i * m;
-			for (int j = 0; j < m; j += 16) {
-				const __mmask16 km = mask16(m - j);
-				__m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(km, logs + j),
-				                         _mm512_mul_ps(_mm512_maskz_loadu_ps(km, hl + j), _mm512_maskz_loadu_ps(km, d + j)));
-				if (b) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(km, b + j));
-				if (row) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(km, row + j));
-				_mm512_mask_storeu_ps(o + j, km, x);
-			}
-		}
+		gaussian16(n, m, logs, hl, dd, base, row, out);
 		return;
 	}
 #endif
@@ -962,6 +1019,31 @@ static void gaussian(int n, int m, int k, const float *lambda, const float *dd, 
 	}
 }
 
+#ifdef EM_AVX512
+// gaussian_back16 is gaussian_back's loop over blocks of columns for
+// the first m8 (a multiple of 8) of the m columns, 16 down all rows at a
+// time: the AVX2 loop's operations lane for lane (a masked lane's λ
+// reads 1).
+EM_TARGET512
+static void gaussian_back16(int n, int m, int m8, float half, const float *lambda, const float *dist, const float *ds,
+                            float *dlambda, float *dd) {
+	const __m512 wh = _mm512_set1_ps(0.5f), whalf = _mm512_set1_ps(half), wm = _mm512_set1_ps(-0.5f);
+	for (int j = 0; j < m8; j += 16) {
+		const __mmask16 k = mask16(m8 - j);
+		const __m512 lam = _mm512_mask_loadu_ps(_mm512_set1_ps(1), k, lambda + j), inv = _mm512_div_ps(whalf, lam),
+		             hl = _mm512_mul_ps(wm, lam);
+		__m512 acc = _mm512_maskz_loadu_ps(k, dlambda + j);
+		for (int i = 0; i < n; i++) {
+			const size_t at = (size_t)i * m + j;
+			__m512 gv = _mm512_maskz_loadu_ps(k, ds + at);
+			acc = _mm512_add_ps(acc, _mm512_mul_ps(gv, _mm512_sub_ps(inv, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dist + at), wh))));
+			if (dd) _mm512_mask_storeu_ps(dd + at, k, _mm512_mul_ps(hl, gv));
+		}
+		_mm512_mask_storeu_ps(dlambda + j, k, acc);
+	}
+}
+#endif
+
 // gaussian_back is emGaussianBack: dλ_j += Σ_i ds_ij (k/(2λ_j) − D_ij/2)
 // and dd_ij = −(λ_j/2) ds_ij (dd may be NULL). cols is scratch [2m].
 EM_TARGET
@@ -969,28 +1051,15 @@ static void gaussian_back(int n, int m, int k, const float *lambda, const float 
                           float *dlambda, float *dd, float *cols) {
 	const float half = (float)k / 2;
 	const __m256 vh = _mm256_set1_ps(0.5f), vhalf = _mm256_set1_ps(half), vm = _mm256_set1_ps(-0.5f);
+	const int m8 = m & ~7;
 	int j = 0;
 #ifdef EM_AVX512
 	if (m > 8) { // 16 columns down all rows, the same sums
-		const __m512 wh = _mm512_set1_ps(0.5f), whalf = _mm512_set1_ps(half), wm = _mm512_set1_ps(-0.5f);
-		for (; j < m; j += 16) {
-			const __mmask16 k = mask16(m - j);
-			const __m512 lam = _mm512_mask_loadu_ps(_mm512_set1_ps(1), k, lambda + j), inv = _mm512_div_ps(whalf, lam),
-			             hl = _mm512_mul_ps(wm, lam);
-			__m512 acc = _mm512_maskz_loadu_ps(k, dlambda + j);
-			for (int i = 0; i < n; i++) {
-				const size_t at = (size_t)i * m + j;
-				__m512 gv = _mm512_maskz_loadu_ps(k, ds + at);
-				acc = _mm512_add_ps(acc, _mm512_mul_ps(gv, _mm512_sub_ps(inv, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dist + at), wh))));
-				if (dd) _mm512_mask_storeu_ps(dd + at, k, _mm512_mul_ps(hl, gv));
-			}
-			_mm512_mask_storeu_ps(dlambda + j, k, acc);
-		}
-		(void)vh, (void)vhalf, (void)vm, (void)cols;
-		return;
+		gaussian_back16(n, m, m8, half, lambda, dist, ds, dlambda, dd);
+		j = m8;
 	}
 #endif
-	for (; j + 8 <= m; j += 8) { // a block of columns down all rows
+	for (; j < m8; j += 8) { // a block of columns down all rows
 		const __m256 lam = _mm256_loadu_ps(lambda + j), inv = _mm256_div_ps(vhalf, lam), hl = _mm256_mul_ps(vm, lam);
 		__m256 acc = _mm256_loadu_ps(dlambda + j);
 		for (int i = 0; i < n; i++) {
@@ -1001,7 +1070,10 @@ static void gaussian_back(int n, int m, int k, const float *lambda, const float 
 		}
 		_mm256_storeu_ps(dlambda + j, acc);
 	}
-	for (; j < m; j++) {
+	// the last m % 8 columns one at a time, in both builds (how the
+	// compiler vectorizes this loop, and so which of its multiply-adds it
+	// fuses, depends on the target)
+	for (j = m8; j < m; j++) {
 		float inv = half / lambda[j], hl = -lambda[j] / 2, acc = dlambda[j];
 		for (int i = 0; i < n; i++) {
 			const size_t at = (size_t)i * m + j;

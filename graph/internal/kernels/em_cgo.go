@@ -27,8 +27,8 @@ func EMCAvailable() bool { return EMUseC && hasAVX2() != 0 }
 var EMUseAVX512 = os.Getenv(SIMDEnv) != "avx2"
 
 // EMAVX512 reports whether float32 problems run em.c's AVX-512 build. Its
-// results agree with the AVX2 build's to rounding, not bit for bit (its
-// rows are reduced in 16 lanes, not 8).
+// results are the AVX2 build's bit for bit (its 16-lane rows are reduced
+// in the AVX2 build's 8-lane order; TestEMAVX512IsAVX2).
 func EMAVX512() bool { return EMCAvailable() && EMUseAVX512 && hasAVX512() }
 
 // emCCall is one call's scalars and scratch, pooled: a problem is small,
