@@ -69,7 +69,8 @@
 // (pf_softmax_rows) have AVX-512 twins too (the …512 entry points,
 // PF_AVX512 in simd.h), chosen once by simdLevel on the same test as
 // gemm.c's; the environment variable PROBFORMER_SIMD=avx2 (SIMDEnv)
-// keeps their AVX2 paths. A head of width 16 is one zmm a row, rows of
+// keeps their AVX2 paths, and those of gemm.c and em.c as well: one
+// switch for every kernel. A head of width 16 is one zmm a row, rows of
 // 32 keys two; other widths end in a masked vector, so scores go
 // straight into p. Their float32 values are the AVX2 paths' bit for bit,
 // not merely close: each product element is the same fused multiply-add
@@ -77,9 +78,13 @@
 // softmax's Σe, the backward's Σ P·dP) add 8-lane blocks in the AVX2
 // order (add_halves, fma_halves) before the same hsum. The tests
 // (simd512_test.go) run both levels explicitly, against each other and
-// against float64. Layer norm, the Bayesian heads and the other rows stay
-// AVX2: layer norm's rows of 64, bound by the same chain of 8-lane sums,
-// timed no faster 16 lanes wide.
+// against float64. EM attention's AVX-512 build (em512.c, EMAVX512) is
+// the AVX2 build's values bit for bit in the same way
+// (TestEMAVX512IsAVX2), so a float32 run, whatever its attention kind,
+// gives the same numbers on a CPU with AVX-512 and on one with AVX2
+// only. Layer norm, the Bayesian heads and the other rows stay AVX2:
+// layer norm's rows of 64, bound by the same chain of 8-lane sums, timed
+// no faster 16 lanes wide.
 //
 // # Threads
 //
