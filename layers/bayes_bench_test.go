@@ -145,7 +145,7 @@ func BenchmarkEMAttentionRatio(b *testing.B) {
 
 // BenchmarkEMAttentionRatioDim32 is BenchmarkEMAttentionRatio at the size
 // of the PyTorch reference's maxnorm-em-k1v0 model (width 32, 4 heads of
-// 8, batch 32 sets of 50; /work/shared/bench/torch_em_bench.py), where a
+// 8, batch 32 sets of 50; the reference script torch_em_bench.py), where a
 // head is so narrow that EM's per-element work, not its products, sets
 // its cost: EM with T_k = 1 against its softmax twin, step by step.
 func BenchmarkEMAttentionRatioDim32(b *testing.B) {

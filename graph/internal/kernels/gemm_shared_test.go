@@ -121,7 +121,7 @@ func TestGemmThreadsSameBits(t *testing.T) {
 // the two threads (rows, or columns for few rows: the split Gemm made
 // before), alternating the two every iteration so that the machine's
 // drift and other processes fall on both alike. It reports each one's
-// median and best rate and the ratio of their medians (shared/halved).
+// median and best rate and the ratio of their medians (shared over halved).
 func BenchmarkGemmShared(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, c := range []struct {
