@@ -773,27 +773,6 @@ static inline void softmax_nv(const int NV, const int R, int n, int m, const flo
 }
 
 #ifdef EM_AVX512
-// em_exp512 is exp_le0 on 16 lanes, the same operations in the same
-// order, so each lane is exp_le0's value bit for bit.
-__attribute__((always_inline)) EM_TARGET512
-static inline __m512 em_exp512(__m512 x) {
-	__mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
-	__m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-	                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-	__m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
-	r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-	__m512 p = _mm512_set1_ps(1.0f / 720);
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-	__m512i e = _mm512_slli_epi32(_mm512_cvtps_epi32(k), 23);
-	__m512 y = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e));
-	return _mm512_maskz_mov_ps(~under, y);
-}
-
 // softmax16_nv is softmax_nv in 16-lane vectors: rows of NV ≤ 4 vectors,
 // R rows at a time, kept in registers from load to store. keep[v] masks
 // the real keys of vector v inside the row (the others read as −∞, whose
@@ -830,7 +809,7 @@ static inline void softmax16_nv(const int NV, const int R, int n, int m, const f
 			// add exp(−∞) = +0, which changes no sum)
 			acc[r] = _mm256_setzero_ps();
 			for (int v = 0; v < NV; v++) {
-				x[r][v] = em_exp512(_mm512_min_ps(zero, _mm512_sub_ps(x[r][v], vt[r])));
+				x[r][v] = exp_le0_512(_mm512_min_ps(zero, _mm512_sub_ps(x[r][v], vt[r])));
 				acc[r] = add_halves(acc[r], x[r][v]);
 			}
 		}
