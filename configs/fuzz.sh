@@ -20,8 +20,24 @@ pkg=$1 target=$2 duration=$3
 min=${FUZZ_MIN_EXECS:-300}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+status=0
 ${GO:-go} test "$pkg" -run '^$' -fuzz "^${target}\$" -fuzztime "$duration" \
-	-fuzzminimizetime "${FUZZ_MINIMIZE:-0}" 2>&1 | tee "$log"
+	-fuzzminimizetime "${FUZZ_MINIMIZE:-0}" 2>&1 | tee "$log" || status=$?
+if [ "$status" -ne 0 ]; then
+	# Go 1.26's fuzzing coordinator can fail a target with a bare
+	# "context deadline exceeded" when -fuzztime ends while a worker is
+	# mid-input (go.dev/issue/75804, fixed in Go 1.27): no input failed,
+	# and none was written. Only that exact failure is forgiven, and only
+	# after the target's corpus replays cleanly; any other failure, or a
+	# written input, fails as before.
+	if grep -q 'context deadline exceeded' "$log" && ! grep -q 'Failing input written' "$log" &&
+		! grep -Eq 'panic:|--- FAIL: .*/' "$log"; then
+		echo "fuzz.sh: $target ended on Go's fuzztime race (go.dev/issue/75804), no input failed; replaying its seed corpus" >&2
+		${GO:-go} test "$pkg" -run "^${target}\$" -count 1 || exit 1
+	else
+		exit "$status"
+	fi
+fi
 # Executions: the cached corpus replayed first ("gathering baseline
 # coverage: 354/1045 completed"), then new inputs ("execs: 28941").
 replayed=$(grep -o 'baseline coverage: [0-9]*' "$log" | tail -n 1 | grep -o '[0-9]*$' || true)
