@@ -305,6 +305,24 @@ static void pack_b_block(int transB, const float *B, int ldb, int p0, int kc, in
 	}
 }
 
+// tile256 is tile512 for the 6×16 AVX2 kernel and panels of 16: one
+// pass of sgemm_packed and of pf_sgemm_par over a block.
+__attribute__((target("avx2,fma")))
+static void tile256(int i0, int i1, int j0, int j1, int p0, int kc, float alpha, const float *A, int rsa, int csa,
+                    const float *bq, float *C, int ldc, const float *bias) {
+	const float *a = A + (size_t)p0 * csa;
+	for (int i = i0; i < i1; i += MR) {
+		int mr = i1 - i < MR ? i1 - i : MR;
+		for (int q = 0; j0 + q * NR < j1; q++) {
+			int j = j0 + q * NR, nr = j1 - j < NR ? j1 - j : NR;
+			float *c = C + (size_t)i * ldc + j;
+			const float *b = bq + (size_t)q * kc * NR;
+			if (bias && p0 == 0) micro_6x16(kc, a + (size_t)i * rsa, rsa, csa, b, alpha, bias + j, 0, c, ldc, mr, nr);
+			else micro_6x16(kc, a + (size_t)i * rsa, rsa, csa, b, alpha, c, ldc, c, ldc, mr, nr);
+		}
+	}
+}
+
 // sgemm_packed adds α·op(A)·op(B) to C (β already applied), or with bias
 // given sets C to bias (repeated on every row) + α·op(A)·op(B), C's old
 // values unread. It returns 0 if the packing buffer cannot be allocated.
@@ -320,21 +338,7 @@ static int sgemm_packed(int transA, int transB, int m, int n, int k, float alpha
 		for (int p0 = 0; p0 < k; p0 += KC) {
 			int kc = k - p0 < KC ? k - p0 : KC;
 			pack_b_block(transB, B, ldb, p0, kc, j0, nc, bp);
-			const float *a = A + (size_t)p0 * csa;
-			for (int i0 = 0; i0 < m; i0 += MR) {
-				int mr = m - i0 < MR ? m - i0 : MR;
-				for (int q = 0; q * NR < nc; q++) {
-					int nr = nc - q * NR < NR ? nc - q * NR : NR;
-					float *c = C + (size_t)i0 * ldc + j0 + q * NR;
-					if (bias && p0 == 0) { // the first pass adds to the bias
-						micro_6x16(kc, a + (size_t)i0 * rsa, rsa, csa, bp + (size_t)q * kc * NR, alpha,
-						           bias + j0 + q * NR, 0, c, ldc, mr, nr);
-					} else {
-						micro_6x16(kc, a + (size_t)i0 * rsa, rsa, csa, bp + (size_t)q * kc * NR, alpha,
-						           c, ldc, c, ldc, mr, nr);
-					}
-				}
-			}
+			tile256(0, m, j0, j0 + nc, p0, kc, alpha, A, rsa, csa, bp, C, ldc, bias);
 		}
 	}
 	return 1;
@@ -465,6 +469,36 @@ MICRO512(micro512_1, R1)
 // sgemm_packed512 is sgemm_packed on the AVX-512 kernels; the same
 // contract and the same passes over k. Rows are taken 12 at a time, then a
 // block of 8 or 4, then one by one.
+// tile512 adds α·op(A)[i0:i1, p0:p0+kc]·op(B)[p0:p0+kc, j0:j1] to C, one
+// pass over k (or sets C to the bias plus it on the first pass), op(B)'s
+// block packed in panels of 32 columns at bq, panel q holding columns
+// j0 + 32q: one pass of sgemm_packed512 and of pf_sgemm_par over a block.
+__attribute__((target(T512)))
+static void tile512(int i0, int i1, int j0, int j1, int p0, int kc, float alpha, const float *A, size_t rsa,
+                    size_t csa, const float *bq, float *C, int ldc, const float *bias) {
+	const float *a = A + (size_t)p0 * csa;
+	for (int i = i0; i < i1;) {
+		int left = i1 - i, mr = left >= 12 ? 12 : left >= 8 ? 8 : left >= 4 ? 4 : 1;
+		const float *ai = a + (size_t)i * rsa;
+		for (int q = 0; j0 + q * NR5 < j1; q++) {
+			int j = j0 + q * NR5, nr = j1 - j < NR5 ? j1 - j : NR5;
+			float *c = C + (size_t)i * ldc + j;
+			const float *cin = c;
+			size_t ldcin = (size_t)ldc;
+			if (bias && p0 == 0) {
+				cin = bias + j;
+				ldcin = 0;
+			}
+			const float *b = bq + (size_t)q * kc * NR5;
+			if (mr == 12) micro512_12(kc, ai, rsa, csa, b, alpha, cin, ldcin, c, ldc, mr, nr);
+			else if (mr == 8) micro512_8(kc, ai, rsa, csa, b, alpha, cin, ldcin, c, ldc, mr, nr);
+			else if (mr == 4) micro512_4(kc, ai, rsa, csa, b, alpha, cin, ldcin, c, ldc, mr, nr);
+			else micro512_1(kc, ai, rsa, csa, b, alpha, cin, ldcin, c, ldc, mr, nr);
+		}
+		i += mr;
+	}
+}
+
 __attribute__((target(T512)))
 static int sgemm_packed512(int transA, int transB, int m, int n, int k, float alpha,
                            const float *A, int lda, const float *B, int ldb, float *C, int ldc, const float *bias) {
@@ -478,27 +512,7 @@ static int sgemm_packed512(int transA, int transB, int m, int n, int k, float al
 		for (int p0 = 0; p0 < k; p0 += KC) {
 			int kc = k - p0 < KC ? k - p0 : KC;
 			pack_b32(transB, B, ldb, p0, kc, j0, nc, bp);
-			const float *a = A + (size_t)p0 * csa;
-			for (int i0 = 0; i0 < m;) {
-				int left = m - i0, mr = left >= 12 ? 12 : left >= 8 ? 8 : left >= 4 ? 4 : 1;
-				const float *ai = a + (size_t)i0 * rsa;
-				for (int q = 0; q * NR5 < nc; q++) {
-					int nr = nc - q * NR5 < NR5 ? nc - q * NR5 : NR5;
-					float *c = C + (size_t)i0 * ldc + j0 + q * NR5;
-					const float *cin = c;
-					size_t ldcin = (size_t)ldc;
-					if (bias && p0 == 0) { // the first pass adds to the bias
-						cin = bias + j0 + q * NR5;
-						ldcin = 0;
-					}
-					const float *bq = bp + (size_t)q * kc * NR5;
-					if (mr == 12) micro512_12(kc, ai, rsa, csa, bq, alpha, cin, ldcin, c, ldc, mr, nr);
-					else if (mr == 8) micro512_8(kc, ai, rsa, csa, bq, alpha, cin, ldcin, c, ldc, mr, nr);
-					else if (mr == 4) micro512_4(kc, ai, rsa, csa, bq, alpha, cin, ldcin, c, ldc, mr, nr);
-					else micro512_1(kc, ai, rsa, csa, bq, alpha, cin, ldcin, c, ldc, mr, nr);
-				}
-				i0 += mr;
-			}
+			tile512(0, m, j0, j0 + nc, p0, kc, alpha, A, rsa, csa, bp, C, ldc, bias);
 		}
 	}
 	return 1;
@@ -564,53 +578,6 @@ void pf_sgemm(int level, int transA, int transB, int m, int n, int k, float alph
 
 // claim takes the next block number from *c.
 static inline int claim(int *c) { return __atomic_fetch_add(c, 1, __ATOMIC_RELAXED); }
-
-// tile512 adds α·op(A)[i0:i1, p0:p0+kc]·op(B)[p0:p0+kc, j0:j1] to C, one
-// pass over k (or sets C to the bias plus it on the first pass), op(B)'s
-// block packed in panels of 32 columns at bq, panel q holding columns
-// j0 + 32q: the inner loops of sgemm_packed512, on one block. tile256 is
-// the same for sgemm_packed's 6×16 kernel and panels of 16.
-__attribute__((target(T512)))
-static void tile512(int i0, int i1, int j0, int j1, int p0, int kc, float alpha, const float *A, size_t rsa,
-                    size_t csa, const float *bq, float *C, int ldc, const float *bias) {
-	const float *a = A + (size_t)p0 * csa;
-	for (int i = i0; i < i1;) {
-		int left = i1 - i, mr = left >= 12 ? 12 : left >= 8 ? 8 : left >= 4 ? 4 : 1;
-		const float *ai = a + (size_t)i * rsa;
-		for (int q = 0; j0 + q * NR5 < j1; q++) {
-			int j = j0 + q * NR5, nr = j1 - j < NR5 ? j1 - j : NR5;
-			float *c = C + (size_t)i * ldc + j;
-			const float *cin = c;
-			size_t ldcin = (size_t)ldc;
-			if (bias && p0 == 0) {
-				cin = bias + j;
-				ldcin = 0;
-			}
-			const float *b = bq + (size_t)q * kc * NR5;
-			if (mr == 12) micro512_12(kc, ai, rsa, csa, b, alpha, cin, ldcin, c, ldc, mr, nr);
-			else if (mr == 8) micro512_8(kc, ai, rsa, csa, b, alpha, cin, ldcin, c, ldc, mr, nr);
-			else if (mr == 4) micro512_4(kc, ai, rsa, csa, b, alpha, cin, ldcin, c, ldc, mr, nr);
-			else micro512_1(kc, ai, rsa, csa, b, alpha, cin, ldcin, c, ldc, mr, nr);
-		}
-		i += mr;
-	}
-}
-
-__attribute__((target("avx2,fma")))
-static void tile256(int i0, int i1, int j0, int j1, int p0, int kc, float alpha, const float *A, int rsa, int csa,
-                    const float *bq, float *C, int ldc, const float *bias) {
-	const float *a = A + (size_t)p0 * csa;
-	for (int i = i0; i < i1; i += MR) {
-		int mr = i1 - i < MR ? i1 - i : MR;
-		for (int q = 0; j0 + q * NR < j1; q++) {
-			int j = j0 + q * NR, nr = j1 - j < NR ? j1 - j : NR;
-			float *c = C + (size_t)i * ldc + j;
-			const float *b = bq + (size_t)q * kc * NR;
-			if (bias && p0 == 0) micro_6x16(kc, a + (size_t)i * rsa, rsa, csa, b, alpha, bias + j, 0, c, ldc, mr, nr);
-			else micro_6x16(kc, a + (size_t)i * rsa, rsa, csa, b, alpha, c, ldc, c, ldc, mr, nr);
-		}
-	}
-}
 
 // scale_block sets C[i0:i1, j0:j1] ← β·C, the β of pf_sgemm, before its
 // first pass (not with a bias, whose first pass does not read C).
