@@ -74,9 +74,14 @@ func ParallelFor(n int, f func(worker, i int)) {
 }
 
 // scaleRows sets c ← β·c on an m×n block, the whole of gemm when k = 0.
+// β = 0 sets +0 without reading c, as BLAS does (0·NaN would keep a NaN).
 func scaleRows[T Float](m, n int, beta T, c []T, ldc int) {
 	for i := range m {
 		row := c[i*ldc : i*ldc+n]
+		if beta == 0 {
+			clear(row)
+			continue
+		}
 		for j := range row {
 			row[j] *= beta
 		}

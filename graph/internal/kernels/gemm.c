@@ -224,6 +224,13 @@ static float *grow(float **buf, size_t *cap, size_t n) {
 	return *buf;
 }
 
+// zero_row is the C that the first pass over k of a β = 0 product adds
+// α·sum to (ldcin 0, every row reading it): fma(α, sum, +0) is what a
+// memset C gave, bit for bit, -0 and NaN sums included, without the
+// memset's pass over C and with C's old values unread, as BLAS has it
+// for β = 0. 32 floats: the widest micro-kernel's row.
+static const float zero_row[32] __attribute__((aligned(64)));
+
 // micro_6x16 adds α·(A's mr rows · a B panel) to the mr×nr block at C.
 // Row r of A is read as a[r·rsa + p·csa]; rows past mr repeat row 0 and
 // their sums are dropped.
@@ -309,7 +316,7 @@ static void pack_b_block(int transB, const float *B, int ldb, int p0, int kc, in
 // pass of sgemm_packed and of pf_sgemm_par over a block.
 __attribute__((target("avx2,fma")))
 static void tile256(int i0, int i1, int j0, int j1, int p0, int kc, float alpha, const float *A, int rsa, int csa,
-                    const float *bq, float *C, int ldc, const float *bias) {
+                    const float *bq, float *C, int ldc, const float *bias, int beta0) {
 	const float *a = A + (size_t)p0 * csa;
 	for (int i = i0; i < i1; i += MR) {
 		int mr = i1 - i < MR ? i1 - i : MR;
@@ -318,16 +325,20 @@ static void tile256(int i0, int i1, int j0, int j1, int p0, int kc, float alpha,
 			float *c = C + (size_t)i * ldc + j;
 			const float *b = bq + (size_t)q * kc * NR;
 			if (bias && p0 == 0) micro_6x16(kc, a + (size_t)i * rsa, rsa, csa, b, alpha, bias + j, 0, c, ldc, mr, nr);
+			else if (beta0 && p0 == 0) micro_6x16(kc, a + (size_t)i * rsa, rsa, csa, b, alpha, zero_row, 0, c, ldc, mr, nr);
 			else micro_6x16(kc, a + (size_t)i * rsa, rsa, csa, b, alpha, c, ldc, c, ldc, mr, nr);
 		}
 	}
 }
 
 // sgemm_packed adds α·op(A)·op(B) to C (β already applied), or with bias
-// given sets C to bias (repeated on every row) + α·op(A)·op(B), C's old
-// values unread. It returns 0 if the packing buffer cannot be allocated.
+// given sets C to bias (repeated on every row) + α·op(A)·op(B), or with
+// beta0 sets C to α·op(A)·op(B) (the first pass adding to zero_row), C's
+// old values unread in both. It returns 0 if the packing buffer cannot
+// be allocated.
 static int sgemm_packed(int transA, int transB, int m, int n, int k, float alpha,
-                        const float *A, int lda, const float *B, int ldb, float *C, int ldc, const float *bias) {
+                        const float *A, int lda, const float *B, int ldb, float *C, int ldc, const float *bias,
+                        int beta0) {
 	int ncMax = n < NC ? n : NC;
 	int kcMax = k < KC ? k : KC;
 	float *bp = grow(&pack_b, &pack_b_cap, (size_t)kcMax * ((ncMax + NR - 1) / NR) * NR);
@@ -338,7 +349,7 @@ static int sgemm_packed(int transA, int transB, int m, int n, int k, float alpha
 		for (int p0 = 0; p0 < k; p0 += KC) {
 			int kc = k - p0 < KC ? k - p0 : KC;
 			pack_b_block(transB, B, ldb, p0, kc, j0, nc, bp);
-			tile256(0, m, j0, j0 + nc, p0, kc, alpha, A, rsa, csa, bp, C, ldc, bias);
+			tile256(0, m, j0, j0 + nc, p0, kc, alpha, A, rsa, csa, bp, C, ldc, bias, beta0);
 		}
 	}
 	return 1;
@@ -470,12 +481,13 @@ MICRO512(micro512_1, R1)
 // contract and the same passes over k. Rows are taken 12 at a time, then a
 // block of 8 or 4, then one by one.
 // tile512 adds α·op(A)[i0:i1, p0:p0+kc]·op(B)[p0:p0+kc, j0:j1] to C, one
-// pass over k (or sets C to the bias plus it on the first pass), op(B)'s
+// pass over k (or sets C to the bias plus it, or to it with beta0, on the
+// first pass, C unread), op(B)'s
 // block packed in panels of 32 columns at bq, panel q holding columns
 // j0 + 32q: one pass of sgemm_packed512 and of pf_sgemm_par over a block.
 __attribute__((target(T512)))
 static void tile512(int i0, int i1, int j0, int j1, int p0, int kc, float alpha, const float *A, size_t rsa,
-                    size_t csa, const float *bq, float *C, int ldc, const float *bias) {
+                    size_t csa, const float *bq, float *C, int ldc, const float *bias, int beta0) {
 	const float *a = A + (size_t)p0 * csa;
 	for (int i = i0; i < i1;) {
 		int left = i1 - i, mr = left >= 12 ? 12 : left >= 8 ? 8 : left >= 4 ? 4 : 1;
@@ -487,6 +499,9 @@ static void tile512(int i0, int i1, int j0, int j1, int p0, int kc, float alpha,
 			size_t ldcin = (size_t)ldc;
 			if (bias && p0 == 0) {
 				cin = bias + j;
+				ldcin = 0;
+			} else if (beta0 && p0 == 0) {
+				cin = zero_row;
 				ldcin = 0;
 			}
 			const float *b = bq + (size_t)q * kc * NR5;
@@ -501,7 +516,8 @@ static void tile512(int i0, int i1, int j0, int j1, int p0, int kc, float alpha,
 
 __attribute__((target(T512)))
 static int sgemm_packed512(int transA, int transB, int m, int n, int k, float alpha,
-                           const float *A, int lda, const float *B, int ldb, float *C, int ldc, const float *bias) {
+                           const float *A, int lda, const float *B, int ldb, float *C, int ldc, const float *bias,
+                           int beta0) {
 	int ncMax = n < NC ? n : NC;
 	int kcMax = k < KC ? k : KC;
 	float *bp = grow(&pack_b, &pack_b_cap, (size_t)kcMax * ((ncMax + NR5 - 1) / NR5) * NR5);
@@ -512,7 +528,7 @@ static int sgemm_packed512(int transA, int transB, int m, int n, int k, float al
 		for (int p0 = 0; p0 < k; p0 += KC) {
 			int kc = k - p0 < KC ? k - p0 : KC;
 			pack_b32(transB, B, ldb, p0, kc, j0, nc, bp);
-			tile512(0, m, j0, j0 + nc, p0, kc, alpha, A, rsa, csa, bp, C, ldc, bias);
+			tile512(0, m, j0, j0 + nc, p0, kc, alpha, A, rsa, csa, bp, C, ldc, bias, beta0);
 		}
 	}
 	return 1;
@@ -523,7 +539,9 @@ static int sgemm_packed512(int transA, int transB, int m, int n, int k, float al
 // and k only, never on m, so splitting C's rows between threads cannot
 // change which code computes an element. With bias given (β is then
 // ignored), C ← bias + α·op(A)·op(B), bias repeated on every row: the
-// same values as copying bias into C and taking β = 1.
+// same values as copying bias into C and taking β = 1. With β = 0 the
+// packed path neither clears C nor reads it: its first pass adds α·sum
+// to zero_row, the values of clearing C first, bit for bit.
 //
 // level is 0 for the portable C, 1 for AVX2/FMA, 2 for AVX2/FMA with the
 // AVX-512 packed kernel (the same values as 1, bit for bit).
@@ -532,11 +550,12 @@ void pf_sgemm(int level, int transA, int transB, int m, int n, int k, float alph
               const float *bias) {
 	int avx2 = level >= 1;
 	if (avx2 && n >= NR && k >= 32 && m > 0) {
-		if (!bias) scale_c_float(m, n, beta, C, ldc);
-		if (level >= 2 ? sgemm_packed512(transA, transB, m, n, k, alpha, A, lda, B, ldb, C, ldc, bias)
-		               : sgemm_packed(transA, transB, m, n, k, alpha, A, lda, B, ldb, C, ldc, bias))
+		int beta0 = !bias && beta == 0;
+		if (!bias && !beta0) scale_c_float(m, n, beta, C, ldc);
+		if (level >= 2 ? sgemm_packed512(transA, transB, m, n, k, alpha, A, lda, B, ldb, C, ldc, bias, beta0)
+		               : sgemm_packed(transA, transB, m, n, k, alpha, A, lda, B, ldb, C, ldc, bias, beta0))
 			return;
-		beta = 1; // no memory for the buffer: fall back, C already scaled
+		if (!bias && !beta0) beta = 1; // no memory for the buffer: fall back, C already scaled
 	}
 	if (bias) {
 		for (int i = 0; i < m; i++) memcpy(C + (size_t)i * ldc, bias, sizeof(float) * (size_t)n);
@@ -580,7 +599,8 @@ void pf_sgemm(int level, int transA, int transB, int m, int n, int k, float alph
 static inline int claim(int *c) { return __atomic_fetch_add(c, 1, __ATOMIC_RELAXED); }
 
 // scale_block sets C[i0:i1, j0:j1] ← β·C, the β of pf_sgemm, before its
-// first pass (not with a bias, whose first pass does not read C).
+// first pass (not with a bias, nor with β = 0, whose first passes do not
+// read C: they add to the bias or to zero_row).
 static void scale_block(int i0, int i1, int j0, int j1, float beta, float *C, int ldc) {
 	scale_c_float(i1 - i0, j1 - j0, beta, C + (size_t)i0 * ldc + j0, ldc);
 }
@@ -590,7 +610,7 @@ void pf_sgemm_par(int level, int mode, int worker, int transA, int transB, int m
                   const float *bias, float *bp, int rb, int cw, int *ctr) {
 	int wide = level >= 2, nr = wide ? NR5 : NR;
 	int rsa = transA ? 1 : lda, csa = transA ? lda : 1;
-	int passes = (k + KC - 1) / KC;
+	int passes = (k + KC - 1) / KC, beta0 = !bias && beta == 0;
 	if (mode == 0) {
 		int npad = (n + nr - 1) / nr * nr, blocks = (m + rb - 1) / rb, packed = 0;
 		float *own = bp + (size_t)worker * k * npad;
@@ -604,14 +624,14 @@ void pf_sgemm_par(int level, int mode, int worker, int transA, int transB, int m
 				packed = 1;
 			}
 			int i0 = bl * rb, i1 = m - i0 < rb ? m : i0 + rb;
-			if (!bias) scale_block(i0, i1, 0, n, beta, C, ldc);
+			if (!bias && !beta0) scale_block(i0, i1, 0, n, beta, C, ldc);
 			for (int j0 = 0; j0 < n; j0 += NC) {
 				int j1 = n - j0 < NC ? n : j0 + NC;
 				for (int t = 0; t < passes; t++) {
 					int p0 = t * KC, kc = k - p0 < KC ? k - p0 : KC;
 					const float *bq = own + (size_t)t * KC * npad + (size_t)j0 * kc;
-					if (wide) tile512(i0, i1, j0, j1, p0, kc, alpha, A, rsa, csa, bq, C, ldc, bias);
-					else tile256(i0, i1, j0, j1, p0, kc, alpha, A, rsa, csa, bq, C, ldc, bias);
+					if (wide) tile512(i0, i1, j0, j1, p0, kc, alpha, A, rsa, csa, bq, C, ldc, bias, beta0);
+					else tile256(i0, i1, j0, j1, p0, kc, alpha, A, rsa, csa, bq, C, ldc, bias, beta0);
 				}
 			}
 		}
@@ -621,15 +641,15 @@ void pf_sgemm_par(int level, int mode, int worker, int transA, int transB, int m
 	int blocks = (n + cw - 1) / cw;
 	for (int bl; (bl = claim(ctr + CTR_TILE)) < blocks;) {
 		int j0 = bl * cw, j1 = n - j0 < cw ? n : j0 + cw;
-		if (!bias) scale_block(0, m, j0, j1, beta, C, ldc);
+		if (!bias && !beta0) scale_block(0, m, j0, j1, beta, C, ldc);
 		for (int t = 0; t < passes; t++) {
 			int p0 = t * KC, kc = k - p0 < KC ? k - p0 : KC;
 			if (wide) {
 				pack_b32(transB, B, ldb, p0, kc, j0, j1 - j0, own);
-				tile512(0, m, j0, j1, p0, kc, alpha, A, rsa, csa, own, C, ldc, bias);
+				tile512(0, m, j0, j1, p0, kc, alpha, A, rsa, csa, own, C, ldc, bias, beta0);
 			} else {
 				pack_b_block(transB, B, ldb, p0, kc, j0, j1 - j0, own);
-				tile256(0, m, j0, j1, p0, kc, alpha, A, rsa, csa, own, C, ldc, bias);
+				tile256(0, m, j0, j1, p0, kc, alpha, A, rsa, csa, own, C, ldc, bias, beta0);
 			}
 		}
 	}

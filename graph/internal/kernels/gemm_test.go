@@ -241,3 +241,43 @@ func normal(std float64) func(rng *rand.Rand, shape []int) []float64 {
 		return v
 	}
 }
+
+// TestGemmBetaZeroIgnoresC: with β = 0, as BLAS has it, C's old values
+// are not read: NaN, ±Inf and -0 already in C give the bits of a C of +0
+// (the packed path's first pass adds to a zero row rather than to C, the
+// direct path clears C, k = 0 sets it to +0), on every path Gemm takes
+// (direct, packed, several passes, shared by rows or by columns), and
+// the padding between C's rows is untouched.
+func TestGemmBetaZeroIgnoresC(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(7, 11))
+	nan, inf, negz := float32(math.NaN()), float32(math.Inf(1)), float32(math.Copysign(0, -1))
+	garbage := []float32{nan, inf, -inf, negz, 3e38, -1}
+	for _, sz := range [][3]int{{5, 7, 9}, {37, 45, 300}, {64, 64, 1024}, {1024, 64, 64}, {13, 33, 129}, {6, 16, 0}} {
+		m, n, k := sz[0], sz[1], sz[2]
+		for _, tA := range []bool{false, true} {
+			lda := k
+			if tA {
+				lda = m
+			}
+			a := to32(normal(1)(rng, []int{max(m*k, 1)}))
+			b := to32(normal(1)(rng, []int{max(k*n, 1)}))
+			ldc := n + 3
+			want, got := make([]float32, m*ldc), make([]float32, m*ldc)
+			for i := range got {
+				got[i] = garbage[i%len(garbage)]
+				want[i] = got[i]
+				if i%ldc < n {
+					want[i] = 0
+				}
+			}
+			Gemm(tA, false, m, n, k, 0.7, a, lda, b, n, 1, want, ldc) // β = 1 onto +0
+			Gemm(tA, false, m, n, k, 0.7, a, lda, b, n, 0, got, ldc)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%v tA=%v: element %d (row %d col %d) is %v over garbage, %v over +0", sz, tA, i, i/ldc, i%ldc, got[i], want[i])
+				}
+			}
+		}
+	}
+}
