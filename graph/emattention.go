@@ -483,11 +483,17 @@ func emWrite[T float](k emKernel, out []T, p *kernels.EMProblem[T], tr *kernels.
 			base, ld = b*d.n*d.h*d.dv+h*d.dv, d.h*d.dv
 		}
 		for i := range d.n {
-			dst := out[base+i*ld : base+i*ld+d.dv]
+			// element by element: a row of a narrow head is too short
+			// for a call to memmove or memclr to pay
+			dst, src := out[base+i*ld:base+i*ld+d.dv], r[i*d.dv:(i+1)*d.dv]
 			if p.RealQuery(i) {
-				copy(dst, r[i*d.dv:(i+1)*d.dv])
+				for k, x := range src {
+					dst[k] = x
+				}
 			} else {
-				clear(dst)
+				for k := range dst {
+					dst[k] = 0
+				}
 			}
 		}
 		off += d.g * d.n * d.dv
@@ -625,6 +631,7 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 		gr   kernels.EMGrads[T]
 		sc   *kernels.EMBackScratch[T]
 	}
+	inC := kernels.EMRunsC[T]()
 	workers := make([]*worker, runtime.GOMAXPROCS(0))
 	kernels.ParallelFor(d.g, func(w, g int) {
 		if workers[w] == nil {
@@ -658,16 +665,28 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 			gr.Logits = dlogits[g*d.m : (g+1)*d.m]
 			clear(gr.Logits)
 		}
-		clearRows(gr.Q, d.n, d.d, gr.Ldq)
-		clearRows(gr.Xi0, d.m, d.d, gr.Ldk)
-		clearRows(gr.Mu0, d.m, d.dv, gr.Ldv)
-		if gr.Vals != nil {
-			clearRows(gr.Vals, d.n, d.dv, gr.Ldx)
-		}
 		if p.RealMemory == 0 {
-			return // a problem without memory reads out 0 and takes no gradient
+			// a problem without memory reads out 0 and takes no gradient
+			clearRows(gr.Q, d.n, d.d, gr.Ldq)
+			clearRows(gr.Xi0, d.m, d.d, gr.Ldk)
+			clearRows(gr.Mu0, d.m, d.dv, gr.Ldv)
+			if gr.Vals != nil {
+				clearRows(gr.Vals, d.n, d.dv, gr.Ldx)
+			}
+			return
 		}
-		tr := kernels.CutTraceInto(ks, d.n, d.m, d.d, d.dv, traces[g*size:(g+1)*size], &wk.tr, &wk.hdr)
+		// EMBackward zeroes this problem's rows of the gradients before
+		// it adds to them: em.c a row in one store, where a Go clear a
+		// row (a call for every 8 values at heads of 8) cost more
+		gr.Zero = true
+		buf := traces[g*size : (g+1)*size]
+		tr := &wk.tr
+		if inC {
+			// em.c cuts the trace itself from its first element
+			*tr = kernels.EMTrace[T]{Lp0: buf}
+		} else {
+			tr = kernels.CutTraceInto(ks, d.n, d.m, d.d, d.dv, buf, &wk.tr, &wk.hdr)
+		}
 		tr.Pr = kernels.EMPropagates(ks, p)
 		seed := &wk.seed
 		*seed = kernels.EMSeeds[T]{}

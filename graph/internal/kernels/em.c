@@ -440,10 +440,47 @@ static void row_dots(int rows, int w, const float *a, int lda, const float *b, i
 	for (; i < rows; i++) out[i] = dot(a + (size_t)i * lda, b + (size_t)i * ldb, w);
 }
 
-// sq_norms is sqNorms: out[i] = ‖x_i‖² for rows x_i [w] strided by ld.
+// hsum8 is the vector of hsum(v[0]), …, hsum(v[7]): each lane the sum
+// of one vector's lanes in hsum's order, (v0 + v4) + (v2 + v6) then
+// plus (v1 + v5) + (v3 + v7), the same additions with the same operands,
+// eight rows to a reduction tree (hsum8x8 adds in another order).
+__attribute__((always_inline)) EM_TARGET
+static inline __m256 hsum8(const __m256 *v) {
+	__m256 h[4], t[2];
+	for (int r = 0; r < 4; r++) // [lo + hi of v[2r] | lo + hi of v[2r+1]]
+		h[r] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * r], v[2 * r + 1], 0x20),
+		                     _mm256_permute2f128_ps(v[2 * r], v[2 * r + 1], 0x31));
+	for (int r = 0; r < 2; r++) // lanes 0 + 2 and 1 + 3 of each half: [v2r·, v2r+2· | v2r+1·, v2r+3·]
+		t[r] = _mm256_add_ps(_mm256_shuffle_ps(h[2 * r], h[2 * r + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+		                     _mm256_shuffle_ps(h[2 * r], h[2 * r + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+	// pair lane 0 + lane 1: [v0, v2, v4, v6 | v1, v3, v5, v7], into order
+	__m256 u = _mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(2, 0, 2, 0)),
+	                         _mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 1, 3, 1)));
+	return _mm256_permutevar8x32_ps(u, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// sq_norms is sqNorms: out[i] = ‖x_i‖² for rows x_i [w] strided by ld,
+// each dot's value: for w a multiple of 8, eight rows at a time with
+// their horizontal sums in one hsum8 (a row of a head of 8 is one
+// multiply and a sum, and a reduction a row cost more than the rest).
 EM_TARGET
 static void sq_norms(const float *x, int rows, int w, int ld, float *out) {
-	for (int i = 0; i < rows; i++) out[i] = dot(x + (size_t)i * ld, x + (size_t)i * ld, w);
+	int i = 0;
+	if ((w & 7) == 0)
+		for (; i + 8 <= rows; i += 8) {
+			__m256 acc[8];
+			for (int r = 0; r < 8; r++) {
+				const float *xr = x + (size_t)(i + r) * ld;
+				__m256 s = _mm256_setzero_ps();
+				for (int k = 0; k < w; k += 8) {
+					const __m256 v = _mm256_loadu_ps(xr + k);
+					s = _mm256_fmadd_ps(v, v, s);
+				}
+				acc[r] = s;
+			}
+			_mm256_storeu_ps(out + i, hsum8(acc));
+		}
+	for (; i < rows; i++) out[i] = dot(x + (size_t)i * ld, x + (size_t)i * ld, w);
 }
 
 #ifdef EM_AVX512
@@ -1245,6 +1282,21 @@ static void log_softmax(const em_p *p, float *z, float *pi) {
 	}
 }
 
+// zero_rows zeroes a head's rows of a gradient whose heads share rows:
+// rows×w values of y (rows strided by ld), in vector stores: a row of a
+// head of 8 is one store, where memset would be a call.
+EM_TARGET
+static void zero_rows(float *y, int rows, int w, int ld) {
+	const int w8 = w & ~7;
+	const __m256i tail = lanes(w - w8 > 0 ? w - w8 : 8);
+	const __m256 zero = _mm256_setzero_ps();
+	for (int i = 0; i < rows; i++) {
+		float *r = y + (size_t)i * ld;
+		for (int k = 0; k < w8; k += 8) _mm256_storeu_ps(r + k, zero);
+		if (w8 < w) _mm256_maskstore_ps(r + w8, tail, zero);
+	}
+}
+
 // add_rows_into adds x [rows×w] (dense) into y (rows strided by ld).
 static void add_rows_into(int rows, int w, const float *x, float *y, int ld) {
 	for (int i = 0; i < rows; i++)
@@ -1455,7 +1507,8 @@ static void add_weight_seed(const em_p *p, const float *sw, float *dw) {
 
 // pf_em_backward is emBackward for one problem: it adds the gradients of
 // the problem's inputs to gq [N×d], gxi0 [M×d], gmu0 [M×dv], gvals [N×dv]
-// (strided by gld[0…3]; gvals may be NULL), glogits [M] (NULL for the
+// (strided by gld[0…3]; gvals may be NULL; iv[17] nonzero zeroes their
+// rows first, EMGrads.Zero), glogits [M] (NULL for the
 // linked prior) and gh [9], given the seeds (the gradients of the
 // outputs, each NULL when 0): sr [N×dv] strided by iv[15], sw [N×M], and
 // the mixture's sxi [M×d], sal, smu [M×dv], sbe and slp [M]. iv, fv and
@@ -1501,6 +1554,12 @@ int EM_ENTRY(pf_em_backward)(const int *iv, const float *fv, const float *q, con
 		b->be[i] = take(&sc, m), b->lp[i] = take(&sc, m);
 	b->da = take(&sc, m * wmax), b->ct = take(&sc, m * wmax), b->cols = take(&sc, 2 * m), b->sp = take(&sc, m);
 	if (sc.over) return -1;
+	if (iv[17]) {
+		zero_rows(gq, n, d, gldq);
+		zero_rows(gxi0, m, d, gldk);
+		zero_rows(gmu0, m, dv, gldv);
+		if (gvals) zero_rows(gvals, n, dv, gldx);
+	}
 
 	if (tv > 0) memset(b->s0, 0, sizeof(float) * nm);
 	memset(b->lp0, 0, sizeof(float) * (size_t)m);

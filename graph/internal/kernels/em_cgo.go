@@ -26,6 +26,17 @@ func EMCAvailable() bool { return EMUseC && hasAVX2() != 0 }
 // environment says.
 var EMUseAVX512 = os.Getenv(SIMDEnv) != "avx2"
 
+// EMRunsC reports whether EMForward and EMBackward run problems of dtype
+// T in em.c, which reads a problem's trace from its flat buffer, the one
+// CutTrace cuts (EMForwardC, EMBackwardC take the buffer at the first
+// element of the trace's Lp0): a caller may then pass a trace whose Lp0
+// is the whole buffer, uncut.
+func EMRunsC[T Float]() bool {
+	var z T
+	_, ok := any(z).(float32)
+	return ok && EMCAvailable()
+}
+
 // EMAVX512 reports whether float32 problems run em.c's AVX-512 build. Its
 // results are the AVX2 build's bit for bit (its 16-lane rows are reduced
 // in the AVX2 build's 8-lane order; TestEMAVX512IsAVX2).
@@ -35,7 +46,7 @@ func EMAVX512() bool { return EMCAvailable() && EMUseAVX512 && hasAVX512() }
 // and allocating its scratch (or letting the scalars escape) would cost a
 // visible part of it.
 type emCCall struct {
-	iv  [17]C.int
+	iv  [18]C.int
 	fv  [11]C.float
 	gld [4]C.int
 	buf []float32
@@ -54,9 +65,9 @@ func emCScratchSize(n, m, d, dv int) int {
 // setup fills c's scalars for p (em.c's unpack has their order) and sizes
 // its scratch.
 func (c *emCCall) setup(s EMSpec, p *EMProblem[float32], pr bool) {
-	c.iv = [17]C.int{C.int(p.N), C.int(p.M), C.int(p.D), C.int(p.Dv), C.int(p.Ldq), C.int(p.Ldk), C.int(p.Ldv), C.int(p.Ldx),
+	c.iv = [18]C.int{C.int(p.N), C.int(p.M), C.int(p.D), C.int(p.Dv), C.int(p.Ldq), C.int(p.Ldk), C.int(p.Ldv), C.int(p.Ldx),
 		C.int(s.KeyIters), C.int(s.PropagateIters), C.int(s.ValueIters), cbool(s.AdaptAlpha), cbool(s.AdaptBeta), cbool(s.AdaptPi), cbool(pr),
-		0, cbool(EMAVX512())}
+		0, cbool(EMAVX512()), 0}
 	for i, x := range p.H {
 		c.fv[i] = C.float(x)
 	}
@@ -107,6 +118,7 @@ func EMBackwardC[T Float](s EMSpec, p *EMProblem[T], tr *EMTrace[T], seed *EMSee
 	c := emCCalls.Get().(*emCCall)
 	c.setup(s, p32, tr32.Pr)
 	c.iv[15] = C.int(s32.Ldr)
+	c.iv[17] = cbool(g32.Zero)
 	c.gld = [4]C.int{C.int(g32.Ldq), C.int(g32.Ldk), C.int(g32.Ldv), C.int(g32.Ldx)}
 	rc := C.pf_em_backward(&c.iv[0], &c.fv[0], cptr(p32.Q), cptr(p32.Xi0), cptr(p32.Mu0), cptr(p32.Vals),
 		cptr(p32.KeyMask), cptr(p32.QueryMask), cptr(p32.InS), cptr(p32.Logits), cptr(tr32.Lp0),

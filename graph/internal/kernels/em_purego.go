@@ -13,6 +13,8 @@ var EMUseAVX512 = false
 
 func EMAVX512() bool { return false }
 
+func EMRunsC[T Float]() bool { return false }
+
 func EMForwardC[T Float](EMSpec, *EMProblem[T], *EMTrace[T]) bool { return false }
 
 func EMBackwardC[T Float](EMSpec, *EMProblem[T], *EMTrace[T], *EMSeeds[T], *EMGrads[T]) bool {

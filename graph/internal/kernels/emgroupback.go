@@ -14,13 +14,18 @@ type EMSeeds[T Float] struct {
 }
 
 // EMGrads says where one problem's gradients go. They are added to what
-// is there, so the caller zeroes them first. vals and logits are nil
-// when the problem has none.
+// is there, so the caller zeroes them first (or sets Zero). vals and
+// logits are nil when the problem has none.
 type EMGrads[T Float] struct {
 	Q, Xi0, Mu0, Vals  []T
 	Ldq, Ldk, Ldv, Ldx int
 	Logits             []T // [M]
 	H                  *EMHyper[T]
+	// Zero asks EMBackward to zero the rows of Q, Xi0, Mu0 and Vals
+	// before it adds to them (not Logits or H), so that a caller need
+	// not: em.c zeroes them in the call that fills them, where a row of
+	// a narrow head is one store, rather than one Go clear a row.
+	Zero bool
 }
 
 // EMBackScratch is one worker's adjoint buffers, cut from one slice.
@@ -63,6 +68,14 @@ func EMBackward[T Float](s EMSpec, p *EMProblem[T], tr *EMTrace[T], seed *EMSeed
 	n, m, d, dv := p.N, p.M, p.D, p.Dv
 	nm := n * m
 	dh := g.H
+	if g.Zero {
+		zeroRows(g.Q, n, d, g.Ldq)
+		zeroRows(g.Xi0, m, d, g.Ldk)
+		zeroRows(g.Mu0, m, dv, g.Ldv)
+		if g.Vals != nil {
+			zeroRows(g.Vals, n, dv, g.Ldx)
+		}
+	}
 	for _, x := range [][]T{b.Kf, b.S0, b.Lp0, b.Xi[0], b.Al[0], b.Mu[0], b.Be[0], b.Lp[0]} {
 		clear(x)
 	}
@@ -395,5 +408,12 @@ func addRowsInto[T Float](rows, w int, x, y []T, ld int) {
 		for k := range yi {
 			yi[k] += xi[k]
 		}
+	}
+}
+
+// zeroRows zeroes rows×w values of x whose rows are strided by ld.
+func zeroRows[T Float](x []T, rows, w, ld int) {
+	for i := range rows {
+		clear(x[i*ld : i*ld+w])
 	}
 }
