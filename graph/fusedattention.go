@@ -328,7 +328,7 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 		cHeads int // heads attention.c ran (the Go path's products count themselves in kernels.Gemm)
 	}
 	scratch := make([]*buffers, runtime.GOMAXPROCS(0))
-	kernels.ParallelFor(b*a.heads, func(w, i int) {
+	forHeads(b, a.heads, func(w, i int) {
 		bi, h := i/a.heads, i%a.heads
 		if !hasV {
 			weights(a, q, k, mask, nil, bi, h, n, m, d, g.ldq, g.ldk, wOut[i*n*m:(i+1)*n*m])
@@ -367,6 +367,28 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 	if saved != nil {
 		a.saved.fresh = true
 	}
+}
+
+// forHeads runs head(w, i) for the b·heads heads i = bi·heads + h on the
+// workers, each head on one worker w. Where there are at least two batch
+// elements a worker, a worker takes whole batch elements, all their
+// heads in order: the heads' columns lie side by side in the rows of q,
+// k, v and the output, 16 floats (one 64-byte line) a head at the
+// models' width, so one core then reads and writes whole rows, and the
+// lines the hardware prefetches next to a head's are its next head's,
+// not lines the other core is writing. With fewer elements the heads
+// themselves are shared. Each head's values depend on its inputs alone,
+// so the split changes no bit.
+func forHeads(b, heads int, head func(w, i int)) {
+	if b < 2*runtime.GOMAXPROCS(0) || heads == 1 {
+		kernels.ParallelFor(b*heads, head)
+		return
+	}
+	kernels.ParallelFor(b, func(w, bi int) {
+		for i := bi * heads; i < (bi+1)*heads; i++ {
+			head(w, i)
+		}
+	})
 }
 
 // addResidual adds the n rows of d values of x (strided by ldx) into y's
@@ -486,7 +508,7 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 		cHeads int // heads attention.c ran
 	}
 	scratch := make([]*buffers, runtime.GOMAXPROCS(0))
-	kernels.ParallelFor(b*a.heads, func(w, i int) {
+	forHeads(b, a.heads, func(w, i int) {
 		bi, h := i/a.heads, i%a.heads
 		if scratch[w] == nil {
 			scratch[w] = &buffers{p: make([]T, n*m), dp: make([]T, n*m)}
