@@ -756,6 +756,13 @@ static void softmax_long(const float *src, float *dst, int m, const float *km) {
 	}
 }
 
+// em_gs is the column terms of gaussian's scores, (k/2) log λ_j and
+// λ_j/2, and its optional row term (NULL: none), for softmax_gs to make
+// the scores of a row in registers instead of reading them.
+typedef struct {
+	const float *logs, *hl, *row;
+} em_gs;
+
 // softmax_nv is softmax's loop over the rows for rows of NV vectors, the
 // last under the lane mask tail, R rows at a time (the last rows one at
 // a time) so that one row's exponentials overlap another's reductions.
@@ -763,19 +770,27 @@ static void softmax_long(const float *src, float *dst, int m, const float *km) {
 // registers from their load to their store.
 __attribute__((always_inline)) EM_TARGET
 static inline void softmax_nv(const int NV, const int R, int n, int m, const float *s, float *w, const float *rows,
-                              const __m256 *keep, __m256i tail) {
+                              const __m256 *keep, __m256i tail, const em_gs *gs, const float *dd) {
 	const __m256 zero = _mm256_setzero_ps(), ninf = _mm256_set1_ps(-INFINITY);
 	for (int i = 0; i < n; i += R) {
 		if (i + R > n) {
-			softmax_nv(NV, 1, n - i, m, s + (size_t)i * m, w + (size_t)i * m, rows ? rows + i : NULL, keep, tail);
+			softmax_nv(NV, 1, n - i, m, s ? s + (size_t)i * m : NULL, w + (size_t)i * m, rows ? rows + i : NULL, keep,
+			           tail, gs, dd ? dd + (size_t)i * m : NULL);
 			return;
 		}
 		__m256 x[R][NV], vt[R], acc[R];
 		for (int r = 0; r < R; r++) {
-			const float *src = s + (size_t)(i + r) * m;
 			__m256 vmx = ninf, nan = zero;
 			for (int v = 0; v < NV; v++) {
-				__m256 y = v == NV - 1 ? _mm256_maskload_ps(src + 8 * v, tail) : _mm256_loadu_ps(src + 8 * v);
+#define LD8(ptr) (v == NV - 1 ? _mm256_maskload_ps((ptr) + 8 * v, tail) : _mm256_loadu_ps((ptr) + 8 * v))
+				__m256 y;
+				if (gs) { // gaussian's score, as it computes it
+					y = _mm256_fnmadd_ps(LD8(gs->hl), LD8(dd + (size_t)(i + r) * m), LD8(gs->logs));
+					if (gs->row) y = _mm256_add_ps(y, LD8(gs->row));
+				} else {
+					y = LD8(s + (size_t)(i + r) * m);
+				}
+#undef LD8
 				x[r][v] = _mm256_blendv_ps(ninf, y, keep[v]);
 				nan = _mm256_or_ps(nan, _mm256_cmp_ps(x[r][v], x[r][v], _CMP_UNORD_Q));
 				vmx = _mm256_max_ps(vmx, x[r][v]);
@@ -819,21 +834,29 @@ static inline void softmax_nv(const int NV, const int R, int n, int m, const flo
 // once, and the row is divided by it, not multiplied by its reciprocal.
 __attribute__((always_inline)) EM_TARGET512
 static inline void softmax16_nv(const int NV, const int R, int n, int m, const float *s, float *w, const float *rows,
-                                const __mmask16 *keep, const __mmask16 *in) {
+                                const __mmask16 *keep, const __mmask16 *in, const em_gs *gs, const float *dd) {
 	const __m512 zero = _mm512_setzero_ps(), ninf = _mm512_set1_ps(-INFINITY);
 	for (int i = 0; i < n; i += R) {
 		if (i + R > n) {
-			softmax16_nv(NV, 1, n - i, m, s + (size_t)i * m, w + (size_t)i * m, rows ? rows + i : NULL, keep, in);
+			softmax16_nv(NV, 1, n - i, m, s ? s + (size_t)i * m : NULL, w + (size_t)i * m, rows ? rows + i : NULL, keep,
+			             in, gs, dd ? dd + (size_t)i * m : NULL);
 			return;
 		}
 		__m512 x[R][NV], vt[R];
 		__m256 acc[R];
 		for (int r = 0; r < R; r++) {
-			const float *src = s + (size_t)(i + r) * m;
 			__m512 vmx = ninf;
 			__mmask16 nan = 0;
 			for (int v = 0; v < NV; v++) {
-				x[r][v] = _mm512_mask_loadu_ps(ninf, keep[v], src + 16 * v);
+				if (gs) { // gaussian's score, as gaussian16 computes it
+#define LD16(ptr) _mm512_maskz_loadu_ps(in[v], (ptr) + 16 * v)
+					__m512 y = _mm512_fnmadd_ps(LD16(gs->hl), LD16(dd + (size_t)(i + r) * m), LD16(gs->logs));
+					if (gs->row) y = _mm512_add_ps(y, LD16(gs->row));
+#undef LD16
+					x[r][v] = _mm512_mask_blend_ps(keep[v], ninf, y);
+				} else {
+					x[r][v] = _mm512_mask_loadu_ps(ninf, keep[v], s + (size_t)(i + r) * m + 16 * v);
+				}
 				nan |= _mm512_cmp_ps_mask(x[r][v], x[r][v], _CMP_UNORD_Q);
 				vmx = _mm512_max_ps(vmx, x[r][v]);
 			}
@@ -864,7 +887,8 @@ static inline void softmax16_nv(const int NV, const int R, int n, int m, const f
 
 // softmax16 is softmax for rows of 9 to 64 scores.
 EM_TARGET512
-static void softmax16(int n, int m, const float *km, float *s, float *w, const float *rows) {
+static void softmax16(int n, int m, const float *km, const float *s, float *w, const float *rows, const em_gs *gs,
+                      const float *dd) {
 	const int nv = (m + 15) / 16;
 	__mmask16 keep[4], in[4];
 	for (int v = 0; v < nv; v++) {
@@ -874,32 +898,34 @@ static void softmax16(int n, int m, const float *km, float *s, float *w, const f
 		if (km) keep[v] &= _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(in[v], km + 16 * v), _mm512_setzero_ps(), _CMP_NEQ_UQ);
 	}
 	switch (nv) {
-	case 1: softmax16_nv(1, 4, n, m, s, w, rows, keep, in); break;
-	case 2: softmax16_nv(2, 4, n, m, s, w, rows, keep, in); break;
-	case 3: softmax16_nv(3, 2, n, m, s, w, rows, keep, in); break;
-	default: softmax16_nv(4, 2, n, m, s, w, rows, keep, in); break;
+	case 1: softmax16_nv(1, 4, n, m, s, w, rows, keep, in, gs, dd); break;
+	case 2: softmax16_nv(2, 4, n, m, s, w, rows, keep, in, gs, dd); break;
+	case 3: softmax16_nv(3, 2, n, m, s, w, rows, keep, in, gs, dd); break;
+	default: softmax16_nv(4, 2, n, m, s, w, rows, keep, in, gs, dd); break;
 	}
 }
 #endif
 
-// softmax is emSoftmax: w [n×m] = softmax_j of s over the real keys, rows
-// outside rows (NULL: none) 0; padded keys get weight exactly 0 (s may be
-// w). The exponentials are exp_le0, as pf_exp_row computes them, summed
-// added in double, and the row is divided by the sum. A row of up to
-// 64 scores stays in registers (softmax_nv), the last vector under a lane
-// mask (padded lanes −∞, whose exponential is 0); longer rows take
-// softmax_long's passes.
+// softmax_gs is emSoftmax: w [n×m] = softmax_j of s over the real keys,
+// rows outside rows (NULL: none) 0; padded keys get weight exactly 0 (s
+// may be w). The exponentials are exp_le0, as pf_exp_row computes them,
+// summed added in double, and the row is divided by the sum. A row of up
+// to 64 scores stays in registers (softmax_nv), the last vector under a
+// lane mask (padded lanes −∞, whose exponential is 0); longer rows take
+// softmax_long's passes. With gs (m ≤ 64 only), the scores are not read
+// from s but made in registers as gaussian makes them, from gs and the
+// distances dd [n×m] (gauss_softmax).
 EM_TARGET
-static void softmax(const em_p *p, float *s, float *w, const float *rows) {
+static void softmax_gs(const em_p *p, const float *s, float *w, const float *rows, const em_gs *gs, const float *dd) {
 	const int n = p->n, m = p->m, nv = (m + 7) / 8;
 	const float *km = p->km;
 #ifdef EM_AVX512
 	if (m > 8 && m <= 64) {
-		softmax16(n, m, km, s, w, rows);
+		softmax16(n, m, km, s, w, rows, gs, dd);
 		return;
 	}
 #endif
-	if (m > 64) {
+	if (m > 64) { // never with gs (gauss_softmax)
 		for (int i = 0; i < n; i++) {
 			if (rows && rows[i] == 0)
 				memset(w + (size_t)i * m, 0, sizeof(float) * (size_t)m);
@@ -919,16 +945,20 @@ static void softmax(const em_p *p, float *s, float *w, const float *rows) {
 			keep[v] = _mm256_and_ps(keep[v], _mm256_cmp_ps(_mm256_maskload_ps(km + 8 * v, in), zero, _CMP_NEQ_UQ));
 	}
 	switch (nv) {
-	case 1: softmax_nv(1, 4, n, m, s, w, rows, keep, tail); break;
-	case 2: softmax_nv(2, 4, n, m, s, w, rows, keep, tail); break;
-	case 3: softmax_nv(3, 2, n, m, s, w, rows, keep, tail); break;
-	case 4: softmax_nv(4, 2, n, m, s, w, rows, keep, tail); break;
-	case 5: softmax_nv(5, 2, n, m, s, w, rows, keep, tail); break;
-	case 6: softmax_nv(6, 2, n, m, s, w, rows, keep, tail); break;
-	case 7: softmax_nv(7, 2, n, m, s, w, rows, keep, tail); break;
-	default: softmax_nv(8, 1, n, m, s, w, rows, keep, tail); break;
+	case 1: softmax_nv(1, 4, n, m, s, w, rows, keep, tail, gs, dd); break;
+	case 2: softmax_nv(2, 4, n, m, s, w, rows, keep, tail, gs, dd); break;
+	case 3: softmax_nv(3, 2, n, m, s, w, rows, keep, tail, gs, dd); break;
+	case 4: softmax_nv(4, 2, n, m, s, w, rows, keep, tail, gs, dd); break;
+	case 5: softmax_nv(5, 2, n, m, s, w, rows, keep, tail, gs, dd); break;
+	case 6: softmax_nv(6, 2, n, m, s, w, rows, keep, tail, gs, dd); break;
+	case 7: softmax_nv(7, 2, n, m, s, w, rows, keep, tail, gs, dd); break;
+	default: softmax_nv(8, 1, n, m, s, w, rows, keep, tail, gs, dd); break;
 	}
 }
+
+// softmax is softmax_gs of the scores s.
+EM_TARGET
+static void softmax(const em_p *p, const float *s, float *w, const float *rows) { softmax_gs(p, s, w, rows, NULL, NULL); }
 
 #ifdef EM_AVX512
 // softmax_back16 is softmax_back's second pass for m > 8, 16 lanes at a
@@ -991,12 +1021,9 @@ static void gaussian16(int n, int m, const float *logs, const float *hl, const f
 }
 #endif
 
-// gaussian is emGaussian with addRows fused: out_ij = (k/2) log λ_j −
-// (λ_j/2) D_ij + base_ij + row_j, base and row optional. cols is
-// scratch [2m].
-EM_TARGET
-static void gaussian(int n, int m, int k, const float *lambda, const float *dd, const float *base, const float *row,
-                     float *out, float *cols) {
+// gauss_cols sets cols [2m] to gaussian's column terms: (k/2) log λ_j,
+// then λ_j/2.
+static void gauss_cols(int m, int k, const float *lambda, float *cols) {
 	float half = (float)k / 2, *logs = cols, *hl = cols + m, prev = NAN, lp = 0;
 	for (int j = 0; j < m; j++) {
 		if (!(lambda[j] == prev)) // precisions not adapted are all one value
@@ -1004,6 +1031,16 @@ static void gaussian(int n, int m, int k, const float *lambda, const float *dd, 
 		logs[j] = lp;
 		hl[j] = lambda[j] * 0.5f;
 	}
+}
+
+// gaussian is emGaussian with addRows fused: out_ij = (k/2) log λ_j −
+// (λ_j/2) D_ij + base_ij + row_j, base and row optional. cols is
+// scratch [2m].
+EM_TARGET
+static void gaussian(int n, int m, int k, const float *lambda, const float *dd, const float *base, const float *row,
+                     float *out, float *cols) {
+	float *logs = cols, *hl = cols + m;
+	gauss_cols(m, k, lambda, cols);
 #ifdef EM_AVX512
 	if (m > 8) {
 		gaussian16(n, m, logs, hl, dd, base, row, out);
@@ -1033,6 +1070,26 @@ static void gaussian(int n, int m, int k, const float *lambda, const float *dd, 
 			o[j] = x;
 		}
 	}
+}
+
+// gauss_softmax is softmax(gaussian(…)) without gaussian's [n×m] pass:
+// w = softmax_j of the scores gaussian(n, m, k, λ, dd, NULL, row) over
+// the real keys, rows outside rows 0, each score made in registers with
+// gaussian's operations (a fused multiply-add, then + row_j), so the
+// weights are the two passes' bit for bit. Rows longer than softmax_gs
+// keeps in registers take the two passes, through sbuf [n×m].
+EM_TARGET
+static void gauss_softmax(const em_p *p, int k, const float *lambda, const float *dd, const float *row, float *w,
+                          const float *rows, float *sbuf, float *cols) {
+	const int n = p->n, m = p->m;
+	if (m > 64) {
+		gaussian(n, m, k, lambda, dd, NULL, row, sbuf, cols);
+		softmax(p, sbuf, w, rows);
+		return;
+	}
+	gauss_cols(m, k, lambda, cols);
+	const em_gs gs = {cols, cols + m, row};
+	softmax_gs(p, NULL, w, rows, &gs, dd);
 }
 
 #ifdef EM_AVX512
@@ -1353,8 +1410,7 @@ int EM_ENTRY(pf_em_forward)(const int *iv, const float *fv, const float *q, cons
 	for (int j = 0; j < m; j++) AL(0)[j] = h[H_ALPHA0];
 	dist(n, m, d, q, p->ldq, xi0, p->ldk, qq, tr.kn0, DK(0), ct);
 	for (int t = 0; t < tk; t++) {
-		gaussian(n, m, d, AL(t), DK(t), NULL, tr.lp0, sbuf, cols);
-		softmax(p, sbuf, WK(t), qm);
+		gauss_softmax(p, d, AL(t), DK(t), tr.lp0, WK(t), qm, sbuf, cols);
 		centres(p, WK(t), q, p->ldq, d, xi0, p->ldk, AL(t), h[H_THETA_XI], NK(t), AK(t), XI(t + 1));
 		sq_norms(XI(t + 1), m, d, d, cc);
 		dist(n, m, d, q, p->ldq, XI(t + 1), d, qq, cc, DK(t + 1), ct);
@@ -1363,7 +1419,10 @@ int EM_ENTRY(pf_em_forward)(const int *iv, const float *fv, const float *q, cons
 		else
 			memcpy(AL(t + 1), AL(t), sizeof(float) * (size_t)m);
 	}
-	gaussian(n, m, d, AL(tk), DK(tk), NULL, NULL, kf, cols);
+	// kf, the key term: propagation and value inference read it; without
+	// them the readout's weights are made from the distances directly
+	const int kf_read = p->pr || tv > 0;
+	if (kf_read) gaussian(n, m, d, AL(tk), DK(tk), NULL, NULL, kf, cols);
 
 	// §5: value propagation.
 	for (int j = 0; j < m; j++) BE(0)[j] = h[H_BETA0];
@@ -1399,10 +1458,14 @@ int EM_ENTRY(pf_em_forward)(const int *iv, const float *fv, const float *q, cons
 	}
 
 	// §3: value inference of every query unit.
-	for (int i = 0; i < n; i++)
-		for (int j = 0; j < m; j++) kf[(size_t)i * m + j] += log_pi[j];
 	const float *s0 = kf;
-	softmax(p, kf, WI(0), NULL);
+	if (kf_read) {
+		for (int i = 0; i < n; i++)
+			for (int j = 0; j < m; j++) kf[(size_t)i * m + j] += log_pi[j];
+		softmax(p, kf, WI(0), NULL);
+	} else { // log π is log π⁰: gaussian's row term
+		gauss_softmax(p, d, AL(tk), DK(tk), log_pi, WI(0), NULL, kf, cols);
+	}
 	mm(n, m, dv, 1, WI(0), m, 1, mu, ldmu, 0, RO(0), dv);
 	if (tv > 0) sq_norms(mu, m, dv, ldmu, cc);
 	for (int t = 0; t < tv; t++) {
