@@ -55,8 +55,12 @@
 // GemmKernelName); elsewhere the AVX2 kernel does. Its values are the
 // AVX2 kernel's bit for bit, not merely close: each element of C is a sum
 // over one 128-deep pass of k from +0, one fused multiply-add per p in
-// order, then C ← fma(α, sum, C) (or the bias on the first pass), in both
-// kernels and at every edge; they differ only in how C is tiled, which no
+// order, then C ← fma(α, sum, C) (or the bias on the first pass, or with
+// β = 0 a read-only row of +0, so that C is neither cleared first nor
+// read: fma(α, sum, +0) is what clearing it gave, bit for bit, and NaN
+// left in C does not leak in, as BLAS has it for β = 0;
+// TestGemmBetaZeroIgnoresC), in both kernels and at every edge; they
+// differ only in how C is tiled, which no
 // element depends on (TestGemmAVX512IsAVX2 compares the bits over sizes
 // around both kernels' blocks, transposes, strides, β and bias). So a
 // training run gives the same numbers on either. The environment
