@@ -448,7 +448,7 @@ func emRunForward[T float](k emKernel, in []*tensor.Dense, out []T) {
 		hdr          [][]T
 	}
 	workers := make([]*worker, runtime.GOMAXPROCS(0))
-	kernels.ParallelFor(d.g, func(w, g int) {
+	emForProblems(d, func(w, g int) {
 		if workers[w] == nil {
 			workers[w] = &worker{scratch: make([]T, kernels.EMScratchSize(d.n, d.m)), inS: make([]T, d.n)}
 		}
@@ -633,7 +633,7 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 	}
 	inC := kernels.EMRunsC[T]()
 	workers := make([]*worker, runtime.GOMAXPROCS(0))
-	kernels.ParallelFor(d.g, func(w, g int) {
+	emForProblems(d, func(w, g int) {
 		if workers[w] == nil {
 			workers[w] = &worker{inS: make([]T, d.n),
 				sc: kernels.CutBackScratch[T](d.n, d.m, d.d, d.dv, make([]T, kernels.EMBackScratchSize(d.n, d.m, d.d, d.dv)))}
@@ -808,6 +808,27 @@ func (s EMSpec) kernel() kernels.EMSpec {
 
 // updateBeta is s.kernel().UpdateBeta.
 func (s EMSpec) updateBeta(t int) bool { return s.kernel().UpdateBeta(t) }
+
+// emForProblems runs problem(w, g) for the op's problems g = b·H + h on
+// the workers, each on one worker w. With two or more examples a worker,
+// a worker takes whole examples, all their heads in order: without
+// SplitHeads the heads' columns lie side by side in the rows of q, k, v,
+// the readout and their gradients (8 floats a head at heads of 8, so two
+// heads to a 64-byte line), and a worker taking every other head wrote
+// into lines the other core was writing. Each problem's values depend on
+// its inputs alone, and the per-head sums run after, in a fixed order,
+// so the split changes no bit.
+func emForProblems(d emDims, problem func(w, g int)) {
+	if d.b < 2*runtime.GOMAXPROCS(0) || d.h == 1 {
+		kernels.ParallelFor(d.g, problem)
+		return
+	}
+	kernels.ParallelFor(d.b, func(w, bi int) {
+		for g := bi * d.h; g < (bi+1)*d.h; g++ {
+			problem(w, g)
+		}
+	})
+}
 
 // clearRows zeroes rows×w values of x whose rows are strided by ld.
 func clearRows[T float](x []T, rows, w, ld int) {
