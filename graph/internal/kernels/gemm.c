@@ -388,8 +388,39 @@ int pf_has_avx512(void) {
 	return (lo & 0xe6) == 0xe6;
 }
 
+// transpose16 transposes the 16×16 block r[0..15] in registers: r[i][j]
+// becomes r[j][i] (pairs of rows interleaved, then pairs of pairs, then
+// 128-bit lanes, twice).
+__attribute__((target(T512)))
+static inline void transpose16(__m512 r[16]) {
+	__m512 t[16], u[16];
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+		t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+	}
+	for (int g = 0; g < 16; g += 4) { // u[g+e] lane L: column 4L+e of rows g..g+3
+		__m512d t0 = _mm512_castps_pd(t[g]), t1 = _mm512_castps_pd(t[g + 1]);
+		__m512d t2 = _mm512_castps_pd(t[g + 2]), t3 = _mm512_castps_pd(t[g + 3]);
+		u[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+		u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+		u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+		u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+	}
+	for (int e = 0; e < 4; e++) {
+		__m512 a = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x88), b = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xdd);
+		__m512 c = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88), d = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xdd);
+		r[e] = _mm512_shuffle_f32x4(a, c, 0x88);
+		r[8 + e] = _mm512_shuffle_f32x4(a, c, 0xdd);
+		r[4 + e] = _mm512_shuffle_f32x4(b, d, 0x88);
+		r[12 + e] = _mm512_shuffle_f32x4(b, d, 0xdd);
+	}
+}
+
 // pack_b32 copies op(B)[p0:p0+kc, j0:j0+nc] into panels of 32 columns,
-// zero-padded: panel q holds row p at bp[q·kc·32 + p·32].
+// zero-padded: panel q holds row p at bp[q·kc·32 + p·32]. A transposed B
+// (an [n×k] weight read as its transpose, in dX = dY·Wᵀ) is copied 16×16
+// at a time through transpose16 rather than a float at a time: a copy, so
+// the values are the same whatever the order.
 __attribute__((target(T512)))
 static void pack_b32(int transB, const float *B, int ldb, int p0, int kc, int j0, int nc, float *bp) {
 	for (int q = 0; q * NR5 < nc; q++) {
@@ -406,12 +437,17 @@ static void pack_b32(int transB, const float *B, int ldb, int p0, int kc, int j0
 				_mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(m1, src + 16));
 			}
 		} else {
-			for (int c = 0; c < NR5; c++) {
-				if (c < w) {
-					const float *src = B + (size_t)(j + c) * ldb + p0;
-					for (int p = 0; p < kc; p++) dst[(size_t)p * NR5 + c] = src[p];
-				} else {
-					for (int p = 0; p < kc; p++) dst[(size_t)p * NR5 + c] = 0;
+			for (int c0 = 0; c0 < NR5; c0 += 16) { // the panel's two halves of 16 columns
+				int wc = w - c0; // columns of op(B) in this half; the rest are zero
+				for (int p = 0; p < kc; p += 16) {
+					int np = kc - p < 16 ? kc - p : 16;
+					__mmask16 pm = np == 16 ? 0xffff : (__mmask16)((1u << np) - 1);
+					__m512 r[16];
+					for (int c = 0; c < 16; c++)
+						r[c] = c < wc ? _mm512_maskz_loadu_ps(pm, B + (size_t)(j + c0 + c) * ldb + p0 + p)
+						              : _mm512_setzero_ps();
+					transpose16(r);
+					for (int i = 0; i < np; i++) _mm512_store_ps(dst + (size_t)(p + i) * NR5 + c0, r[i]);
 				}
 			}
 		}
