@@ -3,6 +3,8 @@ package optim
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync/atomic"
 
 	"github.com/probformer/probformer/graph"
 	"github.com/probformer/probformer/graph/internal/kernels"
@@ -120,7 +122,11 @@ func (a *Adam) Step(prog *graph.Program) (float64, error) {
 	bc1 := 1 - math.Pow(a.Beta1, t)
 	bc2 := 1 - math.Pow(a.Beta2, t)
 	// The update is element-wise: chunks of every parameter are shared
-	// between the cores.
+	// between the cores, each goroutine taking the next chunk from a
+	// counter, so one whose core another process holds for a while takes
+	// fewer (a fixed split would leave the caller to run a late helper's
+	// whole share). Which goroutine updates a chunk does not change its
+	// values.
 	type chunk struct{ i, lo, hi int }
 	var chunks []chunk
 	ms, vs := make([][]float64, len(used)), make([][]float64, len(used))
@@ -136,14 +142,21 @@ func (a *Adam) Step(prog *graph.Program) (float64, error) {
 			chunks = append(chunks, chunk{i, lo, min(lo+adamChunk, n)})
 		}
 	}
-	kernels.ParallelFor(len(chunks), func(_, c int) {
-		ch := chunks[c]
-		m, v := ms[ch.i][ch.lo:ch.hi], vs[ch.i][ch.lo:ch.hi]
-		switch w := used[ch.i].Data().(type) {
-		case []float32:
-			adamUpdate(a, w[ch.lo:ch.hi], grads[ch.i].([]float32)[ch.lo:ch.hi], m, v, scale, bc1, bc2)
-		case []float64:
-			adamUpdate(a, w[ch.lo:ch.hi], grads[ch.i].([]float64)[ch.lo:ch.hi], m, v, scale, bc1, bc2)
+	var next atomic.Int32
+	kernels.RunShares(min(runtime.GOMAXPROCS(0), len(chunks)), func(int) {
+		for {
+			c := int(next.Add(1)) - 1
+			if c >= len(chunks) {
+				return
+			}
+			ch := chunks[c]
+			m, v := ms[ch.i][ch.lo:ch.hi], vs[ch.i][ch.lo:ch.hi]
+			switch w := used[ch.i].Data().(type) {
+			case []float32:
+				adamUpdate(a, w[ch.lo:ch.hi], grads[ch.i].([]float32)[ch.lo:ch.hi], m, v, scale, bc1, bc2)
+			case []float64:
+				adamUpdate(a, w[ch.lo:ch.hi], grads[ch.i].([]float64)[ch.lo:ch.hi], m, v, scale, bc1, bc2)
+			}
 		}
 	})
 	return norm, nil

@@ -244,21 +244,42 @@ func RunShares(n int, f func(w int)) {
 // than the hand-over costs.
 const MinPart = 8192
 
+// maxChunks bounds how many chunks SplitRange cuts a range into. Chunks
+// of at least MinPart elements cost one hand-over each (an atomic add,
+// one kernel call); 16 of them let a helper that arrives late, parked
+// or with its core taken by another process, still take the chunks the
+// caller has not reached, where a fixed half would fall back to the
+// caller whole (RunShares gives it back).
+const maxChunks = 16
+
 // SplitRange calls f(lo, hi) on contiguous parts of [0, n), bounds on
-// multiples of align, one part per worker when n holds two or more parts
-// of MinPart. For element-wise loops, whose values do not depend on the
-// parts.
+// multiples of align, for element-wise loops, whose values do not depend
+// on the parts. When n holds two or more parts of MinPart and there are
+// two or more threads, the parts are chunks of about MinPart elements or
+// more (at most maxChunks of them), which the caller and the helpers take in
+// turn from a shared counter until none is left: each chunk is one call
+// of f on whichever goroutine is free, so a share's size follows how
+// much of the machine each goroutine gets. The chunk bounds depend only
+// on n and align, never on the threads.
 func SplitRange(n, align int, f func(lo, hi int)) {
-	parts := min(runtime.GOMAXPROCS(0), n/MinPart)
-	if parts <= 1 || align <= 0 {
+	workers := min(runtime.GOMAXPROCS(0), n/MinPart)
+	if workers <= 1 || align <= 0 {
 		f(0, n)
 		return
 	}
+	chunks := min(n/MinPart, maxChunks)
 	units := (n + align - 1) / align
-	RunShares(parts, func(w int) {
-		lo, hi := units*w/parts*align, min(units*(w+1)/parts*align, n)
-		if lo < hi {
-			f(lo, hi)
+	var next atomic.Int32
+	RunShares(workers, func(int) {
+		for {
+			c := int(next.Add(1)) - 1
+			if c >= chunks {
+				return
+			}
+			lo, hi := units*c/chunks*align, min(units*(c+1)/chunks*align, n)
+			if lo < hi {
+				f(lo, hi)
+			}
 		}
 	})
 }

@@ -2,6 +2,8 @@ package kernels
 
 import (
 	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -83,7 +85,7 @@ func TestRunSharesPanic(t *testing.T) {
 // pieces whose inner bounds fall on multiples of align.
 func TestSplitRange(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ n, align int }{{0, 8}, {5, 8}, {MinPart, 8}, {2*MinPart + 3, 8}, {65536, 64}, {3 * MinPart, 100}} {
+	for _, c := range []struct{ n, align int }{{0, 8}, {5, 8}, {MinPart, 8}, {2*MinPart + 3, 8}, {65536, 64}, {3 * MinPart, 100}, {1 << 20, 64}, {maxChunks*MinPart + 5, 8}} {
 		seen := make([]atomic.Int32, c.n)
 		SplitRange(c.n, c.align, func(lo, hi int) {
 			if lo%c.align != 0 || (hi != c.n && hi%c.align != 0) {
@@ -96,6 +98,41 @@ func TestSplitRange(t *testing.T) {
 		for i := range seen {
 			if seen[i].Load() != 1 {
 				t.Fatalf("n %d align %d: element %d covered %d times", c.n, c.align, i, seen[i].Load())
+			}
+		}
+	}
+}
+
+// TestSplitRangeChunks: the chunks SplitRange cuts are the same with
+// any number of threads from two up, at least MinPart long less the
+// rounding to align (but the last), and at most maxChunks of them.
+func TestSplitRangeChunks(t *testing.T) {
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	for _, c := range []struct{ n, align int }{{2 * MinPart, 8}, {3*MinPart + 7, 64}, {1 << 20, 64}, {1<<17 + 3, 100}} {
+		var first [][2]int
+		for _, procs := range []int{2, 3, 4} {
+			runtime.GOMAXPROCS(procs)
+			var mu sync.Mutex
+			var parts [][2]int
+			SplitRange(c.n, c.align, func(lo, hi int) {
+				mu.Lock()
+				parts = append(parts, [2]int{lo, hi})
+				mu.Unlock()
+			})
+			slices.SortFunc(parts, func(a, b [2]int) int { return a[0] - b[0] })
+			if len(parts) > maxChunks || len(parts) < 2 {
+				t.Errorf("n %d, %d threads: %d chunks", c.n, procs, len(parts))
+			}
+			for _, p := range parts[:len(parts)-1] {
+				if p[1]-p[0] < MinPart-c.align {
+					t.Errorf("n %d, %d threads: chunk %v below MinPart", c.n, procs, p)
+				}
+			}
+			if first == nil {
+				first = parts
+			} else if !slices.Equal(first, parts) {
+				t.Errorf("n %d: chunks %v with %d threads, %v with 2", c.n, parts, procs, first)
 			}
 		}
 	}
