@@ -229,7 +229,7 @@ func (op customOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error
 		return nil, fmt.Errorf("%s has no gradient", op.k.name())
 	}
 	var gs []*Node
-	err := catch(func() { gs = d.grads(inputs, output, grad) })
+	err := catch(func() { gs = d.grads(inputs, output, ownGradSum(grad)) })
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 type Program struct {
 	params   *Params
 	vm       G.VM
+	runs     *G.ExprGraph // the graph vm runs: b.g less the sums stepgradsum.go replaced
 	train    bool
 	used     []*Param
 	usedN    []*Node
@@ -108,7 +109,8 @@ func (p *Program) finish(b *Builder) (err error) {
 			return fmt.Errorf("differentiate loss: %w", err)
 		}
 	}
-	p.vm = G.NewTapeMachine(b.g)
+	p.runs = liveGraph(b.g)
+	p.vm = G.NewTapeMachine(p.runs)
 	return nil
 }
 

@@ -1,0 +1,102 @@
+package graph
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gorgonia.org/tensor"
+)
+
+// TestGradSumIsGorgonias: where a node feeds several ops (the input of
+// two linears and a residual, three gradients summed), the program
+// builds its own sums (no Gorgonia Add of tensors is left in the graph
+// it runs)
+// and gives the loss and every gradient of the program built with
+// Gorgonia's sums bit for bit, in both dtypes, and on sizes below and
+// above the point where the sums are split between the cores.
+func TestGradSumIsGorgonias(t *testing.T) {
+	for _, dt := range []DType{Float32, Float64} {
+		for _, rows := range []int{6, 700} {
+			const d = 64
+			fn := func(b *Builder) error {
+				x := b.Input("x", rows, d)
+				h := Linear(x, b.Param("a.w", []int{d, d}, Glorot), b.Param("a.b", []int{d}, Normal(0.1)))
+				u := LinearReLU(h, b.Param("u.w", []int{d, d}, Glorot), b.Param("u.b", []int{d}, Normal(0.1)))
+				v := Linear(h, b.Param("v.w", []int{d, d}, Glorot), nil)
+				y := Add(Add(u, v), h)
+				b.SetLoss(Mean(Square(y)))
+				return nil
+			}
+			x := make([]float64, rows*d)
+			rng := rand.New(rand.NewPCG(uint64(rows), 7))
+			for i := range x {
+				x[i] = rng.NormFloat64()
+			}
+			run := func(gorgonia bool) (float64, map[string][]float64, int) {
+				gorgoniaGradSums = gorgonia
+				defer func() { gorgoniaGradSums = false }()
+				p, err := Compile(NewParams(dt, 3), fn, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				adds := 0
+				for _, n := range p.runs.AllNodes() {
+					if n.Op() != nil && n.Op().String() == "+ false" && len(n.Shape()) > 0 {
+						adds++
+					}
+				}
+				if err := p.Feed("x", x); err != nil {
+					t.Fatal(err)
+				}
+				if err := p.Run(); err != nil {
+					t.Fatal(err)
+				}
+				g, err := p.Gradients()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p.Loss(), g, adds
+			}
+			wantLoss, want, gAdds := run(true)
+			loss, got, adds := run(false)
+			if gAdds == 0 {
+				t.Fatalf("%v rows %d: the graph has no gradient sums to replace", dt, rows)
+			}
+			if adds != 0 {
+				t.Errorf("%v rows %d: %d of Gorgonia's sums left in the graph", dt, rows, adds)
+			}
+			if math.Float64bits(loss) != math.Float64bits(wantLoss) {
+				t.Errorf("%v rows %d: loss %v, want %v", dt, rows, loss, wantLoss)
+			}
+			for name, w := range want {
+				for i := range w {
+					if math.Float64bits(got[name][i]) != math.Float64bits(w[i]) {
+						t.Fatalf("%v rows %d: gradient of %s [%d] = %v, want %v", dt, rows, name, i, got[name][i], w[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGradSumKernel: the kernel adds element by element, on both cores
+// when large, as the Go loop does.
+func TestGradSumKernel(t *testing.T) {
+	for _, n := range []int{1, 13, 70001} {
+		a, b := make([]float32, n), make([]float32, n)
+		for i := range a {
+			a[i], b[i] = float32(i)*0.37-5, float32(n-i)*1.3e-3
+		}
+		out := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(n))
+		in := []*tensor.Dense{tensor.New(tensor.WithShape(n), tensor.WithBacking(a)), tensor.New(tensor.WithShape(n), tensor.WithBacking(b))}
+		if err := (gradSumKernel{}).do(in, out); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range out.Data().([]float32) {
+			if v != a[i]+b[i] {
+				t.Fatalf("n %d: [%d] = %v, want %v", n, i, v, a[i]+b[i])
+			}
+		}
+	}
+}
