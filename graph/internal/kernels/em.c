@@ -1553,10 +1553,12 @@ static void propagate_back(const em_p *p, em_tr tr, float *gvals, int gldx, floa
 		dmu = dmu_old, dbe = dbe_old, dlp = dlp_old;
 	}
 	add_rows_into(m, dv, dmu, gmu0, gldv);
+	float gb = gh[H_BETA0]; // a register, not a store and a load a unit
 	for (int j = 0; j < m; j++) {
-		gh[H_BETA0] += dbe[j]; // padded units too: their β is β⁰
+		gb += dbe[j]; // padded units too: their β is β⁰
 		if (real_key(p, j)) b->lp0[j] += dlp[j];
 	}
+	gh[H_BETA0] = gb;
 }
 
 // add_weight_seed adds the weights' seed sw [N×M] (NULL: none) to dw at
@@ -1700,10 +1702,12 @@ int EM_ENTRY(pf_em_backward)(const int *iv, const float *fv, const float *q, con
 		propagate_back(p, tr, gvals, gldx, gmu0, gldv, gh, b);
 	} else {
 		add_rows_into(m, dv, dmu, gmu0, gldv);
+		float gb = gh[H_BETA0]; // a register: gh may alias the arrays, for the compiler
 		for (int j = 0; j < m; j++) {
-			gh[H_BETA0] += dbe[j]; // padded units too: their β is β⁰
+			gb += dbe[j]; // padded units too: their β is β⁰
 			b->lp0[j] += dlp[j];
 		}
+		gh[H_BETA0] = gb;
 	}
 
 	// §4 backward.
@@ -1735,10 +1739,13 @@ int EM_ENTRY(pf_em_backward)(const int *iv, const float *fv, const float *q, con
 	}
 	dist_back(n, m, d, q, p->ldq, xi0, p->ldk, DK(0), dd, gq, gldq, gxi0, gldk, b->rs, b->cs);
 	add_rows_into(m, d, dxi, gxi0, gldk);
-	for (int j = 0; j < m; j++) gh[H_ALPHA0] += dal[j]; // padded units too: their α is α⁰
+	float ga = gh[H_ALPHA0];
+	for (int j = 0; j < m; j++) ga += dal[j]; // padded units too: their α is α⁰
 
-	// §2 backward: log π⁰ = z − logsumexp(z) over the real units.
-	float total = 0;
+	// §2 backward: log π⁰ = z − logsumexp(z) over the real units. The
+	// sums into gh run in registers ga, gb (gxi0's stores may alias gh,
+	// for the compiler, which then stored and reloaded them a unit).
+	float total = 0, gb = gh[H_BETA0];
 	for (int j = 0; j < m; j++)
 		if (real_key(p, j)) total += b->lp0[j];
 	for (int j = 0; j < m; j++) {
@@ -1748,11 +1755,12 @@ int EM_ENTRY(pf_em_backward)(const int *iv, const float *fv, const float *q, con
 			glogits[j] += dz;
 			continue;
 		}
-		gh[H_ALPHA0] += dz * tr.kn0[j] / 2;
-		gh[H_BETA0] += dz * tr.vn0[j] / 2;
+		ga += dz * tr.kn0[j] / 2;
+		gb += dz * tr.vn0[j] / 2;
 		float fa = dz * h[H_ALPHA0], fb = dz * h[H_BETA0];
 		for (int k = 0; k < d; k++) gxi0[(size_t)j * gldk + k] += fa * xi0[(size_t)j * p->ldk + k];
 		for (int k = 0; k < dv; k++) gmu0[(size_t)j * gldv + k] += fb * mu0[(size_t)j * p->ldv + k];
 	}
+	gh[H_ALPHA0] = ga, gh[H_BETA0] = gb;
 	return 0;
 }
