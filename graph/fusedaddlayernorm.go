@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"gorgonia.org/tensor"
 
@@ -79,9 +80,51 @@ func (k addLayerNormKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 }
 
 func (k addLayerNormKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
+	if !k.dropout && k.fused32(in, out) {
+		return nil
+	}
 	s := k.sumOf(in)
 	k.sum.fresh = true
 	return k.ln.do([]*tensor.Dense{s, in[k.params()], in[k.params()+1]}, out)
+}
+
+// fused32 runs the float32 residual and layer norm without dropout as
+// one pass over the rows (layernorm.c's pf_add_layernorm_fwd), in row
+// chunks on both cores: each row of the sum is normalised while it is
+// in cache, where sumOf then LayerNorm write it out and read it back.
+// Its values are theirs: the same float32 sums, then the same row
+// arithmetic. It reports false, having set nothing fresh, where the C
+// kernel does not run (no AVX2, d not a multiple of 8).
+func (k addLayerNormKernel) fused32(in []*tensor.Dense, out *tensor.Dense) bool {
+	x, ok := in[0].Data().([]float32)
+	y, ok2 := out.Data().([]float32)
+	if !ok || !ok2 {
+		return false
+	}
+	f, g, b := in[1].Data().([]float32), in[2].Data().([]float32), in[3].Data().([]float32)
+	d := len(g)
+	if d == 0 || len(x)%d != 0 || len(f) != len(x) || len(y) != len(x) {
+		return false
+	}
+	st := k.ln.saved
+	st.fresh, k.sum.fresh = false, false
+	rows := len(x) / d
+	if len(st.mean32) != rows {
+		st.mean32, st.rstd32 = make([]float32, rows), make([]float32, rows)
+	}
+	s := keep[float32](&k.sum.s, len(x))
+	var failed atomic.Bool
+	kernels.SplitRange(len(x), d, func(lo, hi int) {
+		if !kernels.AddLayerNormFwd32(x[lo:hi], f[lo:hi], g, b, s[lo:hi], y[lo:hi], k.ln.eps, st.mean32[lo/d:hi/d], st.rstd32[lo/d:hi/d]) {
+			failed.Store(true)
+		}
+	})
+	if failed.Load() {
+		return false
+	}
+	st.fresh, st.fast = true, true
+	k.sum.fresh = true
+	return true
 }
 
 // sumOf forms x + f ⊙ D from the node's inputs in the kept buffer, as a

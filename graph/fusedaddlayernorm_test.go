@@ -2,8 +2,11 @@ package graph
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
+
+	"gorgonia.org/tensor"
 
 	"github.com/probformer/probformer/graph/graphtest"
 )
@@ -104,6 +107,55 @@ func TestDropoutAddLayerNormMask(t *testing.T) {
 		}
 		if err := p.Feed("res.drop", make([]float64, 24)); (err == nil) != train {
 			t.Fatalf("train=%v: feeding the mask: %v", train, err)
+		}
+	}
+}
+
+// TestAddLayerNormOnePassIsTwo: the float32 residual and layer norm in
+// one pass over the rows (fused32, layernorm.c's pf_add_layernorm_fwd)
+// give the sum, the output and the saved row statistics of the sum then
+// the layer norm (sumOf, layerNormKernel.do) bit for bit, split between
+// the cores or not.
+func TestAddLayerNormOnePassIsTwo(t *testing.T) {
+	for _, rows := range []int{3, 1000} {
+		const d = 64
+		rng := rand.New(rand.NewPCG(uint64(rows), 5))
+		vals := func(n int, s float64) []float32 {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32(rng.NormFloat64() * s)
+			}
+			return v
+		}
+		in := []*tensor.Dense{
+			tensor.New(tensor.WithShape(rows, d), tensor.WithBacking(vals(rows*d, 3))),
+			tensor.New(tensor.WithShape(rows, d), tensor.WithBacking(vals(rows*d, 0.5))),
+			tensor.New(tensor.WithShape(d), tensor.WithBacking(vals(d, 1))),
+			tensor.New(tensor.WithShape(d), tensor.WithBacking(vals(d, 1))),
+		}
+		one, two := newAddLayerNorm(1e-5, false), newAddLayerNorm(1e-5, false)
+		y1 := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(rows, d))
+		y2 := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(rows, d))
+		if !one.fused32(in, y1) {
+			t.Skip("no C layer norm here")
+		}
+		s := two.sumOf(in)
+		if err := two.ln.do([]*tensor.Dense{s, in[2], in[3]}, y2); err != nil {
+			t.Fatal(err)
+		}
+		same := func(what string, a, b []float32) {
+			for i := range a {
+				if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+					t.Fatalf("rows %d: %s[%d] = %v, two passes give %v", rows, what, i, a[i], b[i])
+				}
+			}
+		}
+		same("sum", one.sum.s.([]float32), two.sum.s.([]float32))
+		same("y", y1.Data().([]float32), y2.Data().([]float32))
+		same("mean", one.ln.saved.mean32, two.ln.saved.mean32)
+		same("rstd", one.ln.saved.rstd32, two.ln.saved.rstd32)
+		if !one.sum.fresh || !one.ln.saved.fresh || !one.ln.saved.fast {
+			t.Errorf("rows %d: saved sum or statistics not marked fresh", rows)
 		}
 	}
 }

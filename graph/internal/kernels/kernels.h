@@ -29,6 +29,8 @@ void pf_softmax_rows512(float *p, int n, int m, const float *mask, int causal);
 // layernorm.c (layernorm_cgo.go)
 void pf_layernorm_fwd(const float *x, const float *g, const float *b, float *y, int rows, int d, float eps,
                       float *mean, float *rstd);
+void pf_add_layernorm_fwd(const float *x, const float *f, const float *g, const float *b, float *s, float *y,
+                          int rows, int d, float eps, float *mean, float *rstd);
 void pf_layernorm_bwd(const float *x, const float *g, const float *go, const float *mean, const float *rstd,
                       float *dx, float *dgamma, float *dbeta, int rows, int d);
 

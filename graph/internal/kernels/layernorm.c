@@ -9,31 +9,52 @@
 #include "kernels.h"
 #include "simd.h"
 
+// ln_row normalises one row xr [d] (d a multiple of 8) into yr with gain
+// g and bias b, recording its mean and 1/√(σ²+ε): pf_layernorm_fwd's and
+// pf_add_layernorm_fwd's row, one code for both so their values agree.
+__attribute__((target("avx2,fma")))
+static inline void ln_row(const float *xr, const float *g, const float *b, float *yr, int d, float eps,
+                          float *mean, float *rstd) {
+	__m256 s = _mm256_setzero_ps();
+	for (int j = 0; j < d; j += 8) s = _mm256_add_ps(s, _mm256_loadu_ps(xr + j));
+	float mu = hsum(s) / d;
+	__m256 vm = _mm256_set1_ps(mu);
+	s = _mm256_setzero_ps();
+	for (int j = 0; j < d; j += 8) {
+		__m256 c = _mm256_sub_ps(_mm256_loadu_ps(xr + j), vm);
+		s = _mm256_fmadd_ps(c, c, s);
+	}
+	float rs = 1.0f / _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(hsum(s) / d + eps)));
+	*mean = mu;
+	*rstd = rs;
+	__m256 vr = _mm256_set1_ps(rs);
+	for (int j = 0; j < d; j += 8) {
+		__m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(xr + j), vm), vr);
+		_mm256_storeu_ps(yr + j, _mm256_fmadd_ps(xh, _mm256_loadu_ps(g + j), _mm256_loadu_ps(b + j)));
+	}
+}
+
 // pf_layernorm_fwd normalises rows of x [rows×d] (d a multiple of 8) into
 // y with gain g and bias b, recording each row's mean and 1/√(σ²+ε).
 __attribute__((target("avx2,fma")))
 void pf_layernorm_fwd(const float *x, const float *g, const float *b, float *y, int rows, int d, float eps,
                       float *mean, float *rstd) {
+	for (int r = 0; r < rows; r++)
+		ln_row(x + (size_t)r * d, g, b, y + (size_t)r * d, d, eps, mean + r, rstd + r);
+}
+
+// pf_add_layernorm_fwd sets s = x + f [rows×d] (pf_add_repeat's sums) and
+// normalises s into y as pf_layernorm_fwd does, a row at a time: each row
+// of s is normalised while it is still in L1, rather than written out
+// whole and read back.
+__attribute__((target("avx2,fma")))
+void pf_add_layernorm_fwd(const float *x, const float *f, const float *g, const float *b, float *s, float *y,
+                          int rows, int d, float eps, float *mean, float *rstd) {
 	for (int r = 0; r < rows; r++) {
-		const float *xr = x + (size_t)r * d;
-		float *yr = y + (size_t)r * d;
-		__m256 s = _mm256_setzero_ps();
-		for (int j = 0; j < d; j += 8) s = _mm256_add_ps(s, _mm256_loadu_ps(xr + j));
-		float mu = hsum(s) / d;
-		__m256 vm = _mm256_set1_ps(mu);
-		s = _mm256_setzero_ps();
-		for (int j = 0; j < d; j += 8) {
-			__m256 c = _mm256_sub_ps(_mm256_loadu_ps(xr + j), vm);
-			s = _mm256_fmadd_ps(c, c, s);
-		}
-		float rs = 1.0f / _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(hsum(s) / d + eps)));
-		mean[r] = mu;
-		rstd[r] = rs;
-		__m256 vr = _mm256_set1_ps(rs);
-		for (int j = 0; j < d; j += 8) {
-			__m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(xr + j), vm), vr);
-			_mm256_storeu_ps(yr + j, _mm256_fmadd_ps(xh, _mm256_loadu_ps(g + j), _mm256_loadu_ps(b + j)));
-		}
+		size_t o = (size_t)r * d;
+		for (int j = 0; j < d; j += 8)
+			_mm256_storeu_ps(s + o + j, _mm256_add_ps(_mm256_loadu_ps(x + o + j), _mm256_loadu_ps(f + o + j)));
+		ln_row(s + o, g, b, y + o, d, eps, mean + r, rstd + r);
 	}
 }
 

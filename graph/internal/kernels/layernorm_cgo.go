@@ -18,6 +18,21 @@ func LayerNormFwd32(x, g, b, y []float32, eps float64, mean, rstd []float32) boo
 	return true
 }
 
+// AddLayerNormFwd32 runs layernorm.c's residual and layer norm: s = x + f
+// (the values of AddRepeat32 on equal lengths), then LayerNormFwd32 of
+// s, row by row; it reports whether it did.
+func AddLayerNormFwd32(x, f, g, b, s, y []float32, eps float64, mean, rstd []float32) bool {
+	d := len(g)
+	if hasAVX2() == 0 || d%8 != 0 || len(x) == 0 || len(x)%d != 0 || len(mean) != len(x)/d || len(rstd) != len(mean) ||
+		len(f) != len(x) || len(s) != len(x) || len(y) != len(x) || len(b) != d {
+		return false
+	}
+	C.pf_add_layernorm_fwd((*C.float)(&x[0]), (*C.float)(&f[0]), (*C.float)(&g[0]), (*C.float)(&b[0]),
+		(*C.float)(&s[0]), (*C.float)(&y[0]), C.int(len(x)/d), C.int(d), C.float(eps), (*C.float)(&mean[0]),
+		(*C.float)(&rstd[0]))
+	return true
+}
+
 // LayerNormBwd32 runs layernorm.c's backward: dx, and dgamma and dbeta
 // accumulated (the caller zeroes them), from the forward's statistics.
 func LayerNormBwd32(x, g, gOut, mean, rstd, dx, dgamma, dbeta []float32) bool {

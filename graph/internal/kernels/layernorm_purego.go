@@ -2,7 +2,8 @@
 
 package kernels
 
-// LayerNormFwd32 and LayerNormBwd32 have no pure-Go fast path: the layer
-// norm kernels run their Go loops.
-func LayerNormFwd32(_, _, _, _ []float32, _ float64, _, _ []float32) bool { return false }
-func LayerNormBwd32(_, _, _, _, _, _, _, _ []float32) bool                { return false }
+// LayerNormFwd32, AddLayerNormFwd32 and LayerNormBwd32 have no pure-Go
+// fast path: the layer norm kernels run their Go loops.
+func LayerNormFwd32(_, _, _, _ []float32, _ float64, _, _ []float32) bool          { return false }
+func AddLayerNormFwd32(_, _, _, _, _, _ []float32, _ float64, _, _ []float32) bool { return false }
+func LayerNormBwd32(_, _, _, _, _, _, _, _ []float32) bool                         { return false }
