@@ -359,21 +359,6 @@ static void transpose_rows512(const float *x, int ldx, int rows, int w, float *t
 	}
 }
 
-// prefetch_rows asks for the cache lines of rows × w floats (rows
-// strided by ld) ahead of their use. A head's rows are a few dozen lines,
-// one per row at the models' width, a row of a larger matrix apart, and
-// its loads of them came one per loop step, each a miss to L2 or beyond
-// waited on in turn; prefetched together at the head's start the misses
-// overlap. Only timing changes: no value is read or written.
-__attribute__((always_inline)) PF_AVX512
-static inline void prefetch_rows(const float *x, int ld, int rows, int w) {
-	for (int r = 0; r < rows; r++) {
-		const char *row = (const char *)(x + (size_t)r * ld);
-		for (int o = 0; o < w; o += 16) _mm_prefetch(row + 4 * (size_t)o, _MM_HINT_T0);
-		_mm_prefetch(row + 4 * (size_t)(w - 1), _MM_HINT_T0); // a row that crosses a line
-	}
-}
-
 // attn_head_fwd512 is attn_head_fwd with AVX-512.
 PF_AVX512
 static void attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n,
@@ -381,10 +366,6 @@ static void attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, c
                              const float *drop, float *p, float *out, int ldo) {
 	const int m8 = (m + 7) & ~7;
 	float kt[MAXW * MAXW], s[MAXW * MAXW];
-	prefetch_rows(k, ldk, m, d);
-	prefetch_rows(q, ldq, n, d);
-	prefetch_rows(v, ldv, m, dv);
-	prefetch_rows(out, ldo, n, dv);
 	transpose_rows512(k, ldk, m, d, kt, m8);              // kt [d×m8]
 	rows_axpy512(n, d, m, scale, q, ldq, 1, kt, m8, p, m); // p [n×m]
 	if (bias) add_rows(bias, p, n * m);
@@ -424,13 +405,6 @@ void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const
                          float *dq, float *dk, float *dvv) {
 	const int m8 = (m + 7) & ~7;
 	float vt[MAXW * MAXW], ds[MAXW * MAXW];
-	prefetch_rows(g, ldg, n, dv);
-	prefetch_rows(v, ldv, m, dv);
-	prefetch_rows(k, ldk, m, d);
-	prefetch_rows(q, ldq, n, d);
-	prefetch_rows(dvv, ldv, m, dv);
-	prefetch_rows(dq, ldq, n, d);
-	prefetch_rows(dk, ldk, m, d);
 	// dv [m×dv]: row j = Σ_i (P ⊙ D)[i][j] G[i]
 	const float *w = p;
 	if (drop) {
