@@ -898,10 +898,10 @@ static void softmax16(int n, int m, const float *km, const float *s, float *w, c
 		if (km) keep[v] &= _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(in[v], km + 16 * v), _mm512_setzero_ps(), _CMP_NEQ_UQ);
 	}
 	switch (nv) {
-	case 1: softmax16_nv(1, 4, n, m, s, w, rows, keep, in, gs, dd); break;
+	case 1: softmax16_nv(1, 8, n, m, s, w, rows, keep, in, gs, dd); break;
 	case 2: softmax16_nv(2, 4, n, m, s, w, rows, keep, in, gs, dd); break;
-	case 3: softmax16_nv(3, 2, n, m, s, w, rows, keep, in, gs, dd); break;
-	default: softmax16_nv(4, 2, n, m, s, w, rows, keep, in, gs, dd); break;
+	case 3: softmax16_nv(3, 4, n, m, s, w, rows, keep, in, gs, dd); break;
+	default: softmax16_nv(4, 3, n, m, s, w, rows, keep, in, gs, dd); break;
 	}
 }
 #endif
@@ -1095,13 +1095,32 @@ static void gauss_softmax(const em_p *p, int k, const float *lambda, const float
 #ifdef EM_AVX512
 // gaussian_back16 is gaussian_back's loop over blocks of columns for
 // the first m8 (a multiple of 8) of the m columns, 16 down all rows at a
-// time: the AVX2 loop's operations lane for lane (a masked lane's λ
-// reads 1).
+// time (32, two independent sums, where they fit): the AVX2 loop's
+// operations lane for lane (a masked lane's λ reads 1).
 EM_TARGET512
 static void gaussian_back16(int n, int m, int m8, float half, const float *lambda, const float *dist, const float *ds,
                             float *dlambda, float *dd) {
 	const __m512 wh = _mm512_set1_ps(0.5f), whalf = _mm512_set1_ps(half), wm = _mm512_set1_ps(-0.5f);
-	for (int j = 0; j < m8; j += 16) {
+	int j = 0;
+	for (; j + 32 <= m8; j += 32) { // two blocks down the rows at once: two chains of adds in flight
+		const __m512 lam0 = _mm512_loadu_ps(lambda + j), inv0 = _mm512_div_ps(whalf, lam0), hl0 = _mm512_mul_ps(wm, lam0);
+		const __m512 lam1 = _mm512_loadu_ps(lambda + j + 16), inv1 = _mm512_div_ps(whalf, lam1),
+		             hl1 = _mm512_mul_ps(wm, lam1);
+		__m512 acc0 = _mm512_loadu_ps(dlambda + j), acc1 = _mm512_loadu_ps(dlambda + j + 16);
+		for (int i = 0; i < n; i++) {
+			const size_t at = (size_t)i * m + j;
+			__m512 gv0 = _mm512_loadu_ps(ds + at), gv1 = _mm512_loadu_ps(ds + at + 16);
+			acc0 = _mm512_add_ps(acc0, _mm512_mul_ps(gv0, _mm512_sub_ps(inv0, _mm512_mul_ps(_mm512_loadu_ps(dist + at), wh))));
+			acc1 = _mm512_add_ps(acc1, _mm512_mul_ps(gv1, _mm512_sub_ps(inv1, _mm512_mul_ps(_mm512_loadu_ps(dist + at + 16), wh))));
+			if (dd) {
+				_mm512_storeu_ps(dd + at, _mm512_mul_ps(hl0, gv0));
+				_mm512_storeu_ps(dd + at + 16, _mm512_mul_ps(hl1, gv1));
+			}
+		}
+		_mm512_storeu_ps(dlambda + j, acc0);
+		_mm512_storeu_ps(dlambda + j + 16, acc1);
+	}
+	for (; j < m8; j += 16) {
 		const __mmask16 k = mask16(m8 - j);
 		const __m512 lam = _mm512_mask_loadu_ps(_mm512_set1_ps(1), k, lambda + j), inv = _mm512_div_ps(whalf, lam),
 		             hl = _mm512_mul_ps(wm, lam);
