@@ -2,7 +2,14 @@
 
 package kernels
 
-// #include "kernels.h"
+// The header is included through -I${SRCDIR} with angle brackets, not
+// as "kernels.h": cgo compiles its probe of the C names from a file in
+// $TMPDIR, and a quoted include looks in that file's directory first, so
+// a stray kernels.h there (an old copy in /tmp, say) would hide the
+// declarations added since.
+
+// #cgo CFLAGS: -I${SRCDIR}
+// #include <kernels.h>
 import "C"
 
 // LayerNormFwd32 runs layernorm.c's forward over the rows of x (row length
