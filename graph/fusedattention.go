@@ -349,11 +349,11 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 			bh = bias[i*n*m : (i+1)*n*m]
 		}
 		qh, kh, vh, oh := q[bi*n*g.ldq+h*d:], k[bi*m*g.ldk+h*d:], v[bi*m*g.ldv+h*dv:], out[bi*n*hv+h*dv:]
-		defer addResidual(a.residual, n, d, qh, g.ldq, oh, hv) // after either path
 		if headForward32(a, g, qh, kh, vh, mask, bh, dh, bi, p, oh) {
 			scratch[w].cHeads++
 			return
 		}
+		defer addResidual(a.residual, n, d, qh, g.ldq, oh, hv)
 		weights(a, q, k, mask, bh, bi, h, n, m, d, g.ldq, g.ldk, p)
 		if dh != nil {
 			if scratch[w].pd == nil {
@@ -529,7 +529,6 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 		}
 		qh, kh, vh, gh := q[bi*n*ldq+h*d:], k[bi*m*ldk+h*d:], v[bi*m*ldv+h*dv:], gOut[bi*n*hv+h*dv:]
 		dqh, dkh, dvh := dq[bi*n*ldq+h*d:], dk[bi*m*ldk+h*d:], dvv[bi*m*ldv+h*dv:]
-		defer addResidual(a.residual, n, d, gh, hv, dqh, ldq) // dq += G, after either path
 		if headBackward32(a, geo, qh, kh, vh, gh, p, dh, scale, dqh, dkh, dvh) {
 			scratch[w].cHeads++
 			return
@@ -555,6 +554,7 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 		}
 		kernels.Gemm(false, false, n, d, m, scale, dp, m, kh, ldk, 0, dqh, ldq)
 		kernels.Gemm(true, false, m, d, n, scale, dp, m, qh, ldq, 0, dkh, ldk)
+		addResidual(a.residual, n, d, gh, hv, dqh, ldq)
 	})
 	// the softmax weights again where none were saved, then g vᵀ, pᵀ g, ds k, dsᵀ q
 	recompute := 0
@@ -613,14 +613,13 @@ func headForward32[T float](a attentionKernel, g geometry, q, k, v, mask, bias, 
 		mrow = any(mask).([]float32)[bi*m : (bi+1)*m]
 	}
 	hv := a.heads * dv
-	if bias != nil {
-		return kernels.AttnHeadFwdBias32(q32, g.ldq, any(k).([]float32), g.ldk, any(v).([]float32), g.ldv, n, m, d, dv,
-			float32(1/math.Sqrt(float64(d))), mrow, a.causal, any(bias).([]float32), any(drop).([]float32),
-			any(p).([]float32), any(out).([]float32), hv)
+	var res []float32
+	if a.residual {
+		res = q32
 	}
-	return kernels.AttnHeadFwd32(q32, g.ldq, any(k).([]float32), g.ldk, any(v).([]float32), g.ldv, n, m, d, dv,
-		float32(1/math.Sqrt(float64(d))), mrow, a.causal, any(drop).([]float32), any(p).([]float32),
-		any(out).([]float32), hv)
+	return kernels.AttnHeadFwdRes32(q32, g.ldq, any(k).([]float32), g.ldk, any(v).([]float32), g.ldv, n, m, d, dv,
+		float32(1/math.Sqrt(float64(d))), mrow, a.causal, any(bias).([]float32), any(drop).([]float32),
+		any(p).([]float32), any(out).([]float32), hv, res, g.ldq)
 }
 
 // headBackward32 runs one float32 head's backward in attention.c where it
@@ -632,7 +631,11 @@ func headBackward32[T float](a attentionKernel, geo geometry, q, k, v, g, p, dro
 		return false
 	}
 	n, m, d, dv := geo.n, geo.m, geo.d, geo.dv
-	return kernels.AttnHeadBwd32(q32, geo.ldq, any(k).([]float32), geo.ldk, any(v).([]float32), geo.ldv, any(g).([]float32), a.heads*dv,
+	var res []float32
+	if a.residual {
+		res = any(g).([]float32)
+	}
+	return kernels.AttnHeadBwdRes32(q32, geo.ldq, any(k).([]float32), geo.ldk, any(v).([]float32), geo.ldv, any(g).([]float32), a.heads*dv,
 		any(p).([]float32), any(drop).([]float32), n, m, d, dv, float32(scale),
-		any(dq).([]float32), any(dk).([]float32), any(dvOut).([]float32))
+		any(dq).([]float32), any(dk).([]float32), any(dvOut).([]float32), res, a.heads*dv)
 }

@@ -113,6 +113,26 @@ static void add_rows(const float *x, float *y, int nm) {
 	for (; j < nm; j++) y[j] += x[j];
 }
 
+// add_res_rows sets y[r][:w] += x[r][:w] for r < n (x's rows strided by
+// ldx, y's by ldy; w a multiple of 8): a head's residual connection (its
+// readout += q) or its gradient's (dq += G), added while the rows are in
+// cache, one float32 addition each, y's value first, as Go's y += x
+// (addResidual in graph/fusedattention.go). The empty asm hands the add y
+// as stored, so the compiler cannot fuse it with the product that made y
+// into one multiply-add (a different rounding).
+__attribute__((target("avx2,fma")))
+static void add_res_rows(const float *x, int ldx, float *y, int ldy, int n, int w) {
+	for (int r = 0; r < n; r++) {
+		float *yr = y + (size_t)r * ldy;
+		const float *xr = x + (size_t)r * ldx;
+		for (int j = 0; j < w; j += 8) {
+			__m256 a = _mm256_loadu_ps(yr + j);
+			__asm__("" : "+x"(a));
+			_mm256_storeu_ps(yr + j, _mm256_add_ps(a, _mm256_loadu_ps(xr + j)));
+		}
+	}
+}
+
 // attn_head_fwd: p [n×m] ← softmax(q kᵀ · scale + bias) over visible keys,
 // out [n×dv] (rows strided by ldo) ← (p ⊙ drop) v, or p v when drop
 // [n×m] is NULL. bias [n×m] may be NULL (no bias). p holds the weights
@@ -120,7 +140,8 @@ static void add_rows(const float *x, float *y, int nm) {
 __attribute__((target("avx2,fma")))
 static void attn_head_fwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                           int n, int m, int d, int dv, float scale, const float *mask, int causal,
-                          const float *bias, const float *drop, float *p, float *out, int ldo) {
+                          const float *bias, const float *drop, float *p, float *out, int ldo, const float *res,
+                          int ldr) {
 	const int m8 = (m + 7) & ~7;
 	float kt[MAXW * MAXW], s[MAXW * MAXW];
 	transpose_rows(k, ldk, m, d, kt, m8); // kt [d×m8]
@@ -140,16 +161,19 @@ static void attn_head_fwd(const float *q, int ldq, const float *k, int ldk, cons
 		w = s;
 	}
 	rows_axpy(n, m, dv, 1, w, m, 1, v, ldv, out, ldo);
+	if (res) add_res_rows(res, ldr, out, ldo, n, dv);
 }
 
 // pf_attn_head_fwd: p [n×m] ← softmax(q kᵀ · scale) over visible keys,
 // out [n×dv] (rows strided by ldo) ← (p ⊙ drop) v, or p v when drop
-// [n×m] is NULL. p holds the weights before dropout.
+// [n×m] is NULL. p holds the weights before dropout. With res (rows
+// strided by ldr) not NULL, out += res after: a residual connection
+// (add_res_rows).
 __attribute__((target("avx2,fma")))
 void pf_attn_head_fwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                       int n, int m, int d, int dv, float scale, const float *mask, int causal,
-                      const float *drop, float *p, float *out, int ldo) {
-	attn_head_fwd(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, NULL, drop, p, out, ldo);
+                      const float *drop, float *p, float *out, int ldo, const float *res, int ldr) {
+	attn_head_fwd(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, NULL, drop, p, out, ldo, res, ldr);
 }
 
 // pf_attn_head_fwd_bias is pf_attn_head_fwd with an additive score bias
@@ -159,8 +183,9 @@ void pf_attn_head_fwd(const float *q, int ldq, const float *k, int ldk, const fl
 __attribute__((target("avx2,fma")))
 void pf_attn_head_fwd_bias(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                            int n, int m, int d, int dv, float scale, const float *mask, int causal,
-                           const float *bias, const float *drop, float *p, float *out, int ldo) {
-	attn_head_fwd(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, bias, drop, p, out, ldo);
+                           const float *bias, const float *drop, float *p, float *out, int ldo, const float *res,
+                           int ldr) {
+	attn_head_fwd(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, bias, drop, p, out, ldo, res, ldr);
 }
 
 // attn_head_bwd, with P the weights [n×m], D the dropout mask [n×m]
@@ -217,12 +242,15 @@ static inline void attn_head_bwd(const float *q, int ldq, const float *k, int ld
 // pf_attn_head_bwd, with P the weights [n×m], D the dropout mask [n×m]
 // (all ones when drop is NULL) and G the output gradient:
 //   dv = (P ⊙ D)ᵀ G,  dP = (G vᵀ) ⊙ D,  dS = P ⊙ (dP − rowsum(P ⊙ dP)),
-//   dq = dS k · scale,  dk = dSᵀ q · scale.
+//   dq = dS k · scale,  dk = dSᵀ q · scale,
+// and with res (rows strided by ldr) not NULL, dq += res after: a
+// residual connection's gradient (add_res_rows).
 __attribute__((target("avx2,fma")))
 void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                       const float *g, int ldg, const float *p, const float *drop, int n, int m, int d, int dv,
-                      float scale, float *dq, float *dk, float *dvv) {
+                      float scale, float *dq, float *dk, float *dvv, const float *res, int ldr) {
 	attn_head_bwd(q, ldq, k, ldk, v, ldv, g, ldg, p, drop, n, m, d, dv, scale, dq, dk, dvv, NULL, 0);
+	if (res) add_res_rows(res, ldr, dq, ldq, n, d);
 }
 
 // The AVX-512 heads (simdLevel 2): pf_attn_head_fwd512,
@@ -363,7 +391,7 @@ static void transpose_rows512(const float *x, int ldx, int rows, int w, float *t
 PF_AVX512
 static void attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n,
                              int m, int d, int dv, float scale, const float *mask, int causal, const float *bias,
-                             const float *drop, float *p, float *out, int ldo) {
+                             const float *drop, float *p, float *out, int ldo, const float *res, int ldr) {
 	const int m8 = (m + 7) & ~7;
 	float kt[MAXW * MAXW], s[MAXW * MAXW];
 	transpose_rows512(k, ldk, m, d, kt, m8);              // kt [d×m8]
@@ -376,6 +404,7 @@ static void attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, c
 		w = s;
 	}
 	rows_axpy512(n, m, dv, 1, w, m, 1, v, ldv, out, ldo);
+	if (res) add_res_rows(res, ldr, out, ldo, n, dv);
 }
 
 // pf_attn_head_fwd512 is pf_attn_head_fwd with AVX-512, its values the
@@ -383,8 +412,8 @@ static void attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, c
 PF_AVX512
 void pf_attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m,
                          int d, int dv, float scale, const float *mask, int causal, const float *drop, float *p,
-                         float *out, int ldo) {
-	attn_head_fwd512(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, NULL, drop, p, out, ldo);
+                         float *out, int ldo, const float *res, int ldr) {
+	attn_head_fwd512(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, NULL, drop, p, out, ldo, res, ldr);
 }
 
 // pf_attn_head_fwd_bias512 is pf_attn_head_fwd_bias with AVX-512, its
@@ -392,8 +421,8 @@ void pf_attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, const
 PF_AVX512
 void pf_attn_head_fwd_bias512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n,
                               int m, int d, int dv, float scale, const float *mask, int causal, const float *bias,
-                              const float *drop, float *p, float *out, int ldo) {
-	attn_head_fwd512(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, bias, drop, p, out, ldo);
+                              const float *drop, float *p, float *out, int ldo, const float *res, int ldr) {
+	attn_head_fwd512(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, bias, drop, p, out, ldo, res, ldr);
 }
 
 // pf_attn_head_bwd512 is pf_attn_head_bwd with AVX-512, its values the
@@ -402,7 +431,7 @@ void pf_attn_head_fwd_bias512(const float *q, int ldq, const float *k, int ldk, 
 PF_AVX512
 void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g,
                          int ldg, const float *p, const float *drop, int n, int m, int d, int dv, float scale,
-                         float *dq, float *dk, float *dvv) {
+                         float *dq, float *dk, float *dvv, const float *res, int ldr) {
 	const int m8 = (m + 7) & ~7;
 	float vt[MAXW * MAXW], ds[MAXW * MAXW];
 	// dv [m×dv]: row j = Σ_i (P ⊙ D)[i][j] G[i]
@@ -435,6 +464,7 @@ void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const
 	}
 	// dq [n×d]: row i = scale · Σ_j dS[i][j] k[j]
 	rows_axpy512(n, m, d, scale, ds, m8, 1, k, ldk, dq, ldq);
+	if (res) add_res_rows(res, ldr, dq, ldq, n, d);
 	// dk [m×d]: row j = scale · Σ_i dS[i][j] q[i]
 	rows_axpy512(m, n, d, scale, ds, 1, m8, q, ldq, dk, ldk);
 }

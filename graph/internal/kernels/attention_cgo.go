@@ -26,24 +26,56 @@ func AttnHeadFwd32(q []float32, ldq int, k []float32, ldk int, v []float32, ldv,
 // run both levels of a CPU with AVX-512).
 func attnHeadFwd32At(level int, q []float32, ldq int, k []float32, ldk int, v []float32, ldv, n, m, d, dv int,
 	scale float32, mask []float32, causal bool, drop, p, out []float32, ldo int) bool {
-	if !AttnHeadOK(n, m, d, dv) || len(p) < n*m || (drop != nil && len(drop) < n*m) {
+	return attnHeadFwdAt(level, q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, nil, drop, p, out, ldo, nil, 0)
+}
+
+// AttnHeadFwdRes32 is AttnHeadFwd32, or AttnHeadFwdBias32 when bias is
+// not nil, with a residual connection: after the readout, out's rows get
+// res's (rows strided by ldr, dv wide) added, out[r][c] += res[r][c], one
+// float32 addition each, in C while the rows are in cache. res nil adds
+// nothing. It reports whether it ran.
+func AttnHeadFwdRes32(q []float32, ldq int, k []float32, ldk int, v []float32, ldv, n, m, d, dv int,
+	scale float32, mask []float32, causal bool, bias, drop, p, out []float32, ldo int, res []float32, ldr int) bool {
+	return attnHeadFwdAt(simdLevel(), q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, bias, drop, p, out, ldo,
+		res, ldr)
+}
+
+// attnHeadFwdAt runs one head's forward at the given simdLevel (≥ 1):
+// with a score bias when bias is not nil, and the residual res added to
+// out when res is not nil.
+func attnHeadFwdAt(level int, q []float32, ldq int, k []float32, ldk int, v []float32, ldv, n, m, d, dv int,
+	scale float32, mask []float32, causal bool, bias, drop, p, out []float32, ldo int, res []float32, ldr int) bool {
+	if !AttnHeadOK(n, m, d, dv) || len(p) < n*m || (bias != nil && len(bias) < n*m) ||
+		(drop != nil && len(drop) < n*m) || (res != nil && len(res) < (n-1)*ldr+dv) {
 		return false
 	}
-	var mp, dp *C.float
+	var mp, bp, dp, rp *C.float
 	if mask != nil {
 		mp = (*C.float)(&mask[0])
+	}
+	if bias != nil {
+		bp = (*C.float)(&bias[0])
 	}
 	if drop != nil {
 		dp = (*C.float)(&drop[0])
 	}
-	if level >= 2 {
-		C.pf_attn_head_fwd512((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
-			C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, cbool(causal), dp,
-			(*C.float)(&p[0]), (*C.float)(&out[0]), C.int(ldo))
-	} else {
-		C.pf_attn_head_fwd((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
-			C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, cbool(causal), dp,
-			(*C.float)(&p[0]), (*C.float)(&out[0]), C.int(ldo))
+	if res != nil {
+		rp = (*C.float)(&res[0])
+	}
+	qp, kp, vp, pp, op := (*C.float)(&q[0]), (*C.float)(&k[0]), (*C.float)(&v[0]), (*C.float)(&p[0]), (*C.float)(&out[0])
+	switch {
+	case level >= 2 && bias != nil:
+		C.pf_attn_head_fwd_bias512(qp, C.int(ldq), kp, C.int(ldk), vp, C.int(ldv), C.int(n), C.int(m), C.int(d),
+			C.int(dv), C.float(scale), mp, cbool(causal), bp, dp, pp, op, C.int(ldo), rp, C.int(ldr))
+	case level >= 2:
+		C.pf_attn_head_fwd512(qp, C.int(ldq), kp, C.int(ldk), vp, C.int(ldv), C.int(n), C.int(m), C.int(d),
+			C.int(dv), C.float(scale), mp, cbool(causal), dp, pp, op, C.int(ldo), rp, C.int(ldr))
+	case bias != nil:
+		C.pf_attn_head_fwd_bias(qp, C.int(ldq), kp, C.int(ldk), vp, C.int(ldv), C.int(n), C.int(m), C.int(d),
+			C.int(dv), C.float(scale), mp, cbool(causal), bp, dp, pp, op, C.int(ldo), rp, C.int(ldr))
+	default:
+		C.pf_attn_head_fwd(qp, C.int(ldq), kp, C.int(ldk), vp, C.int(ldv), C.int(n), C.int(m), C.int(d),
+			C.int(dv), C.float(scale), mp, cbool(causal), dp, pp, op, C.int(ldo), rp, C.int(ldr))
 	}
 	return true
 }
@@ -53,27 +85,46 @@ func attnHeadFwd32At(level int, q []float32, ldq int, k []float32, ldk int, v []
 // (strided as q, k, v). It reports whether it did.
 func AttnHeadBwd32(q []float32, ldq int, k []float32, ldk int, v []float32, ldv int, g []float32, ldg int,
 	p, drop []float32, n, m, d, dv int, scale float32, dq, dk, dvv []float32) bool {
-	return attnHeadBwd32At(simdLevel(), q, ldq, k, ldk, v, ldv, g, ldg, p, drop, n, m, d, dv, scale, dq, dk, dvv)
+	return attnHeadBwdAt(simdLevel(), q, ldq, k, ldk, v, ldv, g, ldg, p, drop, n, m, d, dv, scale, dq, dk, dvv, nil, 0)
+}
+
+// AttnHeadBwdRes32 is AttnHeadBwd32 with a residual connection's
+// gradient: after dq is written, its rows get res's (rows strided by ldr,
+// d wide; the readout's gradient G) added, dq[r][c] += res[r][c], one
+// float32 addition each. res nil adds nothing. It reports whether it ran.
+func AttnHeadBwdRes32(q []float32, ldq int, k []float32, ldk int, v []float32, ldv int, g []float32, ldg int,
+	p, drop []float32, n, m, d, dv int, scale float32, dq, dk, dvv []float32, res []float32, ldr int) bool {
+	return attnHeadBwdAt(simdLevel(), q, ldq, k, ldk, v, ldv, g, ldg, p, drop, n, m, d, dv, scale, dq, dk, dvv, res, ldr)
 }
 
 // attnHeadBwd32At is AttnHeadBwd32 at the given simdLevel (≥ 1).
 func attnHeadBwd32At(level int, q []float32, ldq int, k []float32, ldk int, v []float32, ldv int, g []float32,
 	ldg int, p, drop []float32, n, m, d, dv int, scale float32, dq, dk, dvv []float32) bool {
-	if !AttnHeadOK(n, m, d, dv) || len(p) < n*m || (drop != nil && len(drop) < n*m) {
+	return attnHeadBwdAt(level, q, ldq, k, ldk, v, ldv, g, ldg, p, drop, n, m, d, dv, scale, dq, dk, dvv, nil, 0)
+}
+
+// attnHeadBwdAt is AttnHeadBwdRes32 at the given simdLevel (≥ 1).
+func attnHeadBwdAt(level int, q []float32, ldq int, k []float32, ldk int, v []float32, ldv int, g []float32,
+	ldg int, p, drop []float32, n, m, d, dv int, scale float32, dq, dk, dvv []float32, res []float32, ldr int) bool {
+	if !AttnHeadOK(n, m, d, dv) || len(p) < n*m || (drop != nil && len(drop) < n*m) ||
+		(res != nil && len(res) < (n-1)*ldr+d) {
 		return false
 	}
-	var dp *C.float
+	var dp, rp *C.float
 	if drop != nil {
 		dp = (*C.float)(&drop[0])
+	}
+	if res != nil {
+		rp = (*C.float)(&res[0])
 	}
 	if level >= 2 {
 		C.pf_attn_head_bwd512((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
 			(*C.float)(&g[0]), C.int(ldg), (*C.float)(&p[0]), dp, C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale),
-			(*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dvv[0]))
+			(*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dvv[0]), rp, C.int(ldr))
 	} else {
 		C.pf_attn_head_bwd((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
 			(*C.float)(&g[0]), C.int(ldg), (*C.float)(&p[0]), dp, C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale),
-			(*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dvv[0]))
+			(*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dvv[0]), rp, C.int(ldr))
 	}
 	return true
 }
@@ -90,26 +141,10 @@ func AttnHeadFwdBias32(q []float32, ldq int, k []float32, ldk int, v []float32, 
 // attnHeadFwdBias32At is AttnHeadFwdBias32 at the given simdLevel (≥ 1).
 func attnHeadFwdBias32At(level int, q []float32, ldq int, k []float32, ldk int, v []float32, ldv, n, m, d, dv int,
 	scale float32, mask []float32, causal bool, bias, drop, p, out []float32, ldo int) bool {
-	if !AttnHeadOK(n, m, d, dv) || len(p) < n*m || len(bias) < n*m || (drop != nil && len(drop) < n*m) {
+	if len(bias) < n*m {
 		return false
 	}
-	var mp, dp *C.float
-	if mask != nil {
-		mp = (*C.float)(&mask[0])
-	}
-	if drop != nil {
-		dp = (*C.float)(&drop[0])
-	}
-	if level >= 2 {
-		C.pf_attn_head_fwd_bias512((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
-			C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, cbool(causal), (*C.float)(&bias[0]), dp,
-			(*C.float)(&p[0]), (*C.float)(&out[0]), C.int(ldo))
-	} else {
-		C.pf_attn_head_fwd_bias((*C.float)(&q[0]), C.int(ldq), (*C.float)(&k[0]), C.int(ldk), (*C.float)(&v[0]), C.int(ldv),
-			C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, cbool(causal), (*C.float)(&bias[0]), dp,
-			(*C.float)(&p[0]), (*C.float)(&out[0]), C.int(ldo))
-	}
-	return true
+	return attnHeadFwdAt(level, q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, bias, drop, p, out, ldo, nil, 0)
 }
 
 // KLHead32 runs attention.c's pf_bayes_kl_head on one float32 head

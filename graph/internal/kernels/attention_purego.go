@@ -44,3 +44,14 @@ func BayesHeadBwd32([]float32, int, []float32, []float32, int, []float32, []floa
 }
 
 func SampleHeadFits(int, int, int, int) bool { return false }
+
+// AttnHeadFwdRes32 and AttnHeadBwdRes32 have no pure-Go fast path either:
+// attention adds its residual connection in Go.
+func AttnHeadFwdRes32([]float32, int, []float32, int, []float32, int, int, int, int, int,
+	float32, []float32, bool, []float32, []float32, []float32, []float32, int, []float32, int) bool {
+	return false
+}
+func AttnHeadBwdRes32([]float32, int, []float32, int, []float32, int, []float32, int,
+	[]float32, []float32, int, int, int, int, float32, []float32, []float32, []float32, []float32, int) bool {
+	return false
+}

@@ -46,22 +46,23 @@ void pf_relu(const float *x, float *y, int n);
 // Bayesian heads (KL, prior network, sampled head) built on them.
 void pf_attn_head_fwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                       int n, int m, int d, int dv, float scale, const float *mask, int causal,
-                      const float *drop, float *p, float *out, int ldo);
+                      const float *drop, float *p, float *out, int ldo, const float *res, int ldr);
 void pf_attn_head_fwd_bias(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                            int n, int m, int d, int dv, float scale, const float *mask, int causal,
-                           const float *bias, const float *drop, float *p, float *out, int ldo);
+                           const float *bias, const float *drop, float *p, float *out, int ldo, const float *res,
+                           int ldr);
 void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                       const float *g, int ldg, const float *p, const float *drop, int n, int m, int d, int dv,
-                      float scale, float *dq, float *dk, float *dvv);
+                      float scale, float *dq, float *dk, float *dvv, const float *res, int ldr);
 void pf_attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m,
                          int d, int dv, float scale, const float *mask, int causal, const float *drop, float *p,
-                         float *out, int ldo);
+                         float *out, int ldo, const float *res, int ldr);
 void pf_attn_head_fwd_bias512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n,
                               int m, int d, int dv, float scale, const float *mask, int causal, const float *bias,
-                              const float *drop, float *p, float *out, int ldo);
+                              const float *drop, float *p, float *out, int ldo, const float *res, int ldr);
 void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g,
                          int ldg, const float *p, const float *drop, int n, int m, int d, int dv, float scale,
-                         float *dq, float *dk, float *dvv);
+                         float *dq, float *dk, float *dvv, const float *res, int ldr);
 double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n, int m, int d, float scale,
                         const float *mask, const float *qmask, int kind, const float *a, const float *b, float g,
                         float *dq, float *dk, float *colsum, double *agg);

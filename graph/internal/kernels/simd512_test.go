@@ -488,3 +488,46 @@ func BenchmarkAttnHead512(b *testing.B) {
 		}
 	}
 }
+
+// TestAttnHeadResidual: the heads with a residual connection (res given)
+// are the heads without it and then one float32 addition a value, out +=
+// q in the forward and dq += G in the backward, as graph's addResidual
+// adds them in Go: the same bits at both levels, and no column past the
+// head's width written.
+func TestAttnHeadResidual(t *testing.T) {
+	needAVX512(t)
+	rng := rand.New(rand.NewPCG(5, 9))
+	checked := 0
+	for _, c := range attnCases() {
+		if c.d != c.dv || c.ldv < c.d {
+			continue
+		}
+		a := newAttnData(rng, c)
+		scale := float32(1 / math.Sqrt(float64(c.d)))
+		for level := 1; level <= 2; level++ {
+			want := runAttn(t, level, c, a, scale)
+			for i := range c.n {
+				for j := range c.d {
+					want.out[i*c.ldo+j] += a.q[i*c.ldq+j]
+					want.dq[i*c.ldq+j] += a.g[i*c.ldv+j]
+				}
+			}
+			got := attnOut{p: filled(c.n * c.m), out: filled(c.n * c.ldo), dq: filled(c.n * c.ldq), dk: filled(c.m * c.ldk),
+				dv: filled(c.m * c.ldv)}
+			if !attnHeadFwdAt(level, a.q, c.ldq, a.k, c.ldk, a.v, c.ldv, c.n, c.m, c.d, c.dv, scale, a.mask, c.causal,
+				a.bias, a.drop, got.p, got.out, c.ldo, a.q, c.ldq) ||
+				!attnHeadBwdAt(level, a.q, c.ldq, a.k, c.ldk, a.v, c.ldv, a.g, c.ldv, got.p, a.drop, c.n, c.m, c.d, c.dv,
+					scale, got.dq, got.dk, got.dv, a.g, c.ldv) {
+				t.Fatalf("%v: residual head did not run", c)
+			}
+			what := fmt.Sprintf("%v level %d", c, level)
+			sameBits(t, what+" p", want.p, got.p)
+			sameBits(t, what+" out", want.out, got.out)
+			sameBits(t, what+" dq", want.dq, got.dq)
+			sameBits(t, what+" dk", want.dk, got.dk)
+			sameBits(t, what+" dv", want.dv, got.dv)
+			checked++
+		}
+	}
+	t.Logf("%d heads with a residual connection checked", checked)
+}
