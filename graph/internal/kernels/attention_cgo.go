@@ -2,7 +2,13 @@
 
 package kernels
 
-// #include "kernels.h"
+// kernels.h through -I${SRCDIR} and angle brackets, as layernorm_cgo.go
+// includes it: cgo compiles its probe of the C names from a file in
+// $TMPDIR, where a quoted include looks first, and a stray old copy there
+// would hide the heads' residual arguments.
+
+// #cgo CFLAGS: -I${SRCDIR}
+// #include <kernels.h>
 import "C"
 
 // AttnHeadOK reports whether attention.c takes a head of n queries, m
