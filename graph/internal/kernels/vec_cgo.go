@@ -2,7 +2,8 @@
 
 package kernels
 
-// #include "kernels.h"
+// #cgo CFLAGS: -I${SRCDIR}
+// #include <kernels.h>
 import "C"
 
 // ColSum32 runs vec.c's column sums of x [rows×len(s)] into s, the values
