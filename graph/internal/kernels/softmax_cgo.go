@@ -2,7 +2,8 @@
 
 package kernels
 
-// #include "kernels.h"
+// #cgo CFLAGS: -I${SRCDIR}
+// #include <kernels.h>
 import "C"
 
 import "unsafe"
