@@ -96,9 +96,22 @@
 // split work by index, and Gemm shares a product so that each element is
 // computed the same way. A float32 product on gemm.c's packed path (n ≥
 // 16, k ≥ 32, m·n·k ≥ 2¹⁸) is shared by blocks: each thread (the caller
-// and a helper, one cgo call each, pf_sgemm_par) takes the next block
-// from a counter in shared memory, so one whose core another process
-// holds for a while takes fewer blocks, and none waits for a fixed half.
+// and the helpers, pf_sgemm_par) takes the next block from a counter in
+// shared memory, so one whose core another process holds for a while
+// takes fewer blocks, and none waits for a fixed half. The caller hands
+// the product over in C, in its one cgo call (pool.c's pf_pool_sgemm):
+// it posts the shares to the helpers' slots, runs its own and waits for
+// theirs there. A helper polling in Go runs its share with one cgo call
+// (pf_pool_take); one idle for helperSpin sleeps in C (pf_pool_serve),
+// where the caller wakes it from a condition variable and it runs the
+// share without returning to Go; a Go job makes it return. So a product
+// costs no RunShares hand-over and no goroutine wake-up, and one helper
+// per core serves both kinds of work (separate C threads for the
+// products, tried first, left the Go helpers asleep when their work came
+// and made the Set Transformer step slower). One product holds the pool
+// at a time; a product started while another holds it runs every share
+// on its caller (TestPoolConcurrentCallers), and with GOMAXPROCS 1 no
+// product is shared.
 // With many rows the blocks are ≈8 runs of rows, multiples of 12, and
 // each thread packs all of B for itself when it takes its first block (so
 // neither waits on the other's packing); with at most 128 rows
@@ -110,6 +123,7 @@
 // and both kernels; TestGemmThreadsSameBits, GOMAXPROCS 1 against 2).
 // float64, portable and purego products, and the small ones, still halve
 // the rows. A helper that has not started its share when the caller
-// finishes its own gives the share back (RunShares runs it on the
-// caller), so a product never waits for a parked helper to wake.
+// finishes its own gives the share back (RunShares, or pf_pool_sgemm,
+// runs it on the caller, where it finds no block left), so a product
+// never waits for a parked helper to wake.
 package kernels

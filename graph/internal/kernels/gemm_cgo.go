@@ -2,9 +2,13 @@
 
 package kernels
 
-// #cgo CFLAGS: -O3
+// kernels.h comes through -I${SRCDIR} and angle brackets: cgo compiles
+// its probe of the C names from a file in $TMPDIR, where a quoted include
+// would find a stale kernels.h first.
+
+// #cgo CFLAGS: -O3 -I${SRCDIR}
 // #cgo LDFLAGS: -lm
-// #include "kernels.h"
+// #include <kernels.h>
 import "C"
 
 import (
@@ -165,11 +169,14 @@ func gemmShared32(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
 }
 
 // gemmSharedAt runs pf_sgemm_par on kernel level (1 or 2) as workers
-// shares of RunShares, in the given mode with blocks of rb rows or cw
-// columns (cw a multiple of the level's panel width, 16 or 32; rb of 12):
-// gemmShared32's choices, or a test's. It needs n ≥ 16 and k ≥ 32, the
-// packed path's products.
-func gemmSharedAt(level C.int, workers, mode, rb, cw int, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, bias []float32) {
+// shares, in the given mode with blocks of rb rows or cw columns (cw a
+// multiple of the level's panel width, 16 or 32; rb of 12): gemmShared32's
+// choices, or a test's. It needs n ≥ 16 and k ≥ 32, the packed path's
+// products. The shares run in one cgo call (pool.c's pf_pool_sgemm):
+// worker 0 on the caller, the others on workers.go's helpers waiting in
+// pool.c, or all on the caller when another product holds the pool. It
+// returns how many shares the helpers ran.
+func gemmSharedAt(level C.int, workers, mode, rb, cw int, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, bias []float32) int {
 	s := gemmSharedPool.Get().(*gemmShared)
 	defer gemmSharedPool.Put(s)
 	s.ctr = [16]int32{}
@@ -189,10 +196,12 @@ func gemmSharedAt(level C.int, workers, mode, rb, cw int, tA, tB bool, m, n, k i
 	}
 	ap, bq, cp := (*C.float)(unsafe.Pointer(&a[0])), (*C.float)(unsafe.Pointer(&b[0])), (*C.float)(unsafe.Pointer(&c[0]))
 	ctr := (*C.int)(unsafe.Pointer(&s.ctr[0]))
-	RunShares(workers, func(w int) {
-		C.pf_sgemm_par(level, C.int(mode), C.int(w), cbool(tA), cbool(tB), C.int(m), C.int(n), C.int(k), C.float(alpha),
-			ap, C.int(lda), bq, C.int(ldb), C.float(beta), cp, C.int(ldc), biasp, bp, C.int(rb), C.int(cw), ctr)
-	})
+	nh := 0
+	if workers > 1 {
+		nh = min(len(helpers.ensure(workers-1)), workers-1, poolSlots)
+	}
+	return int(C.pf_pool_sgemm(C.int(workers), C.int(nh), level, C.int(mode), cbool(tA), cbool(tB), C.int(m), C.int(n), C.int(k), C.float(alpha),
+		ap, C.int(lda), bq, C.int(ldb), C.float(beta), cp, C.int(ldc), biasp, bp, C.int(rb), C.int(cw), ctr))
 }
 
 // cInt is a C int, for the tests (which cannot import "C").

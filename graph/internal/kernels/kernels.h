@@ -19,6 +19,16 @@ void pf_sgemm_par(int level, int mode, int worker, int transA, int transB, int m
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                   const float *bias, float *bp, int rb, int cw, int *ctr);
 
+// pool.c (pool_cgo.go, gemm_cgo.go)
+#define PF_POOL_SLOTS 64
+int *pf_pool_slot(int i);
+void pf_pool_serve(int i);
+int pf_pool_take(int i);
+void pf_pool_wake(void);
+int pf_pool_sgemm(int workers, int helpers, int level, int mode, int transA, int transB, int m, int n, int k,
+                  float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                  const float *bias, float *bp, int rb, int cw, int *ctr);
+
 // softmax.c (softmax_cgo.go)
 void pf_softmax_rows(float *p, int n, int m, const float *mask, int causal);
 double pf_exp_row(const float *src, float *dst, int n, float shift);

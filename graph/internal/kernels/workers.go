@@ -37,6 +37,7 @@ const helperSpin = 50 * time.Microsecond
 // helper is one persistent goroutine, its mailbox, and the task it runs
 // for the caller that claimed it.
 type helper struct {
+	idx    int                  // its slot in pool.c, if below poolSlots
 	busy   atomic.Bool          // claimed by a caller
 	job    atomic.Pointer[task] // posted work, taken by the helper
 	asleep atomic.Bool          // parked on wake
@@ -102,7 +103,7 @@ func (p *helperPool) ensure(n int) []*helper {
 	}
 	grown := append([]*helper(nil), hs...)
 	for len(grown) < n {
-		h := &helper{wake: make(chan struct{}, 1)}
+		h := &helper{idx: len(grown), wake: make(chan struct{}, 1)}
 		go h.loop()
 		grown = append(grown, h)
 	}
@@ -117,6 +118,10 @@ func (h *helper) post(f func(w int), w int) {
 	t.fin.Store(false)
 	t.done.Add(1)
 	h.job.Store(t)
+	if h.idx < poolSlots {
+		poolNotify(h.idx)
+		return
+	}
 	if h.asleep.Load() {
 		select {
 		case h.wake <- struct{}{}:
@@ -125,9 +130,22 @@ func (h *helper) post(f func(w int), w int) {
 	}
 }
 
-// loop runs posted tasks, polling for helperSpin after each, then parking
-// until post wakes it.
+// loop runs posted tasks, polling for helperSpin after each. A helper
+// with a slot in pool.c also runs the float32 product shares posted to
+// the slot while it polls (pollPool), and then sleeps in pool.c
+// (poolServe), where a product's caller wakes it and it runs its share
+// without coming back to Go; one without parks until post wakes it.
 func (h *helper) loop() {
+	if h.idx < poolSlots {
+		w := poolWords(h.idx)
+		for {
+			if t := h.pollPool(w); t != nil {
+				t.run()
+				continue
+			}
+			poolServe(h.idx) // sleeps; returns when post has put a job
+		}
+	}
 	for {
 		t := h.poll()
 		if t == nil {
@@ -167,6 +185,33 @@ func (h *helper) poll() *task {
 				return t
 			}
 			continue // taken back by its caller (RunShares)
+		}
+		if i&255 == 255 {
+			if start.IsZero() {
+				start = time.Now()
+			} else if time.Since(start) > helperSpin {
+				return nil
+			}
+			runtime.Gosched()
+		}
+	}
+}
+
+// pollPool is poll for a helper with a slot in pool.c: it also runs the
+// product shares posted to the slot (w[0] is its state, 1 when posted).
+func (h *helper) pollPool(w *[3]int32) *task {
+	var start time.Time
+	for i := 0; ; i++ {
+		if h.job.Load() != nil {
+			atomic.StoreInt32(&w[1], 0)
+			if t := h.job.Swap(nil); t != nil {
+				return t
+			}
+			continue // taken back by its caller (RunShares)
+		}
+		if atomic.LoadInt32(&w[0]) == 1 && poolTake(h.idx) {
+			start = time.Time{}
+			continue
 		}
 		if i&255 == 255 {
 			if start.IsZero() {

@@ -1,0 +1,218 @@
+//go:build cgo && !purego
+
+// Float32 products shared with workers.go's helper goroutines in one cgo
+// call, and the helpers' sleep.
+//
+// pf_pool_sgemm, called once by the product's caller, posts the shares to
+// the helpers' slots here, computes its own share, and waits for theirs
+// in C: no RunShares, no WaitGroup, no return to Go in between. A helper
+// polling for work in Go (workers.go's pollPool) sees its slot's state
+// and runs its share with one cgo call (pf_pool_take); a helper that has
+// polled in vain for helperSpin sleeps here (pf_pool_serve) rather than
+// parking its goroutine, so that the caller's C code wakes it straight
+// from a condition variable, and it runs the share before it returns to
+// Go; a Go job (RunShares' other sections) wakes it too, and makes
+// pf_pool_serve return. The helpers stay Go's threads, so Go's signal
+// handling (Ctrl-C saving a checkpoint, the profiler) is unchanged.
+//
+// Why: with every share posted as a Go job and run as a cgo call of its
+// own, both Ps sat in long cgo calls, Go's sysmon retook a P about six
+// times a Set Transformer step, threads parked and woke some 35 times a
+// step, and the helper came too late for 34 of 82 shares. Helper threads
+// of C's own (pthreads) spared the products that, but made two helpers
+// per spare core, one for products and one for the rest, each asleep
+// when the other's work came, and three threads spinning on two cores:
+// the Set Transformer step was 10–15% slower. One helper per core, which
+// polls in Go and sleeps in C, serves both.
+//
+// The pool is the process's: kernels have no handle on a program, and two
+// programs running at once share the cores anyway. It is the only mutable
+// state at file scope; it holds no values between products (only the
+// slots and the argument block of the product under way) and allocates
+// nothing.
+//
+// One product at a time: a caller takes the pool with a compare-and-swap
+// on busy. A caller that finds it taken (two goroutines' products at
+// once, in a ParallelFor) computes every share itself, in order, which
+// gives the same values: each element of C is computed the same way
+// whichever thread takes its block (pf_sgemm_par), and the caller's own
+// share takes every block it finds left.
+
+#include <kernels.h>
+#include <pthread.h>
+#include <time.h>
+
+// WAIT_SPIN_NS is how long the caller, its share done, polls for the
+// helpers' before it sleeps: a helper's share is about as long as the
+// caller's, so it is usually nearly done.
+#define WAIT_SPIN_NS 50000
+
+// The states of a slot's product share. The caller moves it IDLE →
+// POSTED and, if the helper has not started, POSTED → IDLE (taking the
+// share back); the helper moves it POSTED → RUNNING → DONE; the caller
+// DONE → IDLE.
+enum { IDLE, POSTED, RUNNING, DONE };
+
+// sgemm_job is pf_sgemm_par's arguments but the worker index.
+struct sgemm_job {
+	int level, mode, transA, transB, m, n, k;
+	float alpha, beta;
+	const float *A, *B, *bias;
+	int lda, ldb, ldc, rb, cw;
+	float *C, *bp;
+	int *ctr;
+};
+
+// slot is one helper's mailbox, on a cache line of its own: the state of
+// its product share, whether a Go job waits for it (set by workers.go),
+// and whether it sleeps.
+struct slot {
+	_Alignas(64) int state;
+	int gojob;
+	int sleeping;
+};
+
+static struct {
+	_Alignas(64) int busy; // a caller holds the pool
+	struct sgemm_job job;  // the product under way, written before POSTED
+	pthread_mutex_t mu;    // with the two conditions below, for sleeping
+	pthread_cond_t work;   // a slot became POSTED or got a Go job
+	pthread_cond_t done;   // a slot became DONE
+	int waiting;           // a caller sleeping on done (under mu)
+	struct slot slots[PF_POOL_SLOTS];
+} pool = {
+	.mu = PTHREAD_MUTEX_INITIALIZER,
+	.work = PTHREAD_COND_INITIALIZER,
+	.done = PTHREAD_COND_INITIALIZER,
+};
+
+static inline int load(int *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+static inline void store(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+static inline int cas(int *p, int from, int to) {
+	return __atomic_compare_exchange_n(p, &from, to, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+static inline void relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+static long long now_ns(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void run_share(const struct sgemm_job *j, int worker) {
+	pf_sgemm_par(j->level, j->mode, worker, j->transA, j->transB, j->m, j->n, j->k, j->alpha, j->A, j->lda, j->B,
+	             j->ldb, j->beta, j->C, j->ldc, j->bias, j->bp, j->rb, j->cw, j->ctr);
+}
+
+// pf_pool_slot is slot i's words (state, gojob, sleeping), for
+// workers.go's atomics.
+int *pf_pool_slot(int i) { return &pool.slots[i].state; }
+
+// take runs slot s's product share as worker w if one is posted, and
+// reports whether it did.
+static int take(struct slot *s, int w) {
+	if (load(&s->state) != POSTED || !cas(&s->state, POSTED, RUNNING)) return 0;
+	run_share(&pool.job, w);
+	store(&s->state, DONE);
+	if (load(&pool.waiting)) {
+		pthread_mutex_lock(&pool.mu);
+		pthread_cond_broadcast(&pool.done);
+		pthread_mutex_unlock(&pool.mu);
+	}
+	return 1;
+}
+
+// pf_pool_serve is helper i's sleep, after it has polled in vain in Go
+// (worker i + 1 of the products): it sleeps until a product share is
+// posted to slot i, runs it, and sleeps again, and returns when
+// workers.go has posted a Go job to the slot (gojob), clearing it.
+void pf_pool_serve(int i) {
+	struct slot *s = &pool.slots[i];
+	for (;;) {
+		// sleeping is set before state and gojob are read again, and
+		// the posters store those before they read sleeping (all
+		// sequentially consistent), so one side sees the other.
+		pthread_mutex_lock(&pool.mu);
+		store(&s->sleeping, 1);
+		while (load(&s->state) != POSTED && !load(&s->gojob)) pthread_cond_wait(&pool.work, &pool.mu);
+		store(&s->sleeping, 0);
+		pthread_mutex_unlock(&pool.mu);
+		if (load(&s->gojob) && __atomic_exchange_n(&s->gojob, 0, __ATOMIC_SEQ_CST)) return;
+		take(s, i + 1);
+	}
+}
+
+// pf_pool_take runs the product share posted to slot i, if any, as worker
+// i + 1, for a helper polling in Go, and reports whether it did.
+int pf_pool_take(int i) { return take(&pool.slots[i], i + 1); }
+
+// pf_pool_wake wakes the sleeping helpers, after a post to a slot whose
+// sleeping word is set.
+void pf_pool_wake(void) {
+	pthread_mutex_lock(&pool.mu);
+	pthread_cond_broadcast(&pool.work);
+	pthread_mutex_unlock(&pool.mu);
+}
+
+// pf_pool_sgemm computes a product shared by workers threads, as
+// pf_sgemm_par's workers 0 … workers−1 would: the caller runs worker 0
+// and the helpers of slots 0 … helpers−1 (waiting in pf_pool_serve) the
+// next ones, or the caller runs them all when the pool is taken by
+// another product. It returns when every share is done, and reports how
+// many shares the helpers ran (the others ran on the caller). The values
+// are pf_sgemm's on one thread whoever runs what. ctr is zeroed by the
+// caller, and every pointer stays valid until the call returns: no helper
+// touches the product's memory afterwards.
+int pf_pool_sgemm(int workers, int helpers, int level, int mode, int transA, int transB, int m, int n, int k,
+                  float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                  const float *bias, float *bp, int rb, int cw, int *ctr) {
+	struct sgemm_job j = {level, mode, transA, transB, m, n, k, alpha, beta, A, B, bias, lda, ldb, ldc, rb, cw, C, bp, ctr};
+	int h = workers - 1 < helpers ? workers - 1 : helpers;
+	if (h > PF_POOL_SLOTS) h = PF_POOL_SLOTS;
+	if (h <= 0 || !cas(&pool.busy, 0, 1)) {
+		for (int w = 0; w < workers; w++) run_share(&j, w);
+		return 0;
+	}
+	pool.job = j; // published by the POSTED stores below
+	int wake = 0;
+	for (int i = 0; i < h; i++) store(&pool.slots[i].state, POSTED);
+	for (int i = 0; i < h; i++) wake |= load(&pool.slots[i].sleeping);
+	if (wake) pf_pool_wake();
+	run_share(&j, 0);
+	for (int w = h + 1; w < workers; w++) run_share(&j, w); // shares with no helper
+	int ran = 0;
+	for (int i = 0; i < h; i++) {
+		struct slot *s = &pool.slots[i];
+		// A helper that has not started its share (asleep, running a Go
+		// job, or its core taken by another process) gives it back: the
+		// caller runs it, with the same worker index, rather than wait
+		// for the helper; it finds no block left and returns at once.
+		if (cas(&s->state, POSTED, IDLE)) {
+			run_share(&j, i + 1);
+			continue;
+		}
+		long long start = 0;
+		for (int it = 0; load(&s->state) != DONE; it++) {
+			relax();
+			if ((it & 63) != 63) continue;
+			long long t = now_ns();
+			if (!start) start = t;
+			else if (t - start > WAIT_SPIN_NS) {
+				pthread_mutex_lock(&pool.mu);
+				store(&pool.waiting, load(&pool.waiting) + 1);
+				while (load(&s->state) != DONE) pthread_cond_wait(&pool.done, &pool.mu);
+				store(&pool.waiting, load(&pool.waiting) - 1);
+				pthread_mutex_unlock(&pool.mu);
+			}
+		}
+		store(&s->state, IDLE);
+		ran++;
+	}
+	store(&pool.busy, 0);
+	return ran;
+}
