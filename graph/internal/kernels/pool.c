@@ -6,7 +6,7 @@
 // pf_pool_sgemm, called once by the product's caller, posts the shares to
 // the helpers' slots here, computes its own share, and waits for theirs
 // in C: no RunShares, no WaitGroup, no return to Go in between. A helper
-// polling for work in Go (workers.go's pollPool) sees its slot's state
+// polling for work in Go (workers.go's poll) sees its slot's state
 // and runs its share with one cgo call (pf_pool_take); a helper that has
 // polled in vain for helperSpin sleeps here (pf_pool_serve) rather than
 // parking its goroutine, so that the caller's C code wakes it straight

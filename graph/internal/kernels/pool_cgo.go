@@ -14,7 +14,7 @@ import (
 
 // poolSlots is how many helpers have a slot in pool.c, through which
 // shared float32 products reach them without a goroutine hand-over
-// (pollPool, poolServe); helpers past it (GOMAXPROCS above 65) take only
+// (poll, poolServe); helpers past it (GOMAXPROCS above 65) take only
 // Go jobs, and park in Go.
 const poolSlots = C.PF_POOL_SLOTS
 

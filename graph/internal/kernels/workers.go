@@ -132,14 +132,14 @@ func (h *helper) post(f func(w int), w int) {
 
 // loop runs posted tasks, polling for helperSpin after each. A helper
 // with a slot in pool.c also runs the float32 product shares posted to
-// the slot while it polls (pollPool), and then sleeps in pool.c
+// the slot while it polls (poll), and then sleeps in pool.c
 // (poolServe), where a product's caller wakes it and it runs its share
 // without coming back to Go; one without parks until post wakes it.
 func (h *helper) loop() {
 	if h.idx < poolSlots {
 		w := poolWords(h.idx)
 		for {
-			if t := h.pollPool(w); t != nil {
+			if t := h.poll(w); t != nil {
 				t.run()
 				continue
 			}
@@ -147,7 +147,7 @@ func (h *helper) loop() {
 		}
 	}
 	for {
-		t := h.poll()
+		t := h.poll(nil)
 		if t == nil {
 			h.asleep.Store(true)
 			// A job posted before asleep was set is seen here; one posted
@@ -176,40 +176,22 @@ func (t *task) run() {
 }
 
 // poll waits up to helperSpin for a job, yielding the processor to any
-// other goroutine in between.
-func (h *helper) poll() *task {
+// other goroutine in between. A helper with a slot in pool.c (w not nil)
+// also runs the product shares posted to the slot (w[0] is its state, 1
+// when posted).
+func (h *helper) poll(w *[3]int32) *task {
 	var start time.Time
 	for i := 0; ; i++ {
 		if h.job.Load() != nil {
+			if w != nil {
+				atomic.StoreInt32(&w[1], 0)
+			}
 			if t := h.job.Swap(nil); t != nil {
 				return t
 			}
 			continue // taken back by its caller (RunShares)
 		}
-		if i&255 == 255 {
-			if start.IsZero() {
-				start = time.Now()
-			} else if time.Since(start) > helperSpin {
-				return nil
-			}
-			runtime.Gosched()
-		}
-	}
-}
-
-// pollPool is poll for a helper with a slot in pool.c: it also runs the
-// product shares posted to the slot (w[0] is its state, 1 when posted).
-func (h *helper) pollPool(w *[3]int32) *task {
-	var start time.Time
-	for i := 0; ; i++ {
-		if h.job.Load() != nil {
-			atomic.StoreInt32(&w[1], 0)
-			if t := h.job.Swap(nil); t != nil {
-				return t
-			}
-			continue // taken back by its caller (RunShares)
-		}
-		if atomic.LoadInt32(&w[0]) == 1 && poolTake(h.idx) {
+		if w != nil && atomic.LoadInt32(&w[0]) == 1 && poolTake(h.idx) {
 			start = time.Time{}
 			continue
 		}
