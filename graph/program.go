@@ -98,6 +98,7 @@ func (p *Program) finish(b *Builder) (err error) {
 		p.hasWeight = true
 		G.Read(b.lossWeight, &p.weightTap)
 	}
+	var grads []*Node // the parameters' gradients, which the program must compute
 	if p.train {
 		if b.loss == nil {
 			return errors.New("compile training graph: no loss set")
@@ -105,11 +106,13 @@ func (p *Program) finish(b *Builder) (err error) {
 		if len(p.usedN) == 0 {
 			return errors.New("compile training graph: no parameters")
 		}
-		if _, err := G.Grad(b.loss, p.usedN...); err != nil {
+		var err error
+		if grads, err = G.Grad(b.loss, p.usedN...); err != nil {
+			deadSums.take(b.g) // forget the sums replaced before the error
 			return fmt.Errorf("differentiate loss: %w", err)
 		}
 	}
-	p.runs = liveGraph(b.g)
+	p.runs = liveGraph(b.g, grads)
 	p.vm = G.NewTapeMachine(p.runs)
 	return nil
 }

@@ -81,9 +81,12 @@ func (d *deadSet) take(g *G.ExprGraph) []*Node {
 // liveGraph returns g, or, when ownSum replaced sums in it, the subgraph
 // every node reads from that no node reads (the outputs' and loss's
 // reads, the parameters' gradients) but the replaced sums, which holds
-// every node but those sums.
-func liveGraph(g *G.ExprGraph) *G.ExprGraph {
-	dead := deadSums.take(g)
+// every node but those sums. A replaced sum that is also a gradient in
+// keep (a Gorgonia op that passes its gradient through, as Add does, can
+// make one sum both a custom op's incoming gradient and a parameter's
+// gradient) stays: the program computes it as well as the op's own sum.
+func liveGraph(g *G.ExprGraph, keep []*Node) *G.ExprGraph {
+	dead := slices.DeleteFunc(deadSums.take(g), func(n *Node) bool { return slices.Contains(keep, n) })
 	if len(dead) == 0 {
 		return g
 	}
@@ -99,8 +102,9 @@ func liveGraph(g *G.ExprGraph) *G.ExprGraph {
 // gradientAdd reports whether n is Gorgonia's Add of two float tensors
 // of n's shape, in the graph and read by no node but reader, and
 // returns its operands. Handed to SymDiff as a gradient, it is ReduceAdd's sum (or a
-// Gorgonia op's gradient that is a plain sum): either way a value that
-// only this op's backward reads.
+// Gorgonia op's gradient that is a plain sum): a value that only this
+// op's backward reads, unless a Gorgonia op passed it through unchanged
+// as a parameter's gradient too, which liveGraph then keeps.
 func gradientAdd(n, reader *Node) (a, b *Node, ok bool) {
 	g := n.Graph()
 	if g == nil || n.Op() == nil || n.Op().String() != "+ false" || fmt.Sprintf("%T", n.Op()) != "gorgonia.elemBinOp" {

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
 
@@ -96,6 +97,59 @@ func TestGradSumKernel(t *testing.T) {
 		for i, v := range out.Data().([]float32) {
 			if v != a[i]+b[i] {
 				t.Fatalf("n %d: [%d] = %v, want %v", n, i, v, a[i]+b[i])
+			}
+		}
+	}
+}
+
+// TestGradSumKeepsPassedThroughGradient: Gorgonia's Add passes its
+// gradient through unchanged, so one of Gorgonia's sums can be both a
+// custom op's incoming gradient (which ownSum replaces) and a parameter's
+// gradient (p below). The program must still compute it: the gradients
+// equal those of the program built with Gorgonia's sums, bit for bit,
+// where the replaced sum was left out of the program and p's gradient
+// was never computed (a nil dereference in Gradients).
+func TestGradSumKeepsPassedThroughGradient(t *testing.T) {
+	const rows, d = 6, 16
+	fn := func(b *Builder) error {
+		x := b.Input("x", rows, d)
+		h := Linear(x, b.Param("w", []int{d, d}, Glorot), nil)
+		p := b.Param("p", []int{rows, d}, Normal(0.1))
+		y := must(G.Add(h, p)) // Gorgonia's own Add, not the fused one
+		b.SetLoss(Add(Mean(Square(y)), Mean(Tanh(y))))
+		return nil
+	}
+	x := make([]float64, rows*d)
+	for i := range x {
+		x[i] = math.Sin(float64(i))
+	}
+	run := func(gorgonia bool) map[string][]float64 {
+		gorgoniaGradSums = gorgonia
+		defer func() { gorgoniaGradSums = false }()
+		p, err := Compile(NewParams(Float32, 3), fn, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Feed("x", x); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Run(); err != nil {
+			t.Fatal(err)
+		}
+		g, err := p.Gradients()
+		if err != nil {
+			t.Fatalf("Gorgonia's sums %v: %v", gorgonia, err)
+		}
+		return g
+	}
+	want, got := run(true), run(false)
+	for name, w := range want {
+		if len(got[name]) != len(w) {
+			t.Fatalf("gradient of %s: %d values, want %d", name, len(got[name]), len(w))
+		}
+		for i := range w {
+			if math.Float64bits(got[name][i]) != math.Float64bits(w[i]) {
+				t.Fatalf("gradient of %s[%d] = %v, want %v", name, i, got[name][i], w[i])
 			}
 		}
 	}
