@@ -213,6 +213,9 @@ int pf_pool_sgemm(int workers, int helpers, int level, int mode, int transA, int
 		store(&s->state, IDLE);
 		ran++;
 	}
+	// Keep no pointer into the caller's (Go) memory past the call, as
+	// cgo's rules ask: every share is done or taken back by now.
+	pool.job = (struct sgemm_job){0};
 	store(&pool.busy, 0);
 	return ran;
 }
