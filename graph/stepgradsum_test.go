@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -34,33 +35,8 @@ func TestGradSumIsGorgonias(t *testing.T) {
 			for i := range x {
 				x[i] = rng.NormFloat64()
 			}
-			run := func(gorgonia bool) (float64, map[string][]float64, int) {
-				gorgoniaGradSums = gorgonia
-				defer func() { gorgoniaGradSums = false }()
-				p, err := Compile(NewParams(dt, 3), fn, true)
-				if err != nil {
-					t.Fatal(err)
-				}
-				adds := 0
-				for _, n := range p.runs.AllNodes() {
-					if n.Op() != nil && n.Op().String() == "+ false" && len(n.Shape()) > 0 {
-						adds++
-					}
-				}
-				if err := p.Feed("x", x); err != nil {
-					t.Fatal(err)
-				}
-				if err := p.Run(); err != nil {
-					t.Fatal(err)
-				}
-				g, err := p.Gradients()
-				if err != nil {
-					t.Fatal(err)
-				}
-				return p.Loss(), g, adds
-			}
-			wantLoss, want, gAdds := run(true)
-			loss, got, adds := run(false)
+			wantLoss, want, gAdds := runGradSums(t, dt, fn, x, true)
+			loss, got, adds := runGradSums(t, dt, fn, x, false)
 			if gAdds == 0 {
 				t.Fatalf("%v rows %d: the graph has no gradient sums to replace", dt, rows)
 			}
@@ -70,13 +46,7 @@ func TestGradSumIsGorgonias(t *testing.T) {
 			if math.Float64bits(loss) != math.Float64bits(wantLoss) {
 				t.Errorf("%v rows %d: loss %v, want %v", dt, rows, loss, wantLoss)
 			}
-			for name, w := range want {
-				for i := range w {
-					if math.Float64bits(got[name][i]) != math.Float64bits(w[i]) {
-						t.Fatalf("%v rows %d: gradient of %s [%d] = %v, want %v", dt, rows, name, i, got[name][i], w[i])
-					}
-				}
-			}
+			expectSameGradients(t, fmt.Sprintf("%v rows %d", dt, rows), got, want)
 		}
 	}
 }
@@ -123,33 +93,51 @@ func TestGradSumKeepsPassedThroughGradient(t *testing.T) {
 	for i := range x {
 		x[i] = math.Sin(float64(i))
 	}
-	run := func(gorgonia bool) map[string][]float64 {
-		gorgoniaGradSums = gorgonia
-		defer func() { gorgoniaGradSums = false }()
-		p, err := Compile(NewParams(Float32, 3), fn, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Feed("x", x); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Run(); err != nil {
-			t.Fatal(err)
-		}
-		g, err := p.Gradients()
-		if err != nil {
-			t.Fatalf("Gorgonia's sums %v: %v", gorgonia, err)
-		}
-		return g
+	_, want, _ := runGradSums(t, Float32, fn, x, true)
+	_, got, _ := runGradSums(t, Float32, fn, x, false)
+	expectSameGradients(t, "Gorgonia's Add read by two ops", got, want)
+}
+
+// runGradSums compiles fn as a training program with Gorgonia's gradient
+// sums or with the program's own, runs it on x, and returns the loss,
+// every gradient, and how many of Gorgonia's tensor sums the program runs.
+func runGradSums(t *testing.T, dt DType, fn BuildFunc, x []float64, gorgonia bool) (float64, map[string][]float64, int) {
+	t.Helper()
+	gorgoniaGradSums = gorgonia
+	defer func() { gorgoniaGradSums = false }()
+	p, err := Compile(NewParams(dt, 3), fn, true)
+	if err != nil {
+		t.Fatal(err)
 	}
-	want, got := run(true), run(false)
+	adds := 0
+	for _, n := range p.runs.AllNodes() {
+		if n.Op() != nil && n.Op().String() == "+ false" && len(n.Shape()) > 0 {
+			adds++
+		}
+	}
+	if err := p.Feed("x", x); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := p.Gradients()
+	if err != nil {
+		t.Fatalf("Gorgonia's sums %v: %v", gorgonia, err)
+	}
+	return p.Loss(), g, adds
+}
+
+// expectSameGradients fails unless got has want's gradients bit for bit.
+func expectSameGradients(t *testing.T, label string, got, want map[string][]float64) {
+	t.Helper()
 	for name, w := range want {
 		if len(got[name]) != len(w) {
-			t.Fatalf("gradient of %s: %d values, want %d", name, len(got[name]), len(w))
+			t.Fatalf("%s: gradient of %s: %d values, want %d", label, name, len(got[name]), len(w))
 		}
 		for i := range w {
 			if math.Float64bits(got[name][i]) != math.Float64bits(w[i]) {
-				t.Fatalf("gradient of %s[%d] = %v, want %v", name, i, got[name][i], w[i])
+				t.Fatalf("%s: gradient of %s[%d] = %v, want %v", label, name, i, got[name][i], w[i])
 			}
 		}
 	}
