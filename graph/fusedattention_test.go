@@ -716,24 +716,6 @@ func TestAttentionPropagatesNaN(t *testing.T) {
 // heads at GOMAXPROCS 2).
 func TestResidualAttentionWholeElements(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	build := func(b *Builder, c packedCase, fused bool, keys, drop []float64) *Node {
-		dim := c.heads * c.d
-		x, y := b.Param("x", []int{c.b, c.n, dim}, Normal(1)), b.Param("y", []int{c.b, c.m, dim}, Normal(1))
-		q := Linear(x, b.Param("q.w", []int{dim, dim}, Normal(0.3)), b.Param("q.b", []int{dim}, Normal(1)))
-		kv := LinearConcat(y, []*Node{b.Param("k.w", []int{dim, dim}, Normal(0.3)), b.Param("v.w", []int{dim, dim}, Normal(0.3))}, nil)
-		a := attentionKernel{heads: c.heads, causal: c.causal, masked: c.masked, dropout: c.dropout, packed: packKV, residual: fused, saved: &savedWeights{}}
-		in := []*Node{q, kv}
-		if c.masked {
-			in = append(in, b.Constant("mask", []int{c.b, c.m}, keys))
-		}
-		if c.dropout {
-			in = append(in, b.Constant("drop", []int{c.b, c.heads, c.n, c.m}, drop))
-		}
-		if fused {
-			return apply(a, in...)
-		}
-		return Add(q, apply(a, in...))
-	}
 	for _, procs := range []int{2, 1} {
 		runtime.GOMAXPROCS(procs)
 		for _, c := range []packedCase{
@@ -741,22 +723,7 @@ func TestResidualAttentionWholeElements(t *testing.T) {
 			{b: 5, n: 16, m: 11, heads: 4, d: 16, masked: true},
 			{b: 6, n: 16, m: 32, heads: 4, d: 16, dropout: true},
 		} {
-			keys, drop, r := packedData(c)
-			for _, dt := range []DType{Float64, Float32} {
-				run := func(fused bool) graphtest.Result {
-					p, err := Compile(NewParams(dt, 12), func(b *Builder) error {
-						out := build(b, c, fused, keys, drop)
-						b.Output("out", out)
-						b.SetLoss(Sum(Mul(out, b.Constant("r", []int{c.b, c.n, c.heads * c.d}, r))))
-						return nil
-					}, true)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return graphtest.Run(t, p, "out")
-				}
-				graphtest.ExpectRunsClose(t, fmt.Sprintf("GOMAXPROCS %d %+v %v", procs, c, dt), run(true), run(false), 0, nil)
-			}
+			expectResidualAttentionIsAdd(t, fmt.Sprintf("GOMAXPROCS %d ", procs), c)
 		}
 	}
 }

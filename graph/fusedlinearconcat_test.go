@@ -320,50 +320,62 @@ func TestUnpackViewIsCopy(t *testing.T) {
 // differences agree.
 func TestResidualAttentionPacked(t *testing.T) {
 	t.Parallel()
-	build := func(b *Builder, c packedCase, fused bool, keys, drop []float64) *Node {
-		dim := c.heads * c.d
-		x, y := b.Param("x", []int{c.b, c.n, dim}, Normal(1)), b.Param("y", []int{c.b, c.m, dim}, Normal(1))
-		q := Linear(x, b.Param("q.w", []int{dim, dim}, Normal(0.3)), b.Param("q.b", []int{dim}, Normal(1)))
-		kv := LinearConcat(y, []*Node{b.Param("k.w", []int{dim, dim}, Normal(0.3)), b.Param("v.w", []int{dim, dim}, Normal(0.3))}, nil)
-		a := attentionKernel{heads: c.heads, causal: c.causal, masked: c.masked, dropout: c.dropout, packed: packKV, residual: fused, saved: &savedWeights{}}
-		in := []*Node{q, kv}
-		if c.masked {
-			in = append(in, b.Constant("mask", []int{c.b, c.m}, keys))
-		}
-		if c.dropout {
-			in = append(in, b.Constant("drop", []int{c.b, c.heads, c.n, c.m}, drop))
-		}
-		if fused {
-			return apply(a, in...)
-		}
-		return Add(q, apply(a, in...))
-	}
 	for _, c := range []packedCase{
 		{b: 2, n: 4, m: 5, heads: 2, d: 3, masked: true, dropout: true},
 		{b: 3, n: 16, m: 11, heads: 2, d: 16, masked: true},
 		{b: 2, n: 16, m: 16, heads: 4, d: 16, dropout: true},
 	} {
-		keys, drop, r := packedData(c)
-		for _, dt := range []DType{Float64, Float32} {
-			run := func(fused bool) graphtest.Result {
-				p, err := Compile(NewParams(dt, 12), func(b *Builder) error {
-					out := build(b, c, fused, keys, drop)
-					b.Output("out", out)
-					b.SetLoss(Sum(Mul(out, b.Constant("r", []int{c.b, c.n, c.heads * c.d}, r))))
-					return nil
-				}, true)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return graphtest.Run(t, p, "out")
-			}
-			graphtest.ExpectRunsClose(t, fmt.Sprintf("%+v %v", c, dt), run(true), run(false), 0, nil)
-		}
+		expectResidualAttentionIsAdd(t, "", c)
 		if c.d == 3 {
-			fn := func(b *Builder) *Node { return build(b, c, true, keys, drop) }
+			keys, drop, _ := packedData(c)
+			fn := func(b *Builder) *Node { return residualAttention(b, c, true, keys, drop) }
 			if _, err := CheckGradients(NewParams(Float64, 80), fn, GradCheckOptions{Seed: 3}); err != nil {
 				t.Fatalf("%+v: %v", c, err)
 			}
 		}
+	}
+}
+
+// residualAttention is q + attention of c's shape: one op with the
+// residual inside (fused), or Add on the plain op.
+func residualAttention(b *Builder, c packedCase, fused bool, keys, drop []float64) *Node {
+	dim := c.heads * c.d
+	x, y := b.Param("x", []int{c.b, c.n, dim}, Normal(1)), b.Param("y", []int{c.b, c.m, dim}, Normal(1))
+	q := Linear(x, b.Param("q.w", []int{dim, dim}, Normal(0.3)), b.Param("q.b", []int{dim}, Normal(1)))
+	kv := LinearConcat(y, []*Node{b.Param("k.w", []int{dim, dim}, Normal(0.3)), b.Param("v.w", []int{dim, dim}, Normal(0.3))}, nil)
+	a := attentionKernel{heads: c.heads, causal: c.causal, masked: c.masked, dropout: c.dropout, packed: packKV, residual: fused, saved: &savedWeights{}}
+	in := []*Node{q, kv}
+	if c.masked {
+		in = append(in, b.Constant("mask", []int{c.b, c.m}, keys))
+	}
+	if c.dropout {
+		in = append(in, b.Constant("drop", []int{c.b, c.heads, c.n, c.m}, drop))
+	}
+	if fused {
+		return apply(a, in...)
+	}
+	return Add(q, apply(a, in...))
+}
+
+// expectResidualAttentionIsAdd fails unless residualAttention's fused
+// readout and gradients equal Add's on the plain op bit for bit, in
+// float64 and float32.
+func expectResidualAttentionIsAdd(t *testing.T, label string, c packedCase) {
+	t.Helper()
+	keys, drop, r := packedData(c)
+	for _, dt := range []DType{Float64, Float32} {
+		run := func(fused bool) graphtest.Result {
+			p, err := Compile(NewParams(dt, 12), func(b *Builder) error {
+				out := residualAttention(b, c, fused, keys, drop)
+				b.Output("out", out)
+				b.SetLoss(Sum(Mul(out, b.Constant("r", []int{c.b, c.n, c.heads * c.d}, r))))
+				return nil
+			}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return graphtest.Run(t, p, "out")
+		}
+		graphtest.ExpectRunsClose(t, fmt.Sprintf("%s%+v %v", label, c, dt), run(true), run(false), 0, nil)
 	}
 }
