@@ -199,9 +199,18 @@ func packedData(c packedCase) (keys, drop, r []float64) {
 
 func runPacked(t *testing.T, c packedCase, dt DType, packed bool) graphtest.Result {
 	t.Helper()
+	return runPackedModel(t, c, dt, 11, func(b *Builder, keys, drop []float64) *Node {
+		return packedAttentionGraph(b, c, packed, keys, drop)
+	})
+}
+
+// runPackedModel runs model on c's data (parameters drawn from seed) with
+// the loss Σ out·r, and returns its readout and gradients.
+func runPackedModel(t *testing.T, c packedCase, dt DType, seed uint64, model func(b *Builder, keys, drop []float64) *Node) graphtest.Result {
+	t.Helper()
 	keys, drop, r := packedData(c)
-	p, err := Compile(NewParams(dt, 11), func(b *Builder) error {
-		out := packedAttentionGraph(b, c, packed, keys, drop)
+	p, err := Compile(NewParams(dt, seed), func(b *Builder) error {
+		out := model(b, keys, drop)
 		b.Output("out", out)
 		b.SetLoss(Sum(Mul(out, b.Constant("r", []int{c.b, c.n, c.heads * c.d}, r))))
 		return nil
@@ -362,19 +371,11 @@ func residualAttention(b *Builder, c packedCase, fused bool, keys, drop []float6
 // float64 and float32.
 func expectResidualAttentionIsAdd(t *testing.T, label string, c packedCase) {
 	t.Helper()
-	keys, drop, r := packedData(c)
 	for _, dt := range []DType{Float64, Float32} {
 		run := func(fused bool) graphtest.Result {
-			p, err := Compile(NewParams(dt, 12), func(b *Builder) error {
-				out := residualAttention(b, c, fused, keys, drop)
-				b.Output("out", out)
-				b.SetLoss(Sum(Mul(out, b.Constant("r", []int{c.b, c.n, c.heads * c.d}, r))))
-				return nil
-			}, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return graphtest.Run(t, p, "out")
+			return runPackedModel(t, c, dt, 12, func(b *Builder, keys, drop []float64) *Node {
+				return residualAttention(b, c, fused, keys, drop)
+			})
 		}
 		graphtest.ExpectRunsClose(t, fmt.Sprintf("%s%+v %v", label, c, dt), run(true), run(false), 0, nil)
 	}
