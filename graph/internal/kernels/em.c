@@ -308,12 +308,18 @@ static inline void mm8t_block(const int NB, int nr, int r0, int nt, float alpha,
 		}
 	}
 	const __m256 va = _mm256_set1_ps(alpha);
+	// the loops over b, half and k unroll whole (no early exit), so that
+	// s stays in registers: with a break here GCC kept s on the stack and
+	// stored every accumulator in each step of the loop over t
+#pragma GCC unroll 2
 	for (int b = 0; b < NB; b++)
+#pragma GCC unroll 2
 		for (int half = 0; half < 2; half++) {
 			const int row = r0 + 16 * b + 8 * half, nrow = nr - row < 8 ? nr - row : 8;
-			if (nrow <= 0) break;
 			__m256 h[8], rows[8];
+#pragma GCC unroll 8
 			for (int k = 0; k < 8; k++) h[k] = half ? _mm512_extractf32x8_ps(s[b][k], 1) : _mm512_castps512_ps256(s[b][k]);
+			if (nrow <= 0) continue;
 			transpose8_regs(h, rows);
 			for (int i = 0; i < nrow; i++) {
 				float *o = out + (size_t)(row + i) * ldo;
