@@ -213,10 +213,15 @@ static inline void mm_block(const int R, const int NV, const int TAIL, int nt, f
 // vectors of 16 columns, vector v's lanes under the mask mk[v] (masked
 // lanes are neither read nor written). Each element is the same sum as
 // mm_block's, bit for bit: fused multiply-adds over t in order from 0,
-// times α, then added to out.
+// times α, then added to out. With aa (acc = 0), it stores dist's
+// max(0, (α·sum + aa_r) + cc_j) instead of α·sum, the three operations
+// a pass over out did on the stored product, so that dist makes its [n×m]
+// distances in one pass (the product is kept apart from the adds, as
+// when it was stored: no fused multiply-add).
 __attribute__((always_inline)) EM_TARGET512
 static inline void mm16_block(const int R, const int NV, int nt, float alpha, const float *c, int ldc, int cst,
-                              const float *x, int ldx, int acc, float *out, int ldo, const __mmask16 *mk) {
+                              const float *x, int ldx, int acc, float *out, int ldo, const __mmask16 *mk,
+                              const float *aa, const float *cc) {
 	__m512 s[16], xv[2];
 	for (int i = 0; i < R * NV; i++) s[i] = _mm512_setzero_ps();
 	for (int t = 0; t < nt; t++) {
@@ -232,7 +237,13 @@ static inline void mm16_block(const int R, const int NV, int nt, float alpha, co
 		for (int v = 0; v < NV; v++) {
 			float *o = out + (size_t)r * ldo + 16 * v;
 			__m512 y = _mm512_mul_ps(va, s[r * NV + v]);
-			if (acc) y = _mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], o), y);
+			if (aa) {
+				__asm__("" : "+v"(y)); // the product rounded alone, as stored before
+				y = _mm512_add_ps(_mm512_add_ps(y, _mm512_set1_ps(aa[r])), _mm512_maskz_loadu_ps(mk[v], cc + 16 * v));
+				y = _mm512_max_ps(_mm512_setzero_ps(), y); // x < 0 ? 0 : x, NaN and −0 kept
+			} else if (acc) {
+				y = _mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], o), y);
+			}
 			_mm512_mask_storeu_ps(o, mk[v], y);
 		}
 }
@@ -240,7 +251,7 @@ static inline void mm16_block(const int R, const int NV, int nt, float alpha, co
 #define MM16_REST(K, NV)                                                                                     \
 	case K:                                                                                                  \
 		mm16_block((K), (NV), nt, alpha, c + (size_t)r * ldc, ldc, cst, x + j, ldx, acc,                     \
-		           out + (size_t)r * ldo + j, ldo, mk);                                                      \
+		           out + (size_t)r * ldo + j, ldo, mk, aa ? aa + r : NULL, cc ? cc + j : NULL);              \
 		break
 
 #define MM16_ROWS(R, NV)                                                                                     \
@@ -248,7 +259,7 @@ static inline void mm16_block(const int R, const int NV, int nt, float alpha, co
 		int r = 0;                                                                                           \
 		for (; r + (R) <= nr; r += (R))                                                                      \
 			mm16_block((R), (NV), nt, alpha, c + (size_t)r * ldc, ldc, cst, x + j, ldx, acc,                 \
-			           out + (size_t)r * ldo + j, ldo, mk);                                                  \
+			           out + (size_t)r * ldo + j, ldo, mk, aa ? aa + r : NULL, cc ? cc + j : NULL);          \
 		switch (nr - r) { /* fewer than R rows: one block, as MM_ROWS */                                     \
 			MM16_REST(1, NV);                                                                                \
 			MM16_REST(2, NV);                                                                                \
@@ -260,12 +271,11 @@ static inline void mm16_block(const int R, const int NV, int nt, float alpha, co
 		}                                                                                                    \
 	} while (0)
 
-// mm16 is mm for nt ≥ 1 in 16-lane vectors, the last of a row under a
-// lane mask: a row of 50 is 4 vectors, not 6 and a masked seventh. Its
-// values are mm's bit for bit (mm16_block).
-EM_TARGET512
-static void mm16(int nr, int nt, int w, float alpha, const float *c, int ldc, int cst, const float *x, int ldx,
-                 int acc, float *out, int ldo) {
+// mm16_dist is mm16, or with aa and cc (then acc = 0) dist's whole
+// pass: out_rj = max(0, (α Σ_t c x + aa_r) + cc_j) (mm16_block).
+__attribute__((always_inline)) EM_TARGET512
+static inline void mm16_dist(int nr, int nt, int w, float alpha, const float *c, int ldc, int cst, const float *x,
+                             int ldx, int acc, float *out, int ldo, const float *aa, const float *cc) {
 	__mmask16 mk[2] = {0xffff, 0xffff};
 	int j = 0;
 	for (; j + 32 <= w; j += 32) MM16_ROWS(8, 2);
@@ -279,6 +289,22 @@ static void mm16(int nr, int nt, int w, float alpha, const float *c, int ldc, in
 }
 #undef MM16_ROWS
 #undef MM16_REST
+
+// mm16 is mm for nt ≥ 1 in 16-lane vectors, the last of a row under a
+// lane mask: a row of 50 is 4 vectors, not 6 and a masked seventh. Its
+// values are mm's bit for bit (mm16_block).
+EM_TARGET512
+static void mm16(int nr, int nt, int w, float alpha, const float *c, int ldc, int cst, const float *x, int ldx,
+                 int acc, float *out, int ldo) {
+	mm16_dist(nr, nt, w, alpha, c, ldc, cst, x, ldx, acc, out, ldo, NULL, NULL);
+}
+
+// dist16 is dist's product and adds for m > 8 in one pass (mm16_dist).
+EM_TARGET512
+static void dist16(int n, int w, int m, const float *a, int lda, const float *ct, const float *aa, const float *cc,
+                   float *out) {
+	mm16_dist(n, w, m, -2, a, lda, 1, ct, m, 0, out, m, aa, cc);
+}
 
 // mm8t_block is mm for w = 8 with c read transposed (ldc = 1, so c's
 // values for one t and consecutive rows are contiguous), on NB blocks of
@@ -582,21 +608,6 @@ static void add_row(int n, int m, float *x, const float *v) {
 }
 
 #ifdef EM_AVX512
-// dist_add16 is dist's last pass for m > 8, 16 lanes at a time.
-EM_TARGET512
-static void dist_add16(int n, int m, const float *aa, const float *cc, float *out) {
-	const __m512 zero = _mm512_setzero_ps();
-	for (int i = 0; i < n; i++) {
-		float *row = out + (size_t)i * m;
-		const __m512 ai = _mm512_set1_ps(aa[i]);
-		for (int j = 0; j < m; j += 16) {
-			const __mmask16 k = mask16(m - j);
-			__m512 x = _mm512_add_ps(_mm512_add_ps(_mm512_maskz_loadu_ps(k, row + j), ai), _mm512_maskz_loadu_ps(k, cc + j));
-			_mm512_mask_storeu_ps(row + j, k, _mm512_max_ps(zero, x)); // x < 0 ? 0 : x, NaN and −0 kept
-		}
-	}
-}
-
 // dist_rows16 is dist_back's first pass for m > 8: g ← g ⊙ [D > 0] 16
 // lanes at a time, and rs_i = Σ_j g_ij as the AVX2 loop sums it: 8-lane
 // blocks from +0 in order (the halves of each 16-lane vector, low then
@@ -632,13 +643,13 @@ EM_TARGET
 static void dist(int n, int m, int w, const float *a, int lda, const float *c, int ldc, const float *aa,
                  const float *cc, float *out, float *ct) {
 	transpose(c, ldc, m, w, ct);
-	mm(n, w, m, -2, a, lda, 1, ct, m, 0, out, m);
 #ifdef EM_AVX512
-	if (m > 8) {
-		dist_add16(n, m, aa, cc, out);
+	if (m > 8) { // product and adds in one pass over out
+		dist16(n, w, m, a, lda, ct, aa, cc, out);
 		return;
 	}
 #endif
+	mm(n, w, m, -2, a, lda, 1, ct, m, 0, out, m);
 	for (int i = 0; i < n; i++) {
 		float *row = out + (size_t)i * m, ai = aa[i];
 		for (int j = 0; j < m; j++) {
