@@ -328,6 +328,13 @@ func attentionForward[T float](a attentionKernel, in []*tensor.Dense, out []T, w
 		cHeads int // heads attention.c ran (the Go path's products count themselves in kernels.Gemm)
 	}
 	scratch := make([]*buffers, runtime.GOMAXPROCS(0))
+	if hasV && headsForward32(a, g, q, k, v, mask, bias, drop, saved, out) {
+		kernels.AddMatMulFlops(b * a.heads * 2 * n * m * (d + dv))
+		if saved != nil {
+			a.saved.fresh = true
+		}
+		return
+	}
 	forHeads(b, a.heads, func(w, i int) {
 		bi, h := i/a.heads, i%a.heads
 		if !hasV {
@@ -389,6 +396,85 @@ func forHeads(b, heads int, head func(w, i int)) {
 			head(w, i)
 		}
 	})
+}
+
+// wholeElements reports whether forHeads gives each worker whole batch
+// elements, those bi ≡ w (mod workers) for ParallelFor's worker count,
+// and returns that count.
+func wholeElements(b, heads int) (workers int, ok bool) {
+	procs := runtime.GOMAXPROCS(0)
+	return max(1, min(procs, b)), b >= 2*procs || heads == 1
+}
+
+// forElementShares runs share(w, workers) on the workers of forHeads'
+// whole-element split: worker w takes the batch elements bi = w,
+// w + workers, …, as ParallelFor(b) gives them, in one call, so that a
+// kernel can run all of its share's heads in one call to C.
+func forElementShares(workers int, share func(w, workers int)) {
+	if workers <= 1 {
+		share(0, 1)
+		return
+	}
+	kernels.RunShares(workers, func(w int) { share(w, workers) })
+}
+
+// attnBatch32 is a's float32 heads as kernels.AttnBatch32 takes them, or
+// nil when T is not float32 or attention.c does not take the heads or
+// forHeads would share the heads of one batch element between workers
+// (fewer than two elements a worker): those run one head a call.
+func attnBatch32[T float](a attentionKernel, g geometry, q, k, v, mask, bias, drop, p []T) (*kernels.AttnBatch32, int) {
+	q32, ok := any(q).([]float32)
+	workers, whole := wholeElements(g.b, a.heads)
+	if !ok || !whole || !kernels.AttnHeadOK(g.n, g.m, g.d, g.dv) {
+		return nil, 0
+	}
+	return &kernels.AttnBatch32{Q: q32, K: any(k).([]float32), V: any(v).([]float32), LdQ: g.ldq, LdK: g.ldk,
+		LdV: g.ldv, B: g.b, H: a.heads, N: g.n, M: g.m, D: g.d, DV: g.dv,
+		Scale: float32(1 / math.Sqrt(float64(g.d))), Mask: any(mask).([]float32), Causal: a.causal,
+		Bias: any(bias).([]float32), Drop: any(drop).([]float32), P: any(p).([]float32), Residual: a.residual}, workers
+}
+
+// headsForward32 runs the forward of every float32 head in attention.c,
+// one call a worker's share of whole batch elements, where it applies
+// (see attnBatch32), and reports whether it did. saved, the weights
+// [B, H, N, M], may be nil: each worker then has one head's scratch.
+func headsForward32[T float](a attentionKernel, g geometry, q, k, v, mask, bias, drop, saved, out []T) bool {
+	batch, workers := attnBatch32(a, g, q, k, v, mask, bias, drop, saved)
+	if batch == nil {
+		return false
+	}
+	out32 := any(out).([]float32)
+	ran := make([]bool, workers)
+	forElementShares(workers, func(w, step int) {
+		bw := batch
+		if saved == nil {
+			c := *batch
+			c.P = make([]float32, g.n*g.m)
+			bw = &c
+		}
+		ran[w] = kernels.AttnHeadsFwd32(bw, out32, w, step)
+	})
+	// the kernel checks the same sizes for every share, so all ran or
+	// none did (then the caller's Go loop writes every head)
+	return ran[0]
+}
+
+// headsBackward32 runs the backward of every float32 head in attention.c
+// from the saved weights [B, H, N, M], one call a worker's share of whole
+// batch elements, where it applies (see attnBatch32), and reports
+// whether it did.
+func headsBackward32[T float](a attentionKernel, geo geometry, q, k, v, gOut, saved, drop []T, scale T, dq, dk, dvv []T) bool {
+	batch, workers := attnBatch32(a, geo, q, k, v, nil, nil, drop, saved)
+	if batch == nil {
+		return false
+	}
+	batch.Scale = float32(scale)
+	g32, dq32, dk32, dv32 := any(gOut).([]float32), any(dq).([]float32), any(dk).([]float32), any(dvv).([]float32)
+	ran := make([]bool, workers)
+	forElementShares(workers, func(w, step int) {
+		ran[w] = kernels.AttnHeadsBwd32(batch, g32, dq32, dk32, dv32, w, step)
+	})
+	return ran[0]
 }
 
 // addResidual adds the n rows of d values of x (strided by ldx) into y's
@@ -506,6 +592,10 @@ func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []
 	type buffers struct {
 		p, dp  []T
 		cHeads int // heads attention.c ran
+	}
+	if saved != nil && headsBackward32(a, geo, q, k, v, gOut, saved, drop, scale, dq, dk, dvv) {
+		kernels.AddMatMulFlops(b * a.heads * 4 * n * m * (d + dv))
+		return
 	}
 	scratch := make([]*buffers, runtime.GOMAXPROCS(0))
 	forHeads(b, a.heads, func(w, i int) {

@@ -469,6 +469,66 @@ void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const
 	rows_axpy512(m, n, d, scale, ds, 1, m8, q, ldq, dk, ldk);
 }
 
+// pf_attn_heads_fwd runs the heads of batch elements bi = b0, b0 + bstep,
+// … < b, all H of each in order, in one call: graph's forHeads gives a
+// worker its elements this way, and one cgo call a head (256 an op in the
+// Set Transformer) cost more in Go's cgo entry and exit than some heads'
+// arithmetic. The layout is fusedattention.go's: head (bi, h) is i =
+// bi·H + h; its q, k, v start at q + bi·n·ldq + h·d, k + bi·m·ldk + h·d,
+// v + bi·m·ldv + h·dv, its readout at out + bi·n·ldo + h·dv, its key mask
+// at mask + bi·m (mask NULL: none), its score bias, dropout mask and
+// weights at bias, drop, p + i·n·m (NULL: none; pstride 0: every head's
+// weights into the same p, a scratch). With residual set, out += q after
+// each head (dv = d). level ≥ 2 runs the AVX-512 heads. Each head is
+// pf_attn_head_fwd(_bias)(512)'s call for it, so the values are those
+// calls' bit for bit.
+void pf_attn_heads_fwd(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                       int b0, int bstep, int b, int heads, int n, int m, int d, int dv, float scale,
+                       const float *mask, int causal, const float *bias, const float *drop, float *p, int pstride,
+                       float *out, int ldo, int residual) {
+	const size_t nm = (size_t)n * m;
+	for (int bi = b0; bi < b; bi += bstep) {
+		const float *mk = mask ? mask + (size_t)bi * m : NULL;
+		for (int h = 0; h < heads; h++) {
+			const size_t i = (size_t)bi * heads + h;
+			const float *qh = q + (size_t)bi * n * ldq + (size_t)h * d, *kh = k + (size_t)bi * m * ldk + (size_t)h * d,
+			            *vh = v + (size_t)bi * m * ldv + (size_t)h * dv;
+			const float *bh = bias ? bias + i * nm : NULL, *dh = drop ? drop + i * nm : NULL,
+			            *res = residual ? qh : NULL;
+			float *ph = p + i * (size_t)pstride, *oh = out + (size_t)bi * n * ldo + (size_t)h * dv;
+			if (level >= 2)
+				attn_head_fwd512(qh, ldq, kh, ldk, vh, ldv, n, m, d, dv, scale, mk, causal, bh, dh, ph, oh, ldo, res, ldq);
+			else
+				attn_head_fwd(qh, ldq, kh, ldk, vh, ldv, n, m, d, dv, scale, mk, causal, bh, dh, ph, oh, ldo, res, ldq);
+		}
+	}
+}
+
+// pf_attn_heads_bwd is pf_attn_head_bwd(512) over the heads of batch
+// elements bi = b0, b0 + bstep, … < b, all H of each, in one call, laid
+// out as pf_attn_heads_fwd's: G (rows strided by ldg) as the readout,
+// dq, dk, dv as q, k, v, the weights p and dropout mask drop at i·n·m.
+// With residual set, dq += G after each head.
+void pf_attn_heads_bwd(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                       const float *g, int ldg, const float *p, const float *drop, int b0, int bstep, int b, int heads,
+                       int n, int m, int d, int dv, float scale, float *dq, float *dk, float *dvv, int residual) {
+	const size_t nm = (size_t)n * m;
+	for (int bi = b0; bi < b; bi += bstep) {
+		for (int h = 0; h < heads; h++) {
+			const size_t i = (size_t)bi * heads + h;
+			const size_t oq = (size_t)bi * n * ldq + (size_t)h * d, ok = (size_t)bi * m * ldk + (size_t)h * d,
+			             ov = (size_t)bi * m * ldv + (size_t)h * dv;
+			const float *gh = g + (size_t)bi * n * ldg + (size_t)h * dv, *dh = drop ? drop + i * nm : NULL;
+			if (level >= 2)
+				pf_attn_head_bwd512(q + oq, ldq, k + ok, ldk, v + ov, ldv, gh, ldg, p + i * nm, dh, n, m, d, dv, scale,
+				                    dq + oq, dk + ok, dvv + ov, residual ? gh : NULL, ldg);
+			else
+				pf_attn_head_bwd(q + oq, ldq, k + ok, ldk, v + ov, ldv, gh, ldg, p + i * nm, dh, n, m, d, dv, scale,
+				                 dq + oq, dk + ok, dvv + ov, residual ? gh : NULL, ldg);
+		}
+	}
+}
+
 // kl_rows is the row loop of pf_bayes_kl_head on the scores s [n×m8]
 // (columns from m on 0): it returns the head's sum, and with grad it
 // overwrites s with dS (rows of padded queries 0) and sets colsum [m] and

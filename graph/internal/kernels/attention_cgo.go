@@ -261,3 +261,70 @@ func BayesHeadBwd32(q []float32, ld int, k, v []float32, ldv int, g, p, x []floa
 		w1, w1t, b1, w2, dcp, dw1, db1, dw2, db2)
 	return true
 }
+
+// AttnHeadsFwd32 runs the forward pass of the heads of batch elements
+// bi = b0, b0+bstep, … < a.B, all a.H heads of each, in one call to C
+// (pf_attn_heads_fwd): each head as AttnHeadFwdRes32 runs it, so the same
+// values bit for bit, without a cgo call a head. out [B, N, H·DV] gets
+// the readouts. It reports whether it ran; it runs nothing when it does
+// not (a size attention.c does not take, or operands too short).
+func AttnHeadsFwd32(a *AttnBatch32, out []float32, b0, bstep int) bool {
+	return attnHeadsFwdAt(simdLevel(), a, out, b0, bstep)
+}
+
+// attnHeadsFwdAt is AttnHeadsFwd32 at the given simdLevel (≥ 1).
+func attnHeadsFwdAt(level int, a *AttnBatch32, out []float32, b0, bstep int) bool {
+	pstride, ok := a.fits(out, false)
+	if !ok || b0 < 0 || bstep < 1 {
+		return false
+	}
+	if b0 >= a.B {
+		return true
+	}
+	var mp, bp, dp *C.float
+	if a.Mask != nil {
+		mp = (*C.float)(&a.Mask[0])
+	}
+	if a.Bias != nil {
+		bp = (*C.float)(&a.Bias[0])
+	}
+	if a.Drop != nil {
+		dp = (*C.float)(&a.Drop[0])
+	}
+	C.pf_attn_heads_fwd(C.int(level), (*C.float)(&a.Q[0]), C.int(a.LdQ), (*C.float)(&a.K[0]), C.int(a.LdK),
+		(*C.float)(&a.V[0]), C.int(a.LdV), C.int(b0), C.int(bstep), C.int(a.B), C.int(a.H), C.int(a.N), C.int(a.M),
+		C.int(a.D), C.int(a.DV), C.float(a.Scale), mp, cbool(a.Causal), bp, dp, (*C.float)(&a.P[0]), C.int(pstride),
+		(*C.float)(&out[0]), C.int(a.H*a.DV), cbool(a.Residual))
+	return true
+}
+
+// AttnHeadsBwd32 runs the backward pass of the heads of batch elements
+// bi = b0, b0+bstep, … < a.B, all a.H heads of each, in one call to C
+// (pf_attn_heads_bwd), from the saved weights a.P [B·H·N·M] and the
+// readout's gradient g [B, N, H·DV]: dq, dk, dv laid out as Q, K, V (the
+// same offsets and strides), each head as AttnHeadBwdRes32 computes it.
+// a.Bias is not read (the weights already hold it). It reports whether
+// it ran; it runs nothing when it does not.
+func AttnHeadsBwd32(a *AttnBatch32, g, dq, dk, dv []float32, b0, bstep int) bool {
+	return attnHeadsBwdAt(simdLevel(), a, g, dq, dk, dv, b0, bstep)
+}
+
+// attnHeadsBwdAt is AttnHeadsBwd32 at the given simdLevel (≥ 1).
+func attnHeadsBwdAt(level int, a *AttnBatch32, g, dq, dk, dv []float32, b0, bstep int) bool {
+	_, ok := a.fits(g, true)
+	if !ok || b0 < 0 || bstep < 1 || len(dq) < len(a.Q) || len(dk) < len(a.K) || len(dv) < len(a.V) {
+		return false
+	}
+	if b0 >= a.B {
+		return true
+	}
+	var dp *C.float
+	if a.Drop != nil {
+		dp = (*C.float)(&a.Drop[0])
+	}
+	C.pf_attn_heads_bwd(C.int(level), (*C.float)(&a.Q[0]), C.int(a.LdQ), (*C.float)(&a.K[0]), C.int(a.LdK),
+		(*C.float)(&a.V[0]), C.int(a.LdV), (*C.float)(&g[0]), C.int(a.H*a.DV), (*C.float)(&a.P[0]), dp, C.int(b0),
+		C.int(bstep), C.int(a.B), C.int(a.H), C.int(a.N), C.int(a.M), C.int(a.D), C.int(a.DV), C.float(a.Scale),
+		(*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dv[0]), cbool(a.Residual))
+	return true
+}

@@ -64,6 +64,13 @@ void pf_attn_head_fwd_bias(const float *q, int ldq, const float *k, int ldk, con
 void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                       const float *g, int ldg, const float *p, const float *drop, int n, int m, int d, int dv,
                       float scale, float *dq, float *dk, float *dvv, const float *res, int ldr);
+void pf_attn_heads_fwd(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                       int b0, int bstep, int b, int heads, int n, int m, int d, int dv, float scale,
+                       const float *mask, int causal, const float *bias, const float *drop, float *p, int pstride,
+                       float *out, int ldo, int residual);
+void pf_attn_heads_bwd(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                       const float *g, int ldg, const float *p, const float *drop, int b0, int bstep, int b, int heads,
+                       int n, int m, int d, int dv, float scale, float *dq, float *dk, float *dvv, int residual);
 void pf_attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m,
                          int d, int dv, float scale, const float *mask, int causal, const float *drop, float *p,
                          float *out, int ldo, const float *res, int ldr);
