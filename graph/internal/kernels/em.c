@@ -611,11 +611,45 @@ static void add_row(int n, int m, float *x, const float *v) {
 // dist_rows16 is dist_back's first pass for m > 8: g ← g ⊙ [D > 0] 16
 // lanes at a time, and rs_i = Σ_j g_ij as the AVX2 loop sums it: 8-lane
 // blocks from +0 in order (the halves of each 16-lane vector, low then
-// high), hsum, then the last m % 8 one at a time.
+// high), hsum, then the last m % 8 one at a time. For m ≤ 64 it also
+// sets cs_j = Σ_i g_ij, col_sums' sums (from +0, down the rows in
+// order) in registers as the rows go by, and returns 1; otherwise it
+// leaves cs to col_sums and returns 0. Eight rows share one reduction
+// tree (hsum8: each lane hsum's additions) and their last columns' adds
+// (a gather a column), where a row took its own hsum and scalar loop.
 EM_TARGET512
-static void dist_rows16(int n, int m, const float *dd, float *g, float *rs) {
-	const int m8 = m & ~7;
-	for (int i = 0; i < n; i++) {
+static int dist_rows16(int n, int m, const float *dd, float *g, float *rs, float *cs) {
+	const int m8 = m & ~7, nv = (m + 15) / 16, cols = m <= 64;
+	__m512 csum[4];
+	__mmask16 in[4];
+	for (int v = 0; v < 4; v++) csum[v] = _mm512_setzero_ps(), in[v] = v < nv ? mask16(m - 16 * v) : 0;
+	int i = 0;
+	if (cols) {
+		const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(m));
+		for (; i + 8 <= n; i += 8) {
+			__m256 s[8];
+			for (int r = 0; r < 8; r++) {
+				float *row = g + (size_t)(i + r) * m;
+				const float *d = dd + (size_t)(i + r) * m;
+				s[r] = _mm256_setzero_ps();
+				for (int v = 0; v < nv; v++) {
+					const int j = 16 * v;
+					__mmask16 pos = _mm512_mask_cmp_ps_mask(in[v], _mm512_maskz_loadu_ps(in[v], d + j), _mm512_setzero_ps(), _CMP_GT_OQ);
+					__m512 x = _mm512_maskz_loadu_ps(pos, row + j);
+					_mm512_mask_storeu_ps(row + j, in[v], x);
+					csum[v] = _mm512_add_ps(csum[v], x);
+					if (j + 16 <= m8)
+						s[r] = add_halves(s[r], x);
+					else if (j + 8 <= m8)
+						s[r] = _mm256_add_ps(s[r], _mm512_castps512_ps256(x));
+				}
+			}
+			__m256 t = hsum8(s);
+			for (int j = m8; j < m; j++) t = _mm256_add_ps(t, _mm256_i32gather_ps(g + (size_t)i * m + j, at, 4));
+			_mm256_storeu_ps(rs + i, t);
+		}
+	}
+	for (; i < n; i++) {
 		float *row = g + (size_t)i * m;
 		const float *d = dd + (size_t)i * m;
 		__m256 s = _mm256_setzero_ps();
@@ -625,6 +659,7 @@ static void dist_rows16(int n, int m, const float *dd, float *g, float *rs) {
 			__mmask16 pos = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, d + j), _mm512_setzero_ps(), _CMP_GT_OQ);
 			__m512 x = _mm512_maskz_loadu_ps(pos, row + j);
 			_mm512_mask_storeu_ps(row + j, k, x);
+			if (cols) csum[j / 16] = _mm512_add_ps(csum[j / 16], x);
 			if (j + 16 <= m8)
 				s = add_halves(s, x);
 			else if (j + 8 <= m8)
@@ -634,6 +669,9 @@ static void dist_rows16(int n, int m, const float *dd, float *g, float *rs) {
 		for (j = m8; j < m; j++) t += row[j];
 		rs[i] = t;
 	}
+	if (cols)
+		for (int v = 0; v < nv; v++) _mm512_mask_storeu_ps(cs + 16 * v, in[v], csum[v]);
+	return cols;
 }
 #endif
 
@@ -666,8 +704,9 @@ EM_TARGET
 static void dist_back(int n, int m, int w, const float *a, int lda, const float *c, int ldc, const float *dd, float *g,
                       float *da, int ldda, float *dc, int lddc, float *rs, float *cs) {
 	const __m256 zero = _mm256_setzero_ps();
+	int have_cs = 0;
 #ifdef EM_AVX512
-	if (m > 8) dist_rows16(n, m, dd, g, rs);
+	if (m > 8) have_cs = dist_rows16(n, m, dd, g, rs, cs);
 	for (int i = 0; m <= 8 && i < n; i++) {
 #else
 	for (int i = 0; i < n; i++) {
@@ -688,7 +727,7 @@ static void dist_back(int n, int m, int w, const float *a, int lda, const float 
 		}
 		rs[i] = t;
 	}
-	col_sums(n, m, g, cs);
+	if (!have_cs) col_sums(n, m, g, cs);
 	if (da) {
 		for (int i = 0; i < n; i++) {
 			if (rs[i] == 0) continue;
