@@ -113,6 +113,13 @@ func (k addLayerNormKernel) fused32(in []*tensor.Dense, out *tensor.Dense) bool 
 		st.mean32, st.rstd32 = make([]float32, rows), make([]float32, rows)
 	}
 	s := keep[float32](&k.sum.s, len(x))
+	if kernels.AddLayerNormFwdShared32(x, f, g, b, s, y, k.ln.eps, st.mean32, st.rstd32) {
+		// The same chunks and kernel calls in one cgo call, the helper's
+		// without a Go hand-over.
+		st.fresh, st.fast = true, true
+		k.sum.fresh = true
+		return true
+	}
 	var failed atomic.Bool
 	kernels.SplitRange(len(x), d, func(lo, hi int) {
 		if !kernels.AddLayerNormFwd32(x[lo:hi], f[lo:hi], g, b, s[lo:hi], y[lo:hi], k.ln.eps, st.mean32[lo/d:hi/d], st.rstd32[lo/d:hi/d]) {

@@ -46,6 +46,11 @@ func (addKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func addRepeat[T float](a, b, y []T) {
+	// float32 with AVX2: the same chunks and kernel calls in one cgo call,
+	// so the helper runs its chunks without a Go hand-over.
+	if a32, ok := any(a).([]float32); ok && kernels.AddRepeatShared32(a32, any(b).([]float32), any(y).([]float32)) {
+		return
+	}
 	kernels.SplitRange(len(a), len(b), func(lo, hi int) {
 		a, y := a[lo:hi], y[lo:hi]
 		if a32, ok := any(a).([]float32); ok && kernels.AddRepeat32(a32, any(b).([]float32), any(y).([]float32)) {
@@ -120,6 +125,9 @@ func (mulKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func mulInto[T float](a, b, y []T) {
+	if a32, ok := any(a).([]float32); ok && kernels.MulShared32(a32, any(b).([]float32), any(y).([]float32)) {
+		return // SplitRange's chunks and Mul32 calls in one cgo call
+	}
 	kernels.SplitRange(len(a), 8, func(lo, hi int) {
 		a, b, y := a[lo:hi], b[lo:hi], y[lo:hi]
 		if a32, ok := any(a).([]float32); ok && kernels.Mul32(a32, any(b).([]float32), any(y).([]float32)) {

@@ -77,6 +77,9 @@ func layerNormFwdRows32(x, g, b, y []float32, eps float64, mean, rstd []float32)
 	if d == 0 || len(x)%d != 0 || len(mean) != len(x)/d {
 		return false
 	}
+	if kernels.LayerNormFwdShared32(x, g, b, y, eps, mean, rstd) {
+		return true // the same chunks and kernel calls in one cgo call
+	}
 	var failed atomic.Bool
 	kernels.SplitRange(len(x), d, func(lo, hi int) {
 		if !kernels.LayerNormFwd32(x[lo:hi], g, b, y[lo:hi], eps, mean[lo/d:hi/d], rstd[lo/d:hi/d]) {
@@ -101,6 +104,15 @@ func layerNormBwdRows32(x, g, gOut, mean, rstd, dx, dgamma, dbeta []float32) boo
 	}
 	h := rows / 2 * d
 	part := make([]float32, 2*d) // the second half's dgamma, dbeta
+	// Both halves in one cgo call, the helper's without a Go hand-over;
+	// the same halves, the same sums.
+	if kernels.LayerNormBwdHalves32(x, g, gOut, mean, rstd, dx, dgamma, dbeta, part) {
+		for j := range d {
+			dgamma[j] += part[j]
+			dbeta[j] += part[d+j]
+		}
+		return true
+	}
 	var failed atomic.Bool
 	kernels.RunShares(2, func(w int) {
 		ok := false

@@ -46,6 +46,14 @@ func (reluGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 // gradient selects without branches: the sign of a pre-activation is a
 // coin flip, and mispredicted branches cost 3× the arithmetic.
 func relu[T float](x, g, y []T) {
+	// float32 with AVX2: the same chunks and kernel calls in one cgo call,
+	// so the helper runs its chunks without a Go hand-over.
+	if x32, ok := any(x).([]float32); ok {
+		y32 := any(y).([]float32)
+		if g == nil && kernels.ReluShared32(x32, y32) || g != nil && kernels.ReluGradShared32(x32, any(g).([]float32), y32) {
+			return
+		}
+	}
 	kernels.SplitRange(len(x), 8, func(lo, hi int) {
 		var gp []T
 		if g != nil {

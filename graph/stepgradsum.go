@@ -181,6 +181,11 @@ func (gradSumKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 
 // addSame sets y = a + b (equal lengths), in chunks on both cores.
 func addSame[T float](a, b, y []T) {
+	// float32 with AVX2: the same chunks and kernel calls in one cgo call,
+	// so the helper runs its chunks without a Go hand-over.
+	if a32, ok := any(a).([]float32); ok && kernels.AddShared32(a32, any(b).([]float32), any(y).([]float32)) {
+		return
+	}
 	kernels.SplitRange(len(a), 8, func(lo, hi int) {
 		a, b, y := a[lo:hi], b[lo:hi], y[lo:hi]
 		if a32, ok := any(a).([]float32); ok && kernels.AddRepeat32(a32, any(b).([]float32), any(y).([]float32)) {

@@ -28,6 +28,20 @@ void pf_pool_wake(void);
 int pf_pool_sgemm(int workers, int helpers, int level, int mode, int transA, int transB, int m, int n, int k,
                   float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                   const float *bias, float *bp, int rb, int cw, int *ctr);
+// The kinds of pf_pool_range's jobs: vec.c's and layernorm.c's loops.
+enum {
+	PF_RANGE_ADD_REPEAT,
+	PF_RANGE_ADD,
+	PF_RANGE_MUL,
+	PF_RANGE_RELU,
+	PF_RANGE_RELU_GRAD,
+	PF_RANGE_LN_FWD,
+	PF_RANGE_ADD_LN_FWD,
+	PF_RANGE_LN_BWD,
+};
+#define PF_RANGE_PTRS 9
+int pf_pool_range(int workers, int helpers, int kind, int n, int d, int chunks, int units, int align, float eps,
+                  void *p0, void *p1, void *p2, void *p3, void *p4, void *p5, void *p6, void *p7, void *p8);
 
 // softmax.c (softmax_cgo.go)
 void pf_softmax_rows(float *p, int n, int m, const float *mask, int causal);

@@ -63,6 +63,29 @@ struct sgemm_job {
 	int *ctr;
 };
 
+// range_job is an element-wise or row-wise loop over [0, n) cut into
+// chunks, which the threads take in turn from ctr: chunk c is [lo, hi)
+// with lo = units·c/chunks·align and hi = min(units·(c+1)/chunks·align,
+// n), SplitRange's bounds (workers.go), and run_range runs the kernel of
+// kind (PF_RANGE_*) on it. Each chunk's values depend on its elements
+// alone, so on no thread's count or speed.
+struct range_job {
+	int kind, n, d, chunks, units, align;
+	float eps;
+	void *p[PF_RANGE_PTRS];
+	int *ctr;
+};
+
+// job is what a slot's share runs: a product's share (pf_sgemm_par) or
+// chunks of a range job, until none is left.
+struct job {
+	int range; // 0: g, 1: r
+	union {
+		struct sgemm_job g;
+		struct range_job r;
+	};
+};
+
 // slot is one helper's mailbox, on a cache line of its own: the state of
 // its product share, whether a Go job waits for it (set by workers.go),
 // and whether it sleeps.
@@ -74,7 +97,7 @@ struct slot {
 
 static struct {
 	_Alignas(64) int busy; // a caller holds the pool
-	struct sgemm_job job;  // the product under way, written before POSTED
+	struct job job;        // the product or range job under way, written before POSTED
 	pthread_mutex_t mu;    // with the two conditions below, for sleeping
 	pthread_cond_t work;   // a slot became POSTED or got a Go job
 	pthread_cond_t done;   // a slot became DONE
@@ -104,9 +127,66 @@ static long long now_ns(void) {
 	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-static void run_share(const struct sgemm_job *j, int worker) {
+static void run_range(const struct range_job *r, int lo, int hi);
+
+// run_share runs worker's share of j: its blocks of a product, or the
+// range job's chunks it takes from the counter.
+static void run_share(const struct job *jb, int worker) {
+	if (jb->range) {
+		const struct range_job *r = &jb->r;
+		for (;;) {
+			int c = __atomic_fetch_add(r->ctr, 1, __ATOMIC_SEQ_CST);
+			if (c >= r->chunks) return;
+			long long lo = (long long)r->units * c / r->chunks * r->align;
+			long long hi = (long long)r->units * (c + 1) / r->chunks * r->align;
+			if (hi > r->n) hi = r->n;
+			if (lo < hi) run_range(r, (int)lo, (int)hi);
+		}
+	}
+	const struct sgemm_job *j = &jb->g;
 	pf_sgemm_par(j->level, j->mode, worker, j->transA, j->transB, j->m, j->n, j->k, j->alpha, j->A, j->lda, j->B,
 	             j->ldb, j->beta, j->C, j->ldc, j->bias, j->bp, j->rb, j->cw, j->ctr);
+}
+
+// run_range runs r's kernel on [lo, hi): the call workers.go's
+// SplitRange makes on the chunk through the Go bindings (vec_cgo.go,
+// layernorm_cgo.go), so the values are theirs.
+static void run_range(const struct range_job *r, int lo, int hi) {
+	void *const *p = r->p;
+	int d = r->d, len = hi - lo, row = lo / (d > 0 ? d : 1);
+	switch (r->kind) {
+	case PF_RANGE_ADD_REPEAT: // a, b [d], y
+		pf_add_repeat((const float *)p[0] + lo, p[1], (float *)p[2] + lo, len, d);
+		break;
+	case PF_RANGE_ADD: // a, b, y of one length
+		pf_add_repeat((const float *)p[0] + lo, (const float *)p[1] + lo, (float *)p[2] + lo, len, len);
+		break;
+	case PF_RANGE_MUL: // a, b, y
+		pf_mul((const float *)p[0] + lo, (const float *)p[1] + lo, (float *)p[2] + lo, len);
+		break;
+	case PF_RANGE_RELU: // x, y
+		pf_relu((const float *)p[0] + lo, (float *)p[1] + lo, len);
+		break;
+	case PF_RANGE_RELU_GRAD: // x, g, y
+		pf_relu_grad((const float *)p[0] + lo, (const float *)p[1] + lo, (float *)p[2] + lo, len);
+		break;
+	case PF_RANGE_LN_FWD: // x, γ, β, y, mean, rstd; rows of d
+		pf_layernorm_fwd((const float *)p[0] + lo, p[1], p[2], (float *)p[3] + lo, len / d, d, r->eps,
+		                 (float *)p[4] + row, (float *)p[5] + row);
+		break;
+	case PF_RANGE_ADD_LN_FWD: // x, f, γ, β, s, y, mean, rstd; rows of d
+		pf_add_layernorm_fwd((const float *)p[0] + lo, (const float *)p[1] + lo, p[2], p[3], (float *)p[4] + lo,
+		                     (float *)p[5] + lo, len / d, d, r->eps, (float *)p[6] + row, (float *)p[7] + row);
+		break;
+	case PF_RANGE_LN_BWD: // x, γ, g, mean, rstd, dx, dγ, dβ, part [2d]; two chunks
+		// The first chunk's rows accumulate into dγ, dβ, the second's
+		// into part, which the caller adds after (LayerNormBwdHalves32),
+		// whichever thread runs which.
+		pf_layernorm_bwd((const float *)p[0] + lo, p[1], (const float *)p[2] + lo, (const float *)p[3] + row,
+		                 (const float *)p[4] + row, (float *)p[5] + lo, lo == 0 ? p[6] : p[8],
+		                 lo == 0 ? p[7] : (float *)p[8] + d, len / d, d);
+		break;
+	}
 }
 
 // pf_pool_slot is slot i's words (state, gojob, sleeping), for
@@ -159,32 +239,26 @@ void pf_pool_wake(void) {
 	pthread_mutex_unlock(&pool.mu);
 }
 
-// pf_pool_sgemm computes a product shared by workers threads, as
-// pf_sgemm_par's workers 0 … workers−1 would: the caller runs worker 0
-// and the helpers of slots 0 … helpers−1 (waiting in pf_pool_serve) the
-// next ones, or the caller runs them all when the pool is taken by
-// another product. It returns when every share is done, and reports how
-// many shares the helpers ran (the others ran on the caller). The values
-// are pf_sgemm's on one thread whoever runs what. ctr is zeroed by the
-// caller, and every pointer stays valid until the call returns: no helper
-// touches the product's memory afterwards.
-int pf_pool_sgemm(int workers, int helpers, int level, int mode, int transA, int transB, int m, int n, int k,
-                  float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                  const float *bias, float *bp, int rb, int cw, int *ctr) {
-	struct sgemm_job j = {level, mode, transA, transB, m, n, k, alpha, beta, A, B, bias, lda, ldb, ldc, rb, cw, C, bp, ctr};
+// pool_run runs j's shares 0 … workers−1: the caller runs share 0 and
+// the helpers of slots 0 … helpers−1 (waiting in pf_pool_serve) the next
+// ones, or the caller runs them all when another job holds the pool. It
+// returns when every share is done, and reports how many shares the
+// helpers ran (the others ran on the caller). Every pointer in j stays
+// valid until it returns: no helper touches the job's memory afterwards.
+static int pool_run(const struct job *j, int workers, int helpers) {
 	int h = workers - 1 < helpers ? workers - 1 : helpers;
 	if (h > PF_POOL_SLOTS) h = PF_POOL_SLOTS;
 	if (h <= 0 || !cas(&pool.busy, 0, 1)) {
-		for (int w = 0; w < workers; w++) run_share(&j, w);
+		for (int w = 0; w < workers; w++) run_share(j, w);
 		return 0;
 	}
-	pool.job = j; // published by the POSTED stores below
+	pool.job = *j; // published by the POSTED stores below
 	int wake = 0;
 	for (int i = 0; i < h; i++) store(&pool.slots[i].state, POSTED);
 	for (int i = 0; i < h; i++) wake |= load(&pool.slots[i].sleeping);
 	if (wake) pf_pool_wake();
-	run_share(&j, 0);
-	for (int w = h + 1; w < workers; w++) run_share(&j, w); // shares with no helper
+	run_share(j, 0);
+	for (int w = h + 1; w < workers; w++) run_share(j, w); // shares with no helper
 	int ran = 0;
 	for (int i = 0; i < h; i++) {
 		struct slot *s = &pool.slots[i];
@@ -193,7 +267,7 @@ int pf_pool_sgemm(int workers, int helpers, int level, int mode, int transA, int
 		// caller runs it, with the same worker index, rather than wait
 		// for the helper; it finds no block left and returns at once.
 		if (cas(&s->state, POSTED, IDLE)) {
-			run_share(&j, i + 1);
+			run_share(j, i + 1);
 			continue;
 		}
 		long long start = 0;
@@ -215,7 +289,33 @@ int pf_pool_sgemm(int workers, int helpers, int level, int mode, int transA, int
 	}
 	// Keep no pointer into the caller's (Go) memory past the call, as
 	// cgo's rules ask: every share is done or taken back by now.
-	pool.job = (struct sgemm_job){0};
+	pool.job = (struct job){0};
 	store(&pool.busy, 0);
 	return ran;
+}
+
+// pf_pool_sgemm computes a product shared by workers threads, as
+// pf_sgemm_par's workers 0 … workers−1 would, through pool_run. The
+// values are pf_sgemm's on one thread whoever runs what. ctr is zeroed
+// by the caller.
+int pf_pool_sgemm(int workers, int helpers, int level, int mode, int transA, int transB, int m, int n, int k,
+                  float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                  const float *bias, float *bp, int rb, int cw, int *ctr) {
+	struct job j = {.range = 0,
+	                .g = {level, mode, transA, transB, m, n, k, alpha, beta, A, B, bias, lda, ldb, ldc, rb, cw, C, bp,
+	                      ctr}};
+	return pool_run(&j, workers, helpers);
+}
+
+// pf_pool_range runs the range job of kind over [0, n) in chunks (see
+// range_job) on up to workers threads through pool_run, in the caller's
+// one cgo call: element-wise and row-wise loops reach the helpers as the
+// products do, without a Go hand-over per chunk. p0 … p8 are the kernel's
+// arrays (range_job's kinds say which), unused ones NULL.
+int pf_pool_range(int workers, int helpers, int kind, int n, int d, int chunks, int units, int align, float eps,
+                  void *p0, void *p1, void *p2, void *p3, void *p4, void *p5, void *p6, void *p7, void *p8) {
+	int ctr = 0;
+	struct job j = {.range = 1,
+	                .r = {kind, n, d, chunks, units, align, eps, {p0, p1, p2, p3, p4, p5, p6, p7, p8}, &ctr}};
+	return pool_run(&j, workers, helpers);
 }

@@ -8,6 +8,7 @@ package kernels
 import "C"
 
 import (
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 )
@@ -41,4 +42,32 @@ func poolNotify(i int) {
 	if atomic.LoadInt32(&w[2]) != 0 {
 		C.pf_pool_wake()
 	}
+}
+
+// poolRange runs pool.c's range job of kind over [0, n) in SplitRange's
+// chunks (bounds on multiples of align, about MinPart elements or more,
+// at most maxChunks) on the caller and the helpers, in one cgo call: a
+// helper polling in Go takes the job with one cgo call and runs chunks
+// until none is left, one asleep in pool.c runs them without returning
+// to Go, so no chunk costs a Go hand-over, a goroutine wake-up or a cgo
+// call of its own. p holds the kernel's arrays (pool.c's range_job says
+// which), every one valid until poolRange returns.
+func poolRange(kind C.int, n, d, align int, eps float32, p [C.PF_RANGE_PTRS]unsafe.Pointer) {
+	workers := min(runtime.GOMAXPROCS(0), n/MinPart)
+	chunks := min(n/MinPart, maxChunks)
+	if workers <= 1 || chunks <= 1 {
+		workers, chunks = 1, 1
+	}
+	poolRun(kind, n, d, chunks, (n+align-1)/align, align, workers, eps, p)
+}
+
+// poolRun runs pool.c's range job of kind in chunks chunks of
+// units·align elements on up to workers threads.
+func poolRun(kind C.int, n, d, chunks, units, align, workers int, eps float32, p [C.PF_RANGE_PTRS]unsafe.Pointer) {
+	nh := 0
+	if workers > 1 {
+		nh = min(len(helpers.ensure(workers-1)), workers-1, poolSlots)
+	}
+	C.pf_pool_range(C.int(workers), C.int(nh), kind, C.int(n), C.int(d), C.int(chunks), C.int(units), C.int(align),
+		C.float(eps), p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8])
 }

@@ -6,6 +6,8 @@ package kernels
 // #include <kernels.h>
 import "C"
 
+import "unsafe"
+
 // ColSum32 runs vec.c's column sums of x [rows×len(s)] into s, the values
 // of colSum, and reports whether it did.
 func ColSum32(x, s []float32) bool {
@@ -63,5 +65,59 @@ func Relu32(x, y []float32) bool {
 		return false
 	}
 	C.pf_relu((*C.float)(&x[0]), (*C.float)(&y[0]), C.int(len(x)))
+	return true
+}
+
+// f32p is the address of x's first element, for pool.c's range jobs
+// (x not empty).
+func f32p(x []float32) unsafe.Pointer { return unsafe.Pointer(&x[0]) }
+
+// AddRepeatShared32 is AddRepeat32 run on SplitRange's chunks of a
+// (bounds on multiples of len(b)) by the caller and the helpers in one
+// cgo call (pool.c's pf_pool_range), the values of AddRepeat32 and of
+// addRepeat; it reports whether it ran.
+func AddRepeatShared32(a, b, y []float32) bool {
+	if hasAVX2() == 0 || len(a) == 0 || len(b) == 0 || len(a)%len(b) != 0 || len(y) < len(a) {
+		return false
+	}
+	poolRange(C.PF_RANGE_ADD_REPEAT, len(a), len(b), len(b), 0, [C.PF_RANGE_PTRS]unsafe.Pointer{f32p(a), f32p(b), f32p(y)})
+	return true
+}
+
+// AddShared32 sets y = a + b over len(a) values, as AddRepeat32 on each of
+// SplitRange's chunks (bounds on multiples of 8) with b's same chunk,
+// shared as AddRepeatShared32 is; it reports whether it ran.
+func AddShared32(a, b, y []float32) bool {
+	if hasAVX2() == 0 || len(a) == 0 || len(b) < len(a) || len(y) < len(a) {
+		return false
+	}
+	poolRange(C.PF_RANGE_ADD, len(a), 0, 8, 0, [C.PF_RANGE_PTRS]unsafe.Pointer{f32p(a), f32p(b), f32p(y)})
+	return true
+}
+
+// MulShared32, ReluShared32 and ReluGradShared32 are Mul32, Relu32 and
+// ReluGrad32 on SplitRange's chunks (bounds on multiples of 8), shared
+// as AddRepeatShared32 is; they report whether they ran.
+func MulShared32(a, b, y []float32) bool {
+	if hasAVX2() == 0 || len(a) == 0 || len(b) < len(a) || len(y) < len(a) {
+		return false
+	}
+	poolRange(C.PF_RANGE_MUL, len(a), 0, 8, 0, [C.PF_RANGE_PTRS]unsafe.Pointer{f32p(a), f32p(b), f32p(y)})
+	return true
+}
+
+func ReluShared32(x, y []float32) bool {
+	if hasAVX2() == 0 || len(x) == 0 || len(y) < len(x) {
+		return false
+	}
+	poolRange(C.PF_RANGE_RELU, len(x), 0, 8, 0, [C.PF_RANGE_PTRS]unsafe.Pointer{f32p(x), f32p(y)})
+	return true
+}
+
+func ReluGradShared32(x, g, y []float32) bool {
+	if hasAVX2() == 0 || len(x) == 0 || len(g) < len(x) || len(y) < len(x) {
+		return false
+	}
+	poolRange(C.PF_RANGE_RELU_GRAD, len(x), 0, 8, 0, [C.PF_RANGE_PTRS]unsafe.Pointer{f32p(x), f32p(g), f32p(y)})
 	return true
 }

@@ -14,3 +14,11 @@ func ReluGrad32(_, _, _ []float32) bool  { return false }
 
 // Relu32 has no pure-Go fast path.
 func Relu32(_, _ []float32) bool { return false }
+
+// The shared loops (pool.c's range jobs) have no pure-Go twin: callers
+// split their loops with SplitRange.
+func AddRepeatShared32(_, _, _ []float32) bool { return false }
+func AddShared32(_, _, _ []float32) bool       { return false }
+func MulShared32(_, _, _ []float32) bool       { return false }
+func ReluShared32(_, _ []float32) bool         { return false }
+func ReluGradShared32(_, _, _ []float32) bool  { return false }
