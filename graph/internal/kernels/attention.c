@@ -387,6 +387,133 @@ static void transpose_rows512(const float *x, int ldx, int rows, int w, float *t
 	}
 }
 
+// softmax_row512 is pf_softmax_rows512's row i on scores held in
+// registers: s0 (keys 0–15) and, when NV is 2, s1 (keys 16–31) of a row
+// of m ≤ 16·NV keys, scaled and with the bias added as the forward
+// stores them (lanes past m unread). It writes the row's weights [m] to
+// prow with the same operations in the same order: the max over the
+// visible keys (NaN sticks), e^min(0, x − max) on the kept lanes, their
+// sum in 8-lane blocks (add_halves, blocks wholly past the visible keys
+// skipped as pf_softmax_rows512's loop skips them) then hsum, the
+// quotient on lanes before vis, +0 after; a row with no visible key is
+// all +0. Only the loads and stores between the passes are gone.
+__attribute__((always_inline)) PF_AVX512
+static inline void softmax_row512(const int NV, __m512 s0, __m512 s1, int m, int vis, const float *mask,
+                                  float *prow) {
+	const __m512 ninf = _mm512_set1_ps(-INFINITY), zero = _mm512_setzero_ps();
+	const __mmask16 in0 = lanes16(vis), in1 = lanes16(vis - 16);
+	__mmask16 keep0 = in0, keep1 = in1;
+	if (mask) {
+		keep0 = _mm512_mask_cmp_ps_mask(in0, _mm512_maskz_loadu_ps(in0, mask), zero, _CMP_NEQ_UQ);
+		if (NV > 1) keep1 = _mm512_mask_cmp_ps_mask(in1, _mm512_maskz_loadu_ps(in1, mask + 16), zero, _CMP_NEQ_UQ);
+	}
+	const __m512 x0 = _mm512_maskz_mov_ps(in0, s0), x1 = NV > 1 ? _mm512_maskz_mov_ps(in1, s1) : zero;
+	__mmask16 nan = _mm512_mask_cmp_ps_mask(keep0, x0, x0, _CMP_UNORD_Q);
+	__m512 vmx = _mm512_mask_max_ps(ninf, keep0, ninf, x0);
+	if (NV > 1 && vis > 16) {
+		nan |= _mm512_mask_cmp_ps_mask(keep1, x1, x1, _CMP_UNORD_Q);
+		vmx = _mm512_mask_max_ps(vmx, keep1, vmx, x1);
+	}
+	const float mx = nan ? NAN : _mm512_reduce_max_ps(vmx);
+	const __mmask16 w0 = lanes16(m), w1 = lanes16(m - 16);
+	if (mx == -INFINITY) {
+		_mm512_mask_storeu_ps(prow, w0, zero);
+		if (NV > 1) _mm512_mask_storeu_ps(prow + 16, w1, zero);
+		return;
+	}
+	const __m512 vm = _mm512_set1_ps(mx);
+	const __m512 e0 = _mm512_maskz_mov_ps(keep0, exp_le0_512(_mm512_min_ps(zero, _mm512_sub_ps(x0, vm))));
+	__m256 z = add_halves(_mm256_setzero_ps(), e0);
+	__m512 e1 = zero;
+	if (NV > 1 && vis > 16) {
+		e1 = _mm512_maskz_mov_ps(keep1, exp_le0_512(_mm512_min_ps(zero, _mm512_sub_ps(x1, vm))));
+		z = add_halves(z, e1);
+	}
+	const __m512 vz = _mm512_set1_ps(hsum(z));
+	_mm512_mask_storeu_ps(prow, w0, _mm512_maskz_div_ps(in0, e0, vz));
+	if (NV > 1) _mm512_mask_storeu_ps(prow + 16, w1, _mm512_maskz_div_ps(in1, e1, vz));
+}
+
+// scores_softmax_block512 is rows_axpy512's block of R query rows of the
+// scores (q kᵀ · scale against kt [d×m8]: the same fused multiply-add
+// chain over t from 0, then the product with scale) followed by the
+// bias and softmax_row512 on each row while it is in registers, where
+// attn_head_fwd512 stored the scores, added the bias and ran
+// pf_softmax_rows512's three passes over them in memory. Rows i0 … i0+R−1
+// of p [n×m]; m ≤ 16·NV, R·NV ≤ 8.
+#define SSB_ROW(r)                                                                                          \
+	if ((r) < R) {                                                                                          \
+		const int i = i0 + (r);                                                                             \
+		__m512 s0 = _mm512_mul_ps(va, NV == 1 ? a##r : SSB_A((r) * 2)), s1 = NV == 1 ? s0 : _mm512_mul_ps(va, SSB_A((r) * 2 + 1)); \
+		if (bias) {                                                                                         \
+			s0 = _mm512_add_ps(s0, _mm512_maskz_loadu_ps(lanes16(m), bias + (size_t)i * m));                \
+			if (NV > 1) s1 = _mm512_add_ps(s1, _mm512_maskz_loadu_ps(lanes16(m - 16), bias + (size_t)i * m + 16)); \
+		}                                                                                                   \
+		softmax_row512(NV, s0, s1, m, causal && i + 1 < m ? i + 1 : m, mask, p + (size_t)i * m);              \
+	}
+#define SSB_A(i) ((i) == 0 ? a0 : (i) == 1 ? a1 : (i) == 2 ? a2 : (i) == 3 ? a3 : (i) == 4 ? a4 : (i) == 5 ? a5 : (i) == 6 ? a6 : a7)
+__attribute__((always_inline)) PF_AVX512
+static inline void scores_softmax_block512(const int R, const int NV, int i0, const float *q, int ldq,
+                                           const float *kt, int ldk, int d, int m, float scale, const float *mask,
+                                           int causal, const float *bias, float *p) {
+	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+	const __mmask16 last = lanes16(m - 16 * (NV - 1));
+	const float *c = q + (size_t)i0 * ldq;
+	for (int t = 0; t < d; t++) {
+		const float *xt = kt + (size_t)t * ldk, *ct = c + t;
+		const int ldc = ldq;
+		__m512 x0, x1 = a0, x2 = a0, x3 = a0;
+		x0 = _mm512_maskz_loadu_ps(NV == 1 ? last : (__mmask16)0xFFFF, xt);
+		if (NV > 1) x1 = _mm512_maskz_loadu_ps(last, xt + 16);
+		(void)x2;
+		(void)x3;
+		AXPY512_STEP(0);
+		AXPY512_STEP(1);
+		AXPY512_STEP(2);
+		AXPY512_STEP(3);
+		AXPY512_STEP(4);
+		AXPY512_STEP(5);
+		AXPY512_STEP(6);
+		AXPY512_STEP(7);
+	}
+	const __m512 va = _mm512_set1_ps(scale);
+	SSB_ROW(0);
+	SSB_ROW(1);
+	SSB_ROW(2);
+	SSB_ROW(3);
+	SSB_ROW(4);
+	SSB_ROW(5);
+	SSB_ROW(6);
+	SSB_ROW(7);
+}
+
+// scores_softmax512 sets p [n×m] (m ≤ 32) to softmax(q kᵀ · scale +
+// bias) over the visible keys, as rows_axpy512, add_rows and
+// pf_softmax_rows512 do in attn_head_fwd512 (the same values bit for
+// bit), blocks of 8 rows (m ≤ 16) or 4 (m ≤ 32), then 4, 2, 1.
+#define SSB_ROWS(R, NV)                                                                                        \
+	do {                                                                                                       \
+		int i = 0;                                                                                             \
+		for (; i + (R) <= n; i += (R))                                                                         \
+			scores_softmax_block512((R), (NV), i, q, ldq, kt, ldk, d, m, scale, mask, causal, bias, p);         \
+		if ((R) > 4)                                                                                           \
+			for (; i + 4 <= n; i += 4)                                                                         \
+				scores_softmax_block512(4, (NV), i, q, ldq, kt, ldk, d, m, scale, mask, causal, bias, p);       \
+		if ((R) > 2)                                                                                           \
+			for (; i + 2 <= n; i += 2)                                                                         \
+				scores_softmax_block512(2, (NV), i, q, ldq, kt, ldk, d, m, scale, mask, causal, bias, p);       \
+		for (; i < n; i++)                                                                                     \
+			scores_softmax_block512(1, (NV), i, q, ldq, kt, ldk, d, m, scale, mask, causal, bias, p);           \
+	} while (0)
+PF_AVX512
+static void scores_softmax512(int n, int m, int d, float scale, const float *q, int ldq, const float *kt, int ldk,
+                              const float *mask, int causal, const float *bias, float *p) {
+	if (m <= 16)
+		SSB_ROWS(8, 1);
+	else
+		SSB_ROWS(4, 2);
+}
+
 // attn_head_fwd512 is attn_head_fwd with AVX-512.
 PF_AVX512
 static void attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n,
@@ -394,10 +521,14 @@ static void attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, c
                              const float *drop, float *p, float *out, int ldo, const float *res, int ldr) {
 	const int m8 = (m + 7) & ~7;
 	float kt[MAXW * MAXW], s[MAXW * MAXW];
-	transpose_rows512(k, ldk, m, d, kt, m8);              // kt [d×m8]
-	rows_axpy512(n, d, m, scale, q, ldq, 1, kt, m8, p, m); // p [n×m]
-	if (bias) add_rows(bias, p, n * m);
-	pf_softmax_rows512(p, n, m, mask, causal);
+	transpose_rows512(k, ldk, m, d, kt, m8); // kt [d×m8]
+	if (m <= 32) {
+		scores_softmax512(n, m, d, scale, q, ldq, kt, m8, mask, causal, bias, p); // p [n×m]
+	} else {
+		rows_axpy512(n, d, m, scale, q, ldq, 1, kt, m8, p, m);
+		if (bias) add_rows(bias, p, n * m);
+		pf_softmax_rows512(p, n, m, mask, causal);
+	}
 	const float *w = p;
 	if (drop) {
 		mul_rows(p, drop, s, n * m);
