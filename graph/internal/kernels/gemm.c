@@ -570,6 +570,170 @@ static int sgemm_packed512(int transA, int transB, int m, int n, int k, float al
 	return 1;
 }
 
+// ---- The AVX-512 direct path ----
+//
+// The products the packed path leaves to sgemm_avx2 (n < 16 or k < 32:
+// the k = 8 input layers, the n = 8 output layers and their gradients)
+// run on 16-lane registers on the AVX-512 level, with the AVX2 path's
+// arithmetic element for element: per pass over KC values of k, a sum
+// from +0 taking one fused multiply-add per p in order, then C ←
+// fma(α, sum, C). The last n mod 8 columns, which sgemm_avx2 leaves to
+// sgemm_portable, get what that code is inside sgemm_avx2: GCC inlines it
+// there and, under the FMA target, contracts its C += (α·a)·b into C ←
+// fma(α·a, b, C), one per p in order (tail_fma, written out so that it
+// does not hang on the compiler's choice). Only the tiling differs: blocks of up to 64
+// columns (the last one masked) and 6–12 rows, enough independent
+// accumulators to hide the FMA latency (sgemm_avx2's 4×8 block of n = 8
+// has four chains and waits on them), and the bias, or for β = 0 a zero
+// row, is the first pass's C, so C is neither copied into nor cleared
+// first (TestGemmDirect512IsAVX2).
+
+// zero_row64 is the C a β = 0 direct block adds its first pass to.
+static const float zero_row64[64] __attribute__((aligned(64)));
+
+// dblock512 adds α·(R rows of A · B[:, 0:16·V]) to Cin and writes C, the
+// last vector of each row masked by mlast; B is row-major with stride
+// ldb. Rows of A are read as a[r·rsa + p·csa]. R and V are constants at
+// every call, so the accumulators stay in registers.
+__attribute__((target(T512), always_inline))
+static inline void dblock512(const int R, const int V, int kc, const float *a, size_t rsa, size_t csa,
+                             const float *B, size_t ldb, float alpha, const float *Cin, size_t ldcin, float *C,
+                             size_t ldc, __mmask16 mlast) {
+	__m512 acc[12][4];
+	for (int r = 0; r < R; r++)
+		for (int v = 0; v < V; v++) acc[r][v] = _mm512_setzero_ps();
+	for (int p = 0; p < kc; p++) {
+		const float *b = B + (size_t)p * ldb;
+		__m512 bv[4];
+		for (int v = 0; v < V; v++)
+			bv[v] = v == V - 1 ? _mm512_maskz_loadu_ps(mlast, b + 16 * v) : _mm512_loadu_ps(b + 16 * v);
+		const float *ap = a + (size_t)p * csa;
+		for (int r = 0; r < R; r++) {
+			__m512 x = _mm512_set1_ps(ap[(size_t)r * rsa]);
+			for (int v = 0; v < V; v++) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
+		}
+	}
+	__m512 va = _mm512_set1_ps(alpha);
+	for (int r = 0; r < R; r++) {
+		const float *ci = Cin + (size_t)r * ldcin;
+		float *co = C + (size_t)r * ldc;
+		for (int v = 0; v < V; v++) {
+			__mmask16 mk = v == V - 1 ? mlast : 0xffff;
+			_mm512_mask_storeu_ps(co + 16 * v, mk, _mm512_fmadd_ps(va, acc[r][v], _mm512_maskz_loadu_ps(mk, ci + 16 * v)));
+		}
+	}
+}
+
+// DBLOCK instantiates dblock512 for V vectors: its full row block R and
+// the row tails of 4 and 1.
+#define DBLOCK(V, R)                                                                                            \
+	__attribute__((target(T512))) static void dblock512_##V(int rows, int kc, const float *a, size_t rsa,     \
+	                                                        size_t csa, const float *B, size_t ldb, float alpha, \
+	                                                        const float *Cin, size_t ldcin, float *C, size_t ldc,   \
+	                                                        __mmask16 mlast) {                                  \
+		int i = 0;                                                                                              \
+		for (; i + R <= rows; i += R)                                                                           \
+			dblock512(R, V, kc, a + i * rsa, rsa, csa, B, ldb, alpha, Cin + i * ldcin, ldcin, C + i * ldc, ldc, \
+			          mlast);                                                                                   \
+		for (; i + 4 <= rows; i += 4)                                                                           \
+			dblock512(4, V, kc, a + i * rsa, rsa, csa, B, ldb, alpha, Cin + i * ldcin, ldcin, C + i * ldc, ldc, \
+			          mlast);                                                                                   \
+		for (; i < rows; i++)                                                                                   \
+			dblock512(1, V, kc, a + i * rsa, rsa, csa, B, ldb, alpha, Cin + i * ldcin, ldcin, C + i * ldc, ldc, \
+			          mlast);                                                                                   \
+	}
+DBLOCK(1, 12)
+DBLOCK(2, 12)
+DBLOCK(3, 8)
+DBLOCK(4, 6)
+#undef DBLOCK
+
+// tail_fma adds the products of columns the vector blocks leave (fewer
+// than 8) as sgemm_avx2's inlined sgemm_portable does: per row and p in
+// order, x = α·a(i, p), then c ← fma(x, b, c) per column.
+__attribute__((target(T512)))
+static void tail_fma(int rows, int nt, int kc, float alpha, const float *A, size_t rsa, size_t csa, const float *B,
+                     size_t ldb, float *C, size_t ldc) {
+	for (int i = 0; i < rows; i++) {
+		float *c = C + (size_t)i * ldc;
+		for (int p = 0; p < kc; p++) {
+			float x = alpha * A[(size_t)i * rsa + (size_t)p * csa];
+			const float *b = B + (size_t)p * ldb;
+			for (int j = 0; j < nt; j++) c[j] = __builtin_fmaf(x, b[j], c[j]);
+		}
+	}
+}
+
+// direct512_rows computes rows i0 ≤ i < i1 of C ← α·op(A)·B + β·C (or
+// bias + α·op(A)·B, or with β = 0 C unread) on the AVX-512 direct path,
+// B [k×n] row-major with stride ldb (a transposed B already copied):
+// columns below n8 = n − n mod 8 in 64-column blocks, rows of a block
+// 12, 8 or 6 at a time (more rows where fewer vectors, so the
+// accumulators fill the registers), then 4, then 1; the last n mod 8
+// columns on tail_fma after C is set (bias copied, β applied), as
+// sgemm_direct does them.
+__attribute__((target(T512)))
+static void direct512_rows(int i0, int i1, int n, int k, float alpha, const float *A, size_t rsa, size_t csa,
+                           const float *B, size_t ldb, float beta, float *C, size_t ldc, const float *bias) {
+	int n8 = n - n % 8, rows = i1 - i0;
+	int beta0 = !bias && beta == 0;
+	if (rows <= 0) return;
+	float *c0 = C + (size_t)i0 * ldc;
+	const float *a0 = A + (size_t)i0 * rsa;
+	if (!bias && !beta0 && beta != 1) scale_c_float(rows, n8, beta, c0, (int)ldc);
+	if (n8 < n) { // the tail columns: C set as sgemm_direct sets it
+		for (int i = 0; i < rows; i++) {
+			float *c = c0 + (size_t)i * ldc + n8;
+			if (bias) memcpy(c, bias + n8, sizeof(float) * (size_t)(n - n8));
+			else if (beta0) memset(c, 0, sizeof(float) * (size_t)(n - n8));
+			else if (beta != 1) for (int j = 0; j < n - n8; j++) c[j] *= beta;
+		}
+	}
+	for (int p0 = 0; p0 < k; p0 += KC) {
+		int kc = k - p0 < KC ? k - p0 : KC;
+		const float *a = a0 + (size_t)p0 * csa, *b = B + (size_t)p0 * ldb;
+		for (int j0 = 0; j0 < n8; j0 += 64) {
+			int w = n8 - j0 < 64 ? n8 - j0 : 64, V = (w + 15) / 16;
+			__mmask16 mlast = (__mmask16)(w - 16 * (V - 1) == 16 ? 0xffff : (1u << (w - 16 * (V - 1))) - 1);
+			const float *cin = c0 + j0;
+			size_t ldcin = ldc;
+			if (p0 == 0 && bias) cin = bias + j0, ldcin = 0;
+			else if (p0 == 0 && beta0) cin = zero_row64, ldcin = 0;
+			float *c = c0 + j0;
+			switch (V) {
+			case 1: dblock512_1(rows, kc, a, rsa, csa, b + j0, ldb, alpha, cin, ldcin, c, ldc, mlast); break;
+			case 2: dblock512_2(rows, kc, a, rsa, csa, b + j0, ldb, alpha, cin, ldcin, c, ldc, mlast); break;
+			case 3: dblock512_3(rows, kc, a, rsa, csa, b + j0, ldb, alpha, cin, ldcin, c, ldc, mlast); break;
+			default: dblock512_4(rows, kc, a, rsa, csa, b + j0, ldb, alpha, cin, ldcin, c, ldc, mlast);
+			}
+		}
+		if (n8 < n) tail_fma(rows, n - n8, kc, alpha, a, rsa, csa, b + n8, ldb, c0 + n8, ldc);
+	}
+}
+
+// transpose_b copies B [n×k] (stride ldb) to bt [k×n], as sgemm_direct's
+// transposed B.
+static void transpose_b(const float *B, int ldb, int n, int k, float *bt) {
+	for (int j = 0; j < n; j++)
+		for (int p = 0; p < k; p++) bt[(size_t)p * n + j] = B[(size_t)j * ldb + p];
+}
+
+// sgemm_direct512 is sgemm_direct on the AVX-512 direct path, the bias
+// (if any) fused, k ≥ 1: the same values bit for bit.
+static void sgemm_direct512(int transA, int transB, int m, int n, int k, float alpha, const float *A, int lda,
+                            const float *B, int ldb, float beta, float *C, int ldc, const float *bias) {
+	float *bt = NULL, small[SMALL_BT];
+	if (transB) {
+		bt = (size_t)k * n <= SMALL_BT ? small : malloc(sizeof(float) * (size_t)k * n);
+		if (!bt) oom("transposing B");
+		transpose_b(B, ldb, n, k, bt);
+		B = bt, ldb = n;
+	}
+	size_t rsa = transA ? 1 : (size_t)lda, csa = transA ? (size_t)lda : 1;
+	direct512_rows(0, m, n, k, alpha, A, rsa, csa, B, (size_t)ldb, beta, C, (size_t)ldc, bias);
+	if (bt != small) free(bt);
+}
+
 // pf_sgemm takes the packed path when the CPU has AVX2 and FMA and a row
 // of C is long enough to fill the micro-kernel. The choice depends on n
 // and k only, never on m, so splitting C's rows between threads cannot
@@ -592,6 +756,10 @@ void pf_sgemm(int level, int transA, int transB, int m, int n, int k, float alph
 		               : sgemm_packed(transA, transB, m, n, k, alpha, A, lda, B, ldb, C, ldc, bias, beta0))
 			return;
 		if (!bias && !beta0) beta = 1; // no memory for the buffer: fall back, C already scaled
+	}
+	if (level >= 2 && m > 0 && n > 0 && k > 0) {
+		sgemm_direct512(transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+		return;
 	}
 	if (bias) {
 		for (int i = 0; i < m; i++) memcpy(C + (size_t)i * ldc, bias, sizeof(float) * (size_t)n);
@@ -625,7 +793,10 @@ void pf_sgemm(int level, int transA, int transB, int m, int n, int k, float alph
 // and many columns, a weight gradient say): the threads take blocks of cw
 // columns, each packing its block of B into its own part of bp,
 // worker·KC·cw floats in, and computing every row of it: no B is packed
-// twice.
+// twice. mode 2 (the direct path's products, n < 16 or k < 32, which
+// pf_sgemm does not pack): blocks of rb rows on sgemm_direct or
+// direct512_rows (direct_par), so that these go to the helpers in C too
+// rather than as a halving of the rows through Go's RunShares.
 //
 // ctr[0] counts the blocks of C claimed; the caller zeroes it. bp is
 // 64-byte aligned.
@@ -639,6 +810,37 @@ static inline int claim(int *c) { return __atomic_fetch_add(c, 1, __ATOMIC_RELAX
 // read C: they add to the bias or to zero_row).
 static void scale_block(int i0, int i1, int j0, int j1, float beta, float *C, int ldc) {
 	scale_c_float(i1 - i0, j1 - j0, beta, C + (size_t)i0 * ldc + j0, ldc);
+}
+
+// direct_par is mode 2 of pf_sgemm_par: a product on the direct path (n
+// < 16 or k < 32, at level 1 or 2) shared by blocks of rb rows; a thread
+// that takes a block copies a transposed B to its own k·n floats of bp
+// first, once. Each element is computed as pf_sgemm computes it on one
+// thread (no element of the direct path depends on the rows beside it).
+static void direct_par(int level, int worker, int transA, int transB, int m, int n, int k, float alpha,
+                       const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                       const float *bias, float *bp, int rb, int *ctr) {
+	int blocks = (m + rb - 1) / rb, copied = 0;
+	size_t rsa = transA ? 1 : (size_t)lda, csa = transA ? (size_t)lda : 1;
+	for (int bl; (bl = claim(ctr + CTR_TILE)) < blocks;) {
+		if (transB && !copied) {
+			float *own = bp + (size_t)worker * k * n;
+			transpose_b(B, ldb, n, k, own);
+			B = own, ldb = n, transB = 0, copied = 1;
+		}
+		int i0 = bl * rb, i1 = m - i0 < rb ? m : i0 + rb;
+		if (level >= 2) {
+			direct512_rows(i0, i1, n, k, alpha, A, rsa, csa, B, (size_t)ldb, beta, C, (size_t)ldc, bias);
+			continue;
+		}
+		float *c = C + (size_t)i0 * ldc;
+		float bt = beta;
+		if (bias) {
+			for (int i = i0; i < i1; i++) memcpy(C + (size_t)i * ldc, bias, sizeof(float) * (size_t)n);
+			bt = 1;
+		}
+		sgemm_direct(1, transA, transB, i1 - i0, n, k, alpha, A + (size_t)i0 * rsa, lda, B, ldb, bt, c, ldc);
+	}
 }
 
 void pf_sgemm_par(int level, int mode, int worker, int transA, int transB, int m, int n, int k, float alpha,
@@ -671,6 +873,10 @@ void pf_sgemm_par(int level, int mode, int worker, int transA, int transB, int m
 				}
 			}
 		}
+		return;
+	}
+	if (mode == 2) {
+		direct_par(level, worker, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, bias, bp, rb, ctr);
 		return;
 	}
 	float *own = bp + (size_t)worker * KC * cw;

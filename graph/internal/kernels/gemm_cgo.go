@@ -130,12 +130,22 @@ func (s *gemmShared) packed(n int) *C.float {
 // false to run it on one. mode 0 (many rows) hands out blocks of rb rows,
 // each thread packing all of B for itself; mode 1 (at most
 // 128 rows, four or more blocks of columns) hands out blocks of cw
-// columns, each thread packing only its blocks of B. Blocks are many
+// columns, each thread packing only its blocks of B; mode 2 (the direct
+// path's products, n < 16 or k < 32, 48 rows or more) hands out blocks
+// of rb rows, each thread copying a transposed B for itself. Blocks are many
 // (≈16 of rows, ≈8 of columns), so that a thread whose core is taken by
 // another process for a while leaves its share to the other.
 func gemmSplit(level C.int, m, n, k int) (mode, rb, cw int, ok bool) {
-	if level < 1 || n < 16 || k < 32 || m*n*k < 1<<18 {
-		return 0, 0, 0, false // the direct path, or too small to repay a hand-over
+	if level < 1 || m*n*k < 1<<18 {
+		return 0, 0, 0, false // portable C, or too small to repay a hand-over
+	}
+	if n < 16 || k < 32 {
+		// The direct path: blocks of rows, multiples of 24 (whole
+		// blocks of its 12-, 8- and 6-row kernels), ≈8 of them.
+		if m < 48 {
+			return 0, 0, 0, false
+		}
+		return 2, max(24, m/8/24*24), 0, true
 	}
 	nr := 16
 	if level >= 2 {
@@ -171,8 +181,8 @@ func gemmShared32(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
 // gemmSharedAt runs pf_sgemm_par on kernel level (1 or 2) as workers
 // shares, in the given mode with blocks of rb rows or cw columns (cw a
 // multiple of the level's panel width, 16 or 32; rb of 12): gemmShared32's
-// choices, or a test's. It needs n ≥ 16 and k ≥ 32, the packed path's
-// products. The shares run in one cgo call (pool.c's pf_pool_sgemm):
+// choices, or a test's. Modes 0 and 1 need n ≥ 16 and k ≥ 32, the packed
+// path's products; mode 2 is for the others (the direct path's). The shares run in one cgo call (pool.c's pf_pool_sgemm):
 // worker 0 on the caller, the others on workers.go's helpers waiting in
 // pool.c, or all on the caller when another product holds the pool. It
 // returns how many shares the helpers ran.
@@ -181,13 +191,16 @@ func gemmSharedAt(level C.int, workers, mode, rb, cw int, tA, tB bool, m, n, k i
 	defer gemmSharedPool.Put(s)
 	s.ctr = [16]int32{}
 	var bp *C.float
-	if mode == 0 {
+	switch mode {
+	case 2:
+		bp = s.packed(workers * k * n) // a transposed B, copied by each thread
+	case 0:
 		nr := 16
 		if level >= 2 {
 			nr = 32
 		}
 		bp = s.packed(workers * k * ((n + nr - 1) / nr * nr)) // all of B, for each thread
-	} else {
+	default:
 		bp = s.packed(workers * 128 * cw) // KC = 128 rows of each thread's block
 	}
 	var biasp *C.float

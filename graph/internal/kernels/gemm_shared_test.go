@@ -130,6 +130,9 @@ func BenchmarkGemmShared(b *testing.B) {
 	}{
 		{false, 1024, 64, 256}, {false, 1024, 256, 64}, {false, 2048, 64, 64}, {false, 512, 64, 64},
 		{true, 64, 1024, 256}, {true, 256, 1024, 64}, {true, 64, 2048, 64}, {false, 256, 256, 256},
+		// The direct path's (n < 16 or k < 32): blocks of rows in C
+		// (pf_sgemm_par's mode 2) against halving them through RunShares.
+		{false, 2048, 8, 128}, {false, 2048, 128, 8}, {false, 2048, 64, 8},
 	} {
 		a := to32(normal(1)(rng, []int{c.m * c.k}))
 		bb := to32(normal(1)(rng, []int{c.k * c.n}))

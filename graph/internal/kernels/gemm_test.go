@@ -121,6 +121,15 @@ func BenchmarkGemm(b *testing.B) {
 		{"dW", true, 256, 1024, 64},      // of the second
 		{"dW", true, 64, 2048, 64},       // of the projection
 		{"square", false, 256, 256, 256}, // gemm_ref.py's square shape
+		// The Set Transformer step's (64 sets of 32, dim 64): its ISAB
+		// projections and their weight gradients, and the direct path's
+		// k = 8 input layer and n = 8 products.
+		{"linear", false, 2048, 64, 128}, // a [k v] projection over 2048 rows
+		{"dW", true, 64, 1024, 64},       // a projection's weight gradient over 1024 rows
+		{"direct", false, 2048, 8, 128},  // the k = 8 input layer's [k v] projection
+		{"direct", false, 2048, 8, 64},   // its q projection
+		{"direct", false, 2048, 128, 8},  // n = 8: a product into the 8 inputs
+		{"direct", false, 2048, 64, 8},
 	} {
 		a := to32(normal(1)(rng, []int{c.m * c.k}))
 		bb := to32(normal(1)(rng, []int{c.k * c.n}))
