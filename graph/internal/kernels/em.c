@@ -440,6 +440,15 @@ static float dot(const float *a, const float *b, int n) {
 	return r;
 }
 
+// dot_avx2 is dot, never inlined: the AVX-512 functions call it so that
+// its scalar loop stays compiled for AVX2, where GCC fuses its
+// multiply-adds as row_dots' calls do (inlined under the AVX-512 target
+// it vectorized the loop and summed otherwise).
+#ifdef EM_AVX512
+__attribute__((noinline)) EM_TARGET
+static float dot_avx2(const float *a, const float *b, int n) { return dot(a, b, n); }
+#endif
+
 // hsum8x8 is the vector of the lane sums of v[0…7]: lane i is the sum of
 // v[i]'s lanes (one reduction tree for eight rows instead of eight).
 __attribute__((always_inline)) EM_TARGET
@@ -1034,6 +1043,77 @@ static void softmax_back16(int n, int m, const float *w, float *dw, const float 
 }
 #endif
 
+#ifdef EM_AVX512
+// softmax_back_rows16 is softmax_back_add for 8 < m ≤ 64 in one pass
+// over the rows, eight at a time: each row gets add_row16's dw + v,
+// row_dots' dot with w (the 8-lane blocks' fused multiply-adds in order,
+// the last block's lanes past m 0, eight rows to one hsum8x8; the last
+// n % 8 rows through dot, as row_dots), softmax_back16's w (x − dot),
+// and, with cols, col_sums16's running column sums from cols, down the
+// rows in order: every value as the three passes made it, while the
+// rows are in L1 and without three loops' loads and stores.
+EM_TARGET512
+static void softmax_back_rows16(int n, int m, const float *w, float *dw, float *rs, const float *v, float *cols) {
+	const int nv = (m + 15) / 16;
+	__m512 csum[4];
+	__mmask16 in[4];
+	for (int k = 0; k < 4; k++) {
+		in[k] = k < nv ? mask16(m - 16 * k) : 0;
+		csum[k] = cols && k < nv ? _mm512_maskz_loadu_ps(in[k], cols + 16 * k) : _mm512_setzero_ps();
+	}
+	for (int i = 0; i < n; i += 8) {
+		const int rows = n - i < 8 ? n - i : 8;
+		if (rows == 8) {
+			__m256 acc[8];
+			for (int r = 0; r < 8; r++) {
+				const float *wr = w + (size_t)(i + r) * m;
+				float *dr = dw + (size_t)(i + r) * m;
+				__m256 s = _mm256_setzero_ps();
+				for (int k = 0; k < nv; k++) {
+					const int j = 16 * k;
+					__m512 x = _mm512_maskz_loadu_ps(in[k], dr + j);
+					if (v) {
+						x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(in[k], v + j));
+						_mm512_mask_storeu_ps(dr + j, in[k], x);
+					}
+					const __m512 a = _mm512_maskz_loadu_ps(in[k], wr + j);
+					s = _mm256_fmadd_ps(_mm512_castps512_ps256(a), _mm512_castps512_ps256(x), s);
+					if (j + 8 < m) s = _mm256_fmadd_ps(_mm512_extractf32x8_ps(a, 1), _mm512_extractf32x8_ps(x, 1), s);
+				}
+				acc[r] = s;
+			}
+			_mm256_storeu_ps(rs + i, hsum8x8(acc));
+		} else {
+			for (int r = 0; r < rows; r++) {
+				const float *wr = w + (size_t)(i + r) * m;
+				float *dr = dw + (size_t)(i + r) * m;
+				if (v)
+					for (int k = 0; k < nv; k++) {
+						const int j = 16 * k;
+						_mm512_mask_storeu_ps(dr + j, in[k],
+						                      _mm512_add_ps(_mm512_maskz_loadu_ps(in[k], dr + j), _mm512_maskz_loadu_ps(in[k], v + j)));
+					}
+				rs[i + r] = dot_avx2(wr, dr, m);
+			}
+		}
+		for (int r = 0; r < rows; r++) {
+			const float *wr = w + (size_t)(i + r) * m;
+			float *dr = dw + (size_t)(i + r) * m;
+			const __m512 vs = _mm512_set1_ps(rs[i + r]);
+			for (int k = 0; k < nv; k++) {
+				const int j = 16 * k;
+				__m512 y = _mm512_mul_ps(_mm512_maskz_loadu_ps(in[k], wr + j), _mm512_sub_ps(_mm512_maskz_loadu_ps(in[k], dr + j), vs));
+				_mm512_mask_storeu_ps(dr + j, in[k], y);
+				__asm__("" : "+v"(y)); // summed as stored: no multiply-add fused into the sum
+				if (cols) csum[k] = _mm512_add_ps(csum[k], y);
+			}
+		}
+	}
+	if (cols)
+		for (int k = 0; k < nv; k++) _mm512_mask_storeu_ps(cols + 16 * k, in[k], csum[k]);
+}
+#endif
+
 // softmax_back is emSoftmaxBack: dw_ij ← w_ij (dw_ij − Σ_k w_ik dw_ik);
 // rs [n] is scratch. Its row dots are row_dots' in both builds.
 EM_TARGET
@@ -1054,6 +1134,22 @@ static void softmax_back(int n, int m, const float *w, float *dw, float *rs) {
 			_mm256_storeu_ps(dr + j, _mm256_mul_ps(_mm256_loadu_ps(wr + j), _mm256_sub_ps(_mm256_loadu_ps(dr + j), vs)));
 		for (; j < m; j++) dr[j] = wr[j] * (dr[j] - s);
 	}
+}
+
+// softmax_back_add is add_row(n, m, dw, v) (v NULL: none), then
+// softmax_back, then add_col_sums(n, m, dw, cols) (cols NULL: none): in
+// one pass for 8 < m ≤ 64 in the AVX-512 build (softmax_back_rows16).
+EM_TARGET
+static void softmax_back_add(int n, int m, const float *w, float *dw, float *rs, const float *v, float *cols) {
+#ifdef EM_AVX512
+	if (m > 8 && m <= 64) {
+		softmax_back_rows16(n, m, w, dw, rs, v, cols);
+		return;
+	}
+#endif
+	if (v) add_row(n, m, dw, v);
+	softmax_back(n, m, w, dw, rs);
+	if (cols) add_col_sums(n, m, dw, cols);
 }
 
 #ifdef EM_AVX512
@@ -1763,14 +1859,16 @@ int EM_ENTRY(pf_em_backward)(const int *iv, const float *fv, const float *q, con
 	mm(n, dv, m, 1, dr, dv, 1, b->ct, m, 0, dw0, m);
 	mm(m, n, dv, 1, WI(0), 1, m, dr, dv, 1, dmu, dv);
 	if (tv == 0) add_weight_seed(p, sw, dw0);
-	softmax_back(n, m, WI(0), dw0, b->rs);
 	// the readout's scores K_ij + log π_j: their adjoint starts the key
 	// term's (b->kf, which propagation adds to) and adds to log π's
-	if (tv > 0)
+	if (tv > 0) {
+		softmax_back(n, m, WI(0), dw0, b->rs);
 		for (size_t k = 0; k < nm; k++) b->kf[k] = b->s0[k] + dw0[k];
-	else
+		add_col_sums(n, m, b->kf, dlp);
+	} else { // kf is dw0: its column sums in softmax_back's pass
+		softmax_back_add(n, m, WI(0), dw0, b->rs, NULL, dlp);
 		memcpy(b->kf, dw0, sizeof(float) * nm);
-	add_col_sums(n, m, b->kf, dlp);
+	}
 
 	// §5 backward.
 	if (p->pr) {
@@ -1804,9 +1902,7 @@ int EM_ENTRY(pf_em_backward)(const int *iv, const float *fv, const float *q, con
 		dist_back(n, m, d, q, p->ldq, xi_new, d, d_new, dd, gq, gldq, dxi, d, b->rs, b->cs);
 		centres_back(p, w, q, p->ldq, gq, gldq, d, xi0, p->ldk, gxi0, gldk, al_old, h[H_THETA_XI], nn, a, xi_new, dxi,
 		             &gh[H_THETA_XI], dal_old, dn, dw, b->da, b->ct);
-		add_row(n, m, dw, dn);
-		softmax_back(n, m, w, dw, b->rs);
-		add_col_sums(n, m, dw, b->lp0);
+		softmax_back_add(n, m, w, dw, b->rs, dn, b->lp0);
 		gaussian_back(n, m, d, al_old, DK(t), dw, dal_old, dd, b->cols);
 		b->xi[0] = dxi_old, b->xi[1] = dxi;
 		b->al[0] = dal_old, b->al[1] = dal;
