@@ -38,6 +38,7 @@ enum {
 	PF_RANGE_LN_FWD,
 	PF_RANGE_ADD_LN_FWD,
 	PF_RANGE_LN_BWD,
+	PF_RANGE_COLSUM,
 };
 #define PF_RANGE_PTRS 9
 int pf_pool_range(int workers, int helpers, int kind, int n, int d, int chunks, int units, int align, float eps,
@@ -60,6 +61,7 @@ void pf_layernorm_bwd(const float *x, const float *g, const float *go, const flo
 
 // vec.c (vec_cgo.go)
 void pf_colsum(const float *x, int rows, int d, float *s);
+void pf_colsum_ld(const float *x, int rows, int d, int ld, float *s);
 void pf_adam_f32(float *w, const float *g, double *m, double *v, int n, const double *c);
 void pf_mul(const float *a, const float *b, float *y, int n);
 void pf_add_repeat(const float *a, const float *b, float *y, int n, int d);

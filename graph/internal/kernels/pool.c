@@ -186,6 +186,9 @@ static void run_range(const struct range_job *r, int lo, int hi) {
 		                 (const float *)p[4] + row, (float *)p[5] + lo, lo == 0 ? p[6] : p[8],
 		                 lo == 0 ? p[7] : (float *)p[8] + d, len / d, d);
 		break;
+	case PF_RANGE_COLSUM: // x [d×n], s [n]: columns [lo, hi) of d rows
+		pf_colsum_ld((const float *)p[0] + lo, d, len, r->n, (float *)p[1] + lo);
+		break;
 	}
 }
 

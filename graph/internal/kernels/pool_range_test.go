@@ -135,3 +135,38 @@ func checkRangeJobs(t *testing.T, procs, caller int, x, f, b, g, gb []float32) {
 	same("layernorm-bwd dx", want, got)
 	same("layernorm-bwd dγ, dβ and the second half's", wdg, gdg)
 }
+
+// TestColSumSharedSameBits: ColSum32 with its column blocks shared
+// between the threads gives pf_colsum's values on one thread bit for bit,
+// at GOMAXPROCS 1-3, over widths that end in 32-, 8- and 1-column loops.
+func TestColSumSharedSameBits(t *testing.T) {
+	if hasAVX2() == 0 {
+		t.Skip("no AVX2 on this CPU")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	rng := rand.New(rand.NewPCG(7, 11))
+	for _, d := range []int{8, 64, 72, 100, 256, 257, 1000} {
+		for _, rows := range []int{1, 200, 1024, 3000} {
+			x := make([]float32, rows*d)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			want := make([]float32, d)
+			pfColSum(x, rows, d, want)
+			for _, procs := range []int{1, 2, 3} {
+				runtime.GOMAXPROCS(procs)
+				for range 5 {
+					got := make([]float32, d)
+					if !ColSum32(x, got) {
+						t.Fatal("ColSum32 did not run")
+					}
+					for j := range want {
+						if math.Float32bits(want[j]) != math.Float32bits(got[j]) {
+							t.Fatalf("GOMAXPROCS %d, %d×%d: column %d is %v, want %v", procs, rows, d, j, got[j], want[j])
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -9,12 +9,19 @@
 
 // pf_colsum sets s[j] = Σ_r x[r·d + j], adding rows in order (colSum).
 __attribute__((target("avx2")))
-void pf_colsum(const float *x, int rows, int d, float *s) {
+void pf_colsum(const float *x, int rows, int d, float *s) { pf_colsum_ld(x, rows, d, d, s); }
+
+// pf_colsum_ld is pf_colsum on d columns of rows ld apart, so that
+// column blocks can go to different threads (pool.c's range jobs): each
+// column is summed alone, from +0 down the rows in order, in whichever
+// loop below takes it, so its value does not depend on the block.
+__attribute__((target("avx2")))
+void pf_colsum_ld(const float *x, int rows, int d, int ld, float *s) {
 	int j = 0;
 	for (; j + 32 <= d; j += 32) {
 		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 		for (int r = 0; r < rows; r++) {
-			const float *p = x + (size_t)r * d + j;
+			const float *p = x + (size_t)r * ld + j;
 			a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p));
 			a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + 8));
 			a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + 16));
@@ -27,12 +34,12 @@ void pf_colsum(const float *x, int rows, int d, float *s) {
 	}
 	for (; j + 8 <= d; j += 8) {
 		__m256 a0 = _mm256_setzero_ps();
-		for (int r = 0; r < rows; r++) a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + (size_t)r * d + j));
+		for (int r = 0; r < rows; r++) a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + (size_t)r * ld + j));
 		_mm256_storeu_ps(s + j, a0);
 	}
 	for (; j < d; j++) {
 		__m128 a = _mm_setzero_ps();
-		for (int r = 0; r < rows; r++) a = _mm_add_ss(a, _mm_load_ss(x + (size_t)r * d + j));
+		for (int r = 0; r < rows; r++) a = _mm_add_ss(a, _mm_load_ss(x + (size_t)r * ld + j));
 		s[j] = _mm_cvtss_f32(a);
 	}
 }

@@ -6,14 +6,27 @@ package kernels
 // #include <kernels.h>
 import "C"
 
-import "unsafe"
+import (
+	"runtime"
+	"unsafe"
+)
 
 // ColSum32 runs vec.c's column sums of x [rows×len(s)] into s, the values
-// of colSum, and reports whether it did.
+// of colSum, and reports whether it did. With 2·MinPart values or more
+// and 64 columns or more, blocks of 32 columns go to the caller and the
+// helpers (pool.c's range job, as AddRepeatShared32's chunks do): each
+// column is still summed alone down the rows in order, so the split
+// changes no value.
 func ColSum32(x, s []float32) bool {
 	d := len(s)
 	if hasAVX2() == 0 || d == 0 || len(x) == 0 || len(x)%d != 0 {
 		return false
+	}
+	if workers := min(runtime.GOMAXPROCS(0), d/32); len(x) >= 2*MinPart && workers > 1 {
+		chunks := min(d/32, maxChunks)
+		poolRun(C.PF_RANGE_COLSUM, d, len(x)/d, chunks, (d+31)/32, 32, min(workers, chunks), 0,
+			[C.PF_RANGE_PTRS]unsafe.Pointer{f32p(x), f32p(s)})
+		return true
 	}
 	C.pf_colsum((*C.float)(&x[0]), C.int(len(x)/d), C.int(d), (*C.float)(&s[0]))
 	return true
@@ -120,4 +133,11 @@ func ReluGradShared32(x, g, y []float32) bool {
 	}
 	poolRange(C.PF_RANGE_RELU_GRAD, len(x), 0, 8, 0, [C.PF_RANGE_PTRS]unsafe.Pointer{f32p(x), f32p(g), f32p(y)})
 	return true
+}
+
+// pfColSum is pf_colsum of x [rows×d] on the calling thread alone, the
+// reference TestColSumSharedSameBits compares ColSum32's shared blocks
+// with.
+func pfColSum(x []float32, rows, d int, s []float32) {
+	C.pf_colsum((*C.float)(&x[0]), C.int(rows), C.int(d), (*C.float)(&s[0]))
 }
