@@ -266,10 +266,13 @@ void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const fl
 // in order (fma_halves), as attn_head_bwd does.
 
 // axpy_block512 is axpy_block 16 lanes wide: R rows of NV vectors, the
-// last of them masked by last; R·NV ≤ 8. R and NV are constants at every
+// last of them masked by last; R·NV ≤ 16. R and NV are constants at every
 // call, so only the accumulators a0…a(R·NV−1) survive, accumulator i
 // holding row i/NV, vector i%NV. They are named variables, not an array:
-// gcc keeps an array of 8 zmm on the stack and stores it on every step.
+// gcc keeps an array of zmm on the stack and stores it on every step.
+// 16 of them, not 8: two FMA ports of 4 cycles' latency need 8 chains in
+// flight at every step, and 8 left no slack for the loads between steps
+// (at heads of 16 the products ran at about half the FMA rate).
 #define AXPY512_X(v) ((v) == 0 ? x0 : (v) == 1 ? x1 : (v) == 2 ? x2 : x3)
 #define AXPY512_STEP(i)                                                                                   \
 	if ((i) < R * NV)                                                                                      \
@@ -281,7 +284,8 @@ void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const fl
 __attribute__((always_inline)) PF_AVX512
 static inline void axpy_block512(const int R, const int NV, __mmask16 last, int nt, float alpha, const float *c,
                                  int ldc, int cst, const float *x, int ldx, float *out, int ldo) {
-	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0,
+	       a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0, a15 = a0;
 	for (int t = 0; t < nt; t++) {
 		const float *xt = x + (size_t)t * ldx, *ct = c + (size_t)t * cst;
 		__m512 x0, x1 = a0, x2 = a0, x3 = a0;
@@ -298,6 +302,14 @@ static inline void axpy_block512(const int R, const int NV, __mmask16 last, int 
 		AXPY512_STEP(5);
 		AXPY512_STEP(6);
 		AXPY512_STEP(7);
+		AXPY512_STEP(8);
+		AXPY512_STEP(9);
+		AXPY512_STEP(10);
+		AXPY512_STEP(11);
+		AXPY512_STEP(12);
+		AXPY512_STEP(13);
+		AXPY512_STEP(14);
+		AXPY512_STEP(15);
 	}
 	const __m512 va = _mm512_set1_ps(alpha);
 	AXPY512_STORE(0);
@@ -308,14 +320,25 @@ static inline void axpy_block512(const int R, const int NV, __mmask16 last, int 
 	AXPY512_STORE(5);
 	AXPY512_STORE(6);
 	AXPY512_STORE(7);
+	AXPY512_STORE(8);
+	AXPY512_STORE(9);
+	AXPY512_STORE(10);
+	AXPY512_STORE(11);
+	AXPY512_STORE(12);
+	AXPY512_STORE(13);
+	AXPY512_STORE(14);
+	AXPY512_STORE(15);
 }
 
-// AXPY512_ROWS runs blocks of R rows, then the rest in blocks of 4, 2, 1.
+// AXPY512_ROWS runs blocks of R rows, then the rest in blocks of 8, 4, 2, 1.
 #define AXPY512_ROWS(R, NV)                                                                                      \
 	do {                                                                                                         \
 		int r = 0;                                                                                               \
 		for (; r + (R) <= nr; r += (R))                                                                          \
 			axpy_block512((R), (NV), last, nt, alpha, c + (size_t)r * ldc, ldc, cst, x, ldx, out + (size_t)r * ldo, ldo); \
+		if ((R) > 8)                                                                                             \
+			for (; r + 8 <= nr; r += 8)                                                                          \
+				axpy_block512(8, (NV), last, nt, alpha, c + (size_t)r * ldc, ldc, cst, x, ldx, out + (size_t)r * ldo, ldo); \
 		if ((R) > 4)                                                                                             \
 			for (; r + 4 <= nr; r += 4)                                                                          \
 				axpy_block512(4, (NV), last, nt, alpha, c + (size_t)r * ldc, ldc, cst, x, ldx, out + (size_t)r * ldo, ldo); \
@@ -328,14 +351,14 @@ static inline void axpy_block512(const int R, const int NV, __mmask16 last, int 
 
 // rows_axpy512 is rows_axpy for any width 1 ≤ w ≤ 64: out[r][:w] =
 // α · Σ_t c[r][t] · x[t][:w], reading and writing no column from w on.
-// 8 accumulators or more hide the FMA latency on both FMA ports.
+// 16 accumulators where w ≤ 32 (see axpy_block512), 8 or more elsewhere.
 PF_AVX512
 static void rows_axpy512(int nr, int nt, int w, float alpha, const float *c, int ldc, int cst, const float *x,
                          int ldx, float *out, int ldo) {
 	const __mmask16 last = lanes16(w - ((w - 1) & ~15));
 	switch ((w + 15) / 16) {
-	case 1: AXPY512_ROWS(8, 1); break;
-	case 2: AXPY512_ROWS(4, 2); break;
+	case 1: AXPY512_ROWS(16, 1); break;
+	case 2: AXPY512_ROWS(8, 2); break;
 	case 3: AXPY512_ROWS(2, 3); break;
 	case 4: AXPY512_ROWS(2, 4); break;
 	}
@@ -440,7 +463,7 @@ static inline void softmax_row512(const int NV, __m512 s0, __m512 s1, int m, int
 // bias and softmax_row512 on each row while it is in registers, where
 // attn_head_fwd512 stored the scores, added the bias and ran
 // pf_softmax_rows512's three passes over them in memory. Rows i0 … i0+R−1
-// of p [n×m]; m ≤ 16·NV, R·NV ≤ 8.
+// of p [n×m]; m ≤ 16·NV, R·NV ≤ 16.
 #define SSB_ROW(r)                                                                                          \
 	if ((r) < R) {                                                                                          \
 		const int i = i0 + (r);                                                                             \
@@ -451,12 +474,16 @@ static inline void softmax_row512(const int NV, __m512 s0, __m512 s1, int m, int
 		}                                                                                                   \
 		softmax_row512(NV, s0, s1, m, causal && i + 1 < m ? i + 1 : m, mask, p + (size_t)i * m);              \
 	}
-#define SSB_A(i) ((i) == 0 ? a0 : (i) == 1 ? a1 : (i) == 2 ? a2 : (i) == 3 ? a3 : (i) == 4 ? a4 : (i) == 5 ? a5 : (i) == 6 ? a6 : a7)
+#define SSB_A(i)                                                                                            \
+	((i) == 0 ? a0 : (i) == 1 ? a1 : (i) == 2 ? a2 : (i) == 3 ? a3 : (i) == 4 ? a4 : (i) == 5 ? a5 : (i) == 6 ? a6 \
+	 : (i) == 7 ? a7 : (i) == 8 ? a8 : (i) == 9 ? a9 : (i) == 10 ? a10 : (i) == 11 ? a11 : (i) == 12 ? a12         \
+	 : (i) == 13 ? a13 : (i) == 14 ? a14 : a15)
 __attribute__((always_inline)) PF_AVX512
 static inline void scores_softmax_block512(const int R, const int NV, int i0, const float *q, int ldq,
                                            const float *kt, int ldk, int d, int m, float scale, const float *mask,
                                            int causal, const float *bias, float *p) {
-	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0,
+	       a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0, a15 = a0;
 	const __mmask16 last = lanes16(m - 16 * (NV - 1));
 	const float *c = q + (size_t)i0 * ldq;
 	for (int t = 0; t < d; t++) {
@@ -475,6 +502,14 @@ static inline void scores_softmax_block512(const int R, const int NV, int i0, co
 		AXPY512_STEP(5);
 		AXPY512_STEP(6);
 		AXPY512_STEP(7);
+		AXPY512_STEP(8);
+		AXPY512_STEP(9);
+		AXPY512_STEP(10);
+		AXPY512_STEP(11);
+		AXPY512_STEP(12);
+		AXPY512_STEP(13);
+		AXPY512_STEP(14);
+		AXPY512_STEP(15);
 	}
 	const __m512 va = _mm512_set1_ps(scale);
 	SSB_ROW(0);
@@ -485,17 +520,28 @@ static inline void scores_softmax_block512(const int R, const int NV, int i0, co
 	SSB_ROW(5);
 	SSB_ROW(6);
 	SSB_ROW(7);
+	SSB_ROW(8);
+	SSB_ROW(9);
+	SSB_ROW(10);
+	SSB_ROW(11);
+	SSB_ROW(12);
+	SSB_ROW(13);
+	SSB_ROW(14);
+	SSB_ROW(15);
 }
 
 // scores_softmax512 sets p [n×m] (m ≤ 32) to softmax(q kᵀ · scale +
 // bias) over the visible keys, as rows_axpy512, add_rows and
 // pf_softmax_rows512 do in attn_head_fwd512 (the same values bit for
-// bit), blocks of 8 rows (m ≤ 16) or 4 (m ≤ 32), then 4, 2, 1.
+// bit), blocks of 16 rows (m ≤ 16) or 8 (m ≤ 32), then 8, 4, 2, 1.
 #define SSB_ROWS(R, NV)                                                                                        \
 	do {                                                                                                       \
 		int i = 0;                                                                                             \
 		for (; i + (R) <= n; i += (R))                                                                         \
 			scores_softmax_block512((R), (NV), i, q, ldq, kt, ldk, d, m, scale, mask, causal, bias, p);         \
+		if ((R) > 8)                                                                                           \
+			for (; i + 8 <= n; i += 8)                                                                         \
+				scores_softmax_block512(8, (NV), i, q, ldq, kt, ldk, d, m, scale, mask, causal, bias, p);       \
 		if ((R) > 4)                                                                                           \
 			for (; i + 4 <= n; i += 4)                                                                         \
 				scores_softmax_block512(4, (NV), i, q, ldq, kt, ldk, d, m, scale, mask, causal, bias, p);       \
@@ -509,9 +555,9 @@ PF_AVX512
 static void scores_softmax512(int n, int m, int d, float scale, const float *q, int ldq, const float *kt, int ldk,
                               const float *mask, int causal, const float *bias, float *p) {
 	if (m <= 16)
-		SSB_ROWS(8, 1);
+		SSB_ROWS(16, 1);
 	else
-		SSB_ROWS(4, 2);
+		SSB_ROWS(8, 2);
 }
 
 // attn_head_fwd512 is attn_head_fwd with AVX-512.
