@@ -1855,7 +1855,9 @@ int EM_ENTRY(pf_em_backward)(const int *iv, const float *fv, const float *q, con
 		float *x = dr;
 		dr = dr_prev, dr_prev = x;
 	}
-	float *dw0 = b->w;
+	// without value iterations the readout's weight adjoint is the key
+	// term's adjoint as it stands: made in b->kf, not copied there
+	float *dw0 = tv > 0 ? b->w : b->kf;
 	mm(n, dv, m, 1, dr, dv, 1, b->ct, m, 0, dw0, m);
 	mm(m, n, dv, 1, WI(0), 1, m, dr, dv, 1, dmu, dv);
 	if (tv == 0) add_weight_seed(p, sw, dw0);
@@ -1867,7 +1869,6 @@ int EM_ENTRY(pf_em_backward)(const int *iv, const float *fv, const float *q, con
 		add_col_sums(n, m, b->kf, dlp);
 	} else { // kf is dw0: its column sums in softmax_back's pass
 		softmax_back_add(n, m, WI(0), dw0, b->rs, NULL, dlp);
-		memcpy(b->kf, dw0, sizeof(float) * nm);
 	}
 
 	// §5 backward.
