@@ -484,17 +484,22 @@ static void pack_b32(int transB, const float *B, int ldb, int p0, int kc, int j0
 // 0, rsa, 2·rsa or 3·rsa.
 #define ROWPTR(r) (((r) < 4 ? a0 : (r) < 8 ? a4 : a8) + (((r) & 3) == 0 ? 0 : ((r) & 3) == 1 ? r1 : ((r) & 3) == 2 ? r2 : r3))
 
-#define MICRO512(NAME, ROWS)                                                                 \
+// MICRO512 defines a micro-kernel reading B's rows of 32 at b, BSTEP
+// floats apart, through LOAD: the packed panel (aligned, 32 apart), or
+// (the …u kernels) a plain row-major B in place, ldb apart.
+#define MICRO512(NAME, ROWS) MICRO512X(NAME, ROWS, _mm512_load_ps, NR5, )
+#define MICRO512U(NAME, ROWS) MICRO512X(NAME, ROWS, _mm512_loadu_ps, ldb, size_t ldb, )
+#define MICRO512X(NAME, ROWS, LOAD, BSTEP, ...)                                              \
 	__attribute__((target(T512)))                                                            \
-	static void NAME(int kc, const float *a, size_t rsa, size_t csa, const float *b, float alpha, \
+	static void NAME(int kc, const float *a, size_t rsa, size_t csa, const float *b, __VA_ARGS__ float alpha, \
 	                 const float *Cin, size_t ldcin, float *C, size_t ldc, int mr, int nr) {  \
 		const float *a0 = a, *a4 = a + 4 * rsa, *a8 = a + 8 * rsa;                           \
 		size_t r1 = rsa, r2 = 2 * rsa, r3 = 3 * rsa;                                         \
 		ROWS(ACC_DECL)                                                                       \
 		for (int p = 0; p < kc; p++) {                                                       \
-			__m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);                      \
+			__m512 b0 = LOAD(b), b1 = LOAD(b + 16);                                          \
 			ROWS(ACC_FMA)                                                                    \
-			b += NR5;                                                                        \
+			b += BSTEP;                                                                      \
 			a0 += csa; a4 += csa; a8 += csa;                                                 \
 		}                                                                                    \
 		__m512 va = _mm512_set1_ps(alpha);                                                   \
@@ -507,8 +512,14 @@ MICRO512(micro512_12, R12)
 MICRO512(micro512_8, R8)
 MICRO512(micro512_4, R4)
 MICRO512(micro512_1, R1)
+MICRO512U(micro512u_12, R12)
+MICRO512U(micro512u_8, R8)
+MICRO512U(micro512u_4, R4)
+MICRO512U(micro512u_1, R1)
 #undef ROWPTR
 #undef MICRO512
+#undef MICRO512U
+#undef MICRO512X
 #undef ACC_DECL
 #undef ACC_FMA
 #undef ACC_ST
@@ -521,9 +532,14 @@ MICRO512(micro512_1, R1)
 // first pass, C unread), op(B)'s
 // block packed in panels of 32 columns at bq, panel q holding columns
 // j0 + 32q: one pass of sgemm_packed512 and of pf_sgemm_par over a block.
+// With bu given (op(B) plain, bu = B + p0·ldb + j0, rows ldbu apart), the
+// full panels are read from B in place (the …u micro-kernels) and only
+// the last, narrower panel, if any, from bq: the same values, loaded from
+// elsewhere.
 __attribute__((target(T512)))
 static void tile512(int i0, int i1, int j0, int j1, int p0, int kc, float alpha, const float *A, size_t rsa,
-                    size_t csa, const float *bq, float *C, int ldc, const float *bias, int beta0) {
+                    size_t csa, const float *bq, float *C, int ldc, const float *bias, int beta0, const float *bu,
+                    size_t ldbu) {
 	const float *a = A + (size_t)p0 * csa;
 	for (int i = i0; i < i1;) {
 		int left = i1 - i, mr = left >= 12 ? 12 : left >= 8 ? 8 : left >= 4 ? 4 : 1;
@@ -540,6 +556,14 @@ static void tile512(int i0, int i1, int j0, int j1, int p0, int kc, float alpha,
 				cin = zero_row;
 				ldcin = 0;
 			}
+			if (bu && nr == NR5) {
+				const float *b = bu + (size_t)q * NR5;
+				if (mr == 12) micro512u_12(kc, ai, rsa, csa, b, ldbu, alpha, cin, ldcin, c, ldc, mr, nr);
+				else if (mr == 8) micro512u_8(kc, ai, rsa, csa, b, ldbu, alpha, cin, ldcin, c, ldc, mr, nr);
+				else if (mr == 4) micro512u_4(kc, ai, rsa, csa, b, ldbu, alpha, cin, ldcin, c, ldc, mr, nr);
+				else micro512u_1(kc, ai, rsa, csa, b, ldbu, alpha, cin, ldcin, c, ldc, mr, nr);
+				continue;
+			}
 			const float *b = bq + (size_t)q * kc * NR5;
 			if (mr == 12) micro512_12(kc, ai, rsa, csa, b, alpha, cin, ldcin, c, ldc, mr, nr);
 			else if (mr == 8) micro512_8(kc, ai, rsa, csa, b, alpha, cin, ldcin, c, ldc, mr, nr);
@@ -548,6 +572,24 @@ static void tile512(int i0, int i1, int j0, int j1, int p0, int kc, float alpha,
 		}
 		i += mr;
 	}
+}
+
+// inplace_b is whether the AVX-512 packed path reads op(B)'s full
+// panels in place rather than packed: for a plain B, whose rows of 32
+// are already what a panel holds. Where few rows of C use each value of
+// B (weight gradients, dW = xᵀ·g with g as B) copying it into panels
+// cost about a tenth of the product (dW at 64×1024×64 12–15% faster on
+// one thread without); with many rows it is a small copy each thread
+// saves (1–3%).
+static inline int inplace_b(int transB) { return !transB; }
+
+// pack_tail32 packs the last, narrower than 32, panel of a plain
+// B[p0:p0+kc, j0:j0+nc] where tile512 expects it in bp (panel nc/32), for
+// tile512 with bu: the full panels are read in place.
+__attribute__((target(T512)))
+static void pack_tail32(const float *B, int ldb, int p0, int kc, int j0, int nc, float *bp) {
+	int full = nc / NR5 * NR5;
+	if (full < nc) pack_b32(0, B, ldb, p0, kc, j0 + full, nc - full, bp + (size_t)(full / NR5) * kc * NR5);
 }
 
 __attribute__((target(T512)))
@@ -563,8 +605,14 @@ static int sgemm_packed512(int transA, int transB, int m, int n, int k, float al
 		int nc = n - j0 < NC ? n - j0 : NC;
 		for (int p0 = 0; p0 < k; p0 += KC) {
 			int kc = k - p0 < KC ? k - p0 : KC;
+			if (inplace_b(transB)) {
+				pack_tail32(B, ldb, p0, kc, j0, nc, bp);
+				tile512(0, m, j0, j0 + nc, p0, kc, alpha, A, rsa, csa, bp, C, ldc, bias, beta0,
+				        B + (size_t)p0 * ldb + j0, (size_t)ldb);
+				continue;
+			}
 			pack_b32(transB, B, ldb, p0, kc, j0, nc, bp);
-			tile512(0, m, j0, j0 + nc, p0, kc, alpha, A, rsa, csa, bp, C, ldc, bias, beta0);
+			tile512(0, m, j0, j0 + nc, p0, kc, alpha, A, rsa, csa, bp, C, ldc, bias, beta0, NULL, 0);
 		}
 	}
 	return 1;
@@ -856,7 +904,8 @@ void pf_sgemm_par(int level, int mode, int worker, int transA, int transB, int m
 			if (!packed) { // B, whole, on the first block this thread takes
 				for (int t = 0; t < passes; t++) {
 					int p0 = t * KC, kc = k - p0 < KC ? k - p0 : KC;
-					if (wide) pack_b32(transB, B, ldb, p0, kc, 0, n, own + (size_t)t * KC * npad);
+					if (wide && inplace_b(transB)) pack_tail32(B, ldb, p0, kc, 0, n, own + (size_t)t * KC * npad);
+					else if (wide) pack_b32(transB, B, ldb, p0, kc, 0, n, own + (size_t)t * KC * npad);
 					else pack_b_block(transB, B, ldb, p0, kc, 0, n, own + (size_t)t * KC * npad);
 				}
 				packed = 1;
@@ -868,7 +917,10 @@ void pf_sgemm_par(int level, int mode, int worker, int transA, int transB, int m
 				for (int t = 0; t < passes; t++) {
 					int p0 = t * KC, kc = k - p0 < KC ? k - p0 : KC;
 					const float *bq = own + (size_t)t * KC * npad + (size_t)j0 * kc;
-					if (wide) tile512(i0, i1, j0, j1, p0, kc, alpha, A, rsa, csa, bq, C, ldc, bias, beta0);
+					if (wide && inplace_b(transB))
+						tile512(i0, i1, j0, j1, p0, kc, alpha, A, rsa, csa, bq, C, ldc, bias, beta0,
+						        B + (size_t)p0 * ldb + j0, (size_t)ldb);
+					else if (wide) tile512(i0, i1, j0, j1, p0, kc, alpha, A, rsa, csa, bq, C, ldc, bias, beta0, NULL, 0);
 					else tile256(i0, i1, j0, j1, p0, kc, alpha, A, rsa, csa, bq, C, ldc, bias, beta0);
 				}
 			}
@@ -886,9 +938,13 @@ void pf_sgemm_par(int level, int mode, int worker, int transA, int transB, int m
 		if (!bias && !beta0) scale_block(0, m, j0, j1, beta, C, ldc);
 		for (int t = 0; t < passes; t++) {
 			int p0 = t * KC, kc = k - p0 < KC ? k - p0 : KC;
-			if (wide) {
+			if (wide && inplace_b(transB)) {
+				pack_tail32(B, ldb, p0, kc, j0, j1 - j0, own);
+				tile512(0, m, j0, j1, p0, kc, alpha, A, rsa, csa, own, C, ldc, bias, beta0,
+				        B + (size_t)p0 * ldb + j0, (size_t)ldb);
+			} else if (wide) {
 				pack_b32(transB, B, ldb, p0, kc, j0, j1 - j0, own);
-				tile512(0, m, j0, j1, p0, kc, alpha, A, rsa, csa, own, C, ldc, bias, beta0);
+				tile512(0, m, j0, j1, p0, kc, alpha, A, rsa, csa, own, C, ldc, bias, beta0, NULL, 0);
 			} else {
 				pack_b_block(transB, B, ldb, p0, kc, j0, j1 - j0, own);
 				tile256(0, m, j0, j1, p0, kc, alpha, A, rsa, csa, own, C, ldc, bias, beta0);
