@@ -3,9 +3,17 @@ package graph
 import (
 	"errors"
 	"fmt"
+	"io"
+	"log"
 
 	G "gorgonia.org/gorgonia"
 )
+
+// timeline, set only by tests (timeline_test.go), gives the programs
+// compiled while it is set a tape machine that logs each instruction to
+// it as the instruction starts ("PC n"), for a timeline of a step; nil
+// otherwise, so that no run times or logs anything.
+var timeline io.Writer
 
 // Program is a compiled graph: its inputs by name, its outputs, its loss,
 // and a tape machine to run it. A training program also computes the
@@ -113,7 +121,11 @@ func (p *Program) finish(b *Builder) (err error) {
 		}
 	}
 	p.runs = liveGraph(b.g, grads)
-	p.vm = G.NewTapeMachine(p.runs)
+	if timeline != nil {
+		p.vm = G.NewTapeMachine(p.runs, G.WithLogger(log.New(timeline, "", 0)))
+	} else {
+		p.vm = G.NewTapeMachine(p.runs)
+	}
 	return nil
 }
 
