@@ -1,7 +1,12 @@
 //go:build cgo && !purego
 
-// Float32 products shared with workers.go's helper goroutines in one cgo
-// call, and the helpers' sleep.
+// Float32 products, and element-wise and row-wise loops (range jobs:
+// vec.c's and layernorm.c's kernels on SplitRange's chunks), shared with
+// workers.go's helper goroutines in one cgo call, and the helpers' sleep.
+// A range job goes through the same slots as a product's shares
+// (pool_run): the helper takes chunks from the job's counter until none is
+// left, inside C, where a Go job (RunShares, SplitRange) cost it a
+// goroutine hand-over, and each chunk a cgo call.
 //
 // pf_pool_sgemm, called once by the product's caller, posts the shares to
 // the helpers' slots here, computes its own share, and waits for theirs
