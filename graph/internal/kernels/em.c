@@ -386,7 +386,11 @@ static void mm(int nr, int nt, int w, float alpha, const float *c, int ldc, int 
 		mm16(nr, nt, w, alpha, c, ldc, cst, x, ldx, acc, out, ldo);
 		return;
 	}
-	if (w == 8 && ldc == 1 && nr >= 12) { // lanes along the rows instead
+	// lanes along the rows instead, where there are enough terms for the
+	// multiply-adds to outweigh transposing the sums back (a query of
+	// PMA's seed, nt = 1, took 4 transposes of 8×8 per 16 rows for 16
+	// multiply-adds; mm_block's rows give the same bits)
+	if (w == 8 && ldc == 1 && nr >= 12 && nt >= 4) {
 		mm8t(nr, nt, alpha, c, cst, x, ldx, acc, out, ldo);
 		return;
 	}
