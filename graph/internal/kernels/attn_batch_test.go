@@ -174,3 +174,44 @@ func TestAttnHeadsRefuse(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAttnHeads times the heads of one Set Transformer attention op
+// (ISAB: 64 sets, 4 heads of 16, 16 inducing points over sets of 32 and
+// back, with the residual) forward and backward on one thread: "heads"
+// makes one cgo call a head, as graph did, "batch" one call for all of
+// them (AttnHeadsFwd32, AttnHeadsBwd32), at the CPU's level.
+func BenchmarkAttnHeads(b *testing.B) {
+	if hasAVX2() == 0 {
+		b.Skip("no AVX2")
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, c := range []attnBatchCase{
+		{b: 64, h: 4, n: 16, m: 32, d: 16, dv: 16, residual: true, save: true},
+		{b: 64, h: 4, n: 32, m: 16, d: 16, dv: 16, residual: true, save: true},
+	} {
+		a, g := newAttnBatch(rng, c)
+		out, dq, dk, dv := make([]float32, len(g)), make([]float32, len(a.Q)), make([]float32, len(a.K)), make([]float32, len(a.V))
+		ldo, nm := c.h*c.dv, c.n*c.m
+		name := fmt.Sprintf("n=%d,m=%d", c.n, c.m)
+		b.Run("heads/"+name, func(b *testing.B) {
+			for range b.N {
+				for bi := range c.b {
+					for h := range c.h {
+						i := bi*c.h + h
+						oq, ok, ov, oo := bi*c.n*a.LdQ+h*c.d, bi*c.m*a.LdK+h*c.d, bi*c.m*a.LdV+h*c.dv, bi*c.n*ldo+h*c.dv
+						AttnHeadFwdRes32(a.Q[oq:], a.LdQ, a.K[ok:], a.LdK, a.V[ov:], a.LdV, c.n, c.m, c.d, c.dv, a.Scale, nil,
+							false, nil, nil, a.P[i*nm:], out[oo:], ldo, a.Q[oq:], a.LdQ)
+						AttnHeadBwdRes32(a.Q[oq:], a.LdQ, a.K[ok:], a.LdK, a.V[ov:], a.LdV, g[oo:], ldo, a.P[i*nm:], nil, c.n,
+							c.m, c.d, c.dv, a.Scale, dq[oq:], dk[ok:], dv[ov:], g[oo:], ldo)
+					}
+				}
+			}
+		})
+		b.Run("batch/"+name, func(b *testing.B) {
+			for range b.N {
+				AttnHeadsFwd32(a, out, 0, 1)
+				AttnHeadsBwd32(a, g, dq, dk, dv, 0, 1)
+			}
+		})
+	}
+}
