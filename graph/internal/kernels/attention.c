@@ -602,6 +602,116 @@ void pf_attn_head_fwd_bias512(const float *q, int ldq, const float *k, int ldk, 
 	attn_head_fwd512(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, bias, drop, p, out, ldo, res, ldr);
 }
 
+// dscores_row512 is pf_attn_head_bwd512's row loop on row i of dP held in
+// registers (y0: keys 0–15, y1: keys 16–31 when NV is 2, as the product
+// stores them, 1 · the sum): y ⊙ D, its dot with the row of P in 8-lane
+// blocks (fma_halves) then hsum, and dS = P ⊙ (y − dot) written to dsr on
+// the row's m lanes: the same operations in the same order, without
+// the stores and loads of dP between them.
+__attribute__((always_inline)) PF_AVX512
+static inline void dscores_row512(const int NV, __m512 y0, __m512 y1, int m, const float *pr, const float *dr0,
+                                  float *dsr) {
+	const __mmask16 in0 = lanes16(m), in1 = lanes16(m - 16);
+	y0 = _mm512_maskz_mov_ps(in0, y0);
+	if (dr0) y0 = _mm512_mul_ps(y0, _mm512_maskz_loadu_ps(in0, dr0));
+	const __m512 p0 = _mm512_maskz_loadu_ps(in0, pr);
+	__m256 s = fma_halves(p0, y0, _mm256_setzero_ps());
+	__m512 p1 = p0;
+	if (NV > 1) {
+		y1 = _mm512_maskz_mov_ps(in1, y1);
+		if (dr0) y1 = _mm512_mul_ps(y1, _mm512_maskz_loadu_ps(in1, dr0 + 16));
+		p1 = _mm512_maskz_loadu_ps(in1, pr + 16);
+		s = fma_halves(p1, y1, s);
+	}
+	const __m512 dot = _mm512_set1_ps(hsum(s));
+	_mm512_mask_storeu_ps(dsr, in0, _mm512_mul_ps(p0, _mm512_sub_ps(y0, dot)));
+	if (NV > 1) _mm512_mask_storeu_ps(dsr + 16, in1, _mm512_mul_ps(p1, _mm512_sub_ps(y1, dot)));
+}
+
+// dscores_block512 is rows_axpy512's block of R rows of dP = G vᵀ (vt
+// [dv×m8]: the same fused multiply-add chain over c from 0, then 1 · the
+// sum) followed by dscores_row512 on each row in registers: rows i0 …
+// i0+R−1 of dS [n×m8]; m ≤ 16·NV, R·NV ≤ 16.
+#define DSB_ROW(r)                                                                                          \
+	if ((r) < R) {                                                                                          \
+		const int i = i0 + (r);                                                                             \
+		dscores_row512(NV, _mm512_mul_ps(va, NV == 1 ? SSB_A(r) : SSB_A((r) * 2)),                          \
+		               NV == 1 ? va : _mm512_mul_ps(va, SSB_A((r) * 2 + 1)), m, p + (size_t)i * m,          \
+		               drop ? drop + (size_t)i * m : NULL, ds + (size_t)i * m8);                           \
+	}
+__attribute__((always_inline)) PF_AVX512
+static inline void dscores_block512(const int R, const int NV, int i0, const float *g, int ldg, const float *vt,
+                                    int m8, int dv, int m, const float *p, const float *drop, float *ds) {
+	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0,
+	       a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0, a15 = a0;
+	const __mmask16 last = lanes16(m - 16 * (NV - 1));
+	const float *c = g + (size_t)i0 * ldg;
+	for (int t = 0; t < dv; t++) {
+		const float *xt = vt + (size_t)t * m8, *ct = c + t;
+		const int ldc = ldg;
+		__m512 x0, x1 = a0, x2 = a0, x3 = a0;
+		x0 = _mm512_maskz_loadu_ps(NV == 1 ? last : (__mmask16)0xFFFF, xt);
+		if (NV > 1) x1 = _mm512_maskz_loadu_ps(last, xt + 16);
+		(void)x2;
+		(void)x3;
+		AXPY512_STEP(0);
+		AXPY512_STEP(1);
+		AXPY512_STEP(2);
+		AXPY512_STEP(3);
+		AXPY512_STEP(4);
+		AXPY512_STEP(5);
+		AXPY512_STEP(6);
+		AXPY512_STEP(7);
+		AXPY512_STEP(8);
+		AXPY512_STEP(9);
+		AXPY512_STEP(10);
+		AXPY512_STEP(11);
+		AXPY512_STEP(12);
+		AXPY512_STEP(13);
+		AXPY512_STEP(14);
+		AXPY512_STEP(15);
+	}
+	const __m512 va = _mm512_set1_ps(1.0f);
+	DSB_ROW(0);
+	DSB_ROW(1);
+	DSB_ROW(2);
+	DSB_ROW(3);
+	DSB_ROW(4);
+	DSB_ROW(5);
+	DSB_ROW(6);
+	DSB_ROW(7);
+	DSB_ROW(8);
+	DSB_ROW(9);
+	DSB_ROW(10);
+	DSB_ROW(11);
+	DSB_ROW(12);
+	DSB_ROW(13);
+	DSB_ROW(14);
+	DSB_ROW(15);
+}
+
+// dscores512 sets dS [n×m8] (m ≤ 32) from G, vt, P and the dropout mask
+// as pf_attn_head_bwd512's product and row loop do (the same values bit
+// for bit), blocks of 16 rows (m ≤ 16) or 8 (m ≤ 32), then 8, 4, 2, 1.
+#define DSB_ROWS(R, NV)                                                                                        \
+	do {                                                                                                       \
+		int i = 0;                                                                                             \
+		for (; i + (R) <= n; i += (R)) dscores_block512((R), (NV), i, g, ldg, vt, m8, dv, m, p, drop, ds);    \
+		if ((R) > 8)                                                                                           \
+			for (; i + 8 <= n; i += 8) dscores_block512(8, (NV), i, g, ldg, vt, m8, dv, m, p, drop, ds);       \
+		for (; i + 4 <= n; i += 4) dscores_block512(4, (NV), i, g, ldg, vt, m8, dv, m, p, drop, ds);          \
+		for (; i + 2 <= n; i += 2) dscores_block512(2, (NV), i, g, ldg, vt, m8, dv, m, p, drop, ds);          \
+		for (; i < n; i++) dscores_block512(1, (NV), i, g, ldg, vt, m8, dv, m, p, drop, ds);                  \
+	} while (0)
+PF_AVX512
+static void dscores512(int n, int m, int dv, const float *g, int ldg, const float *vt, int m8, const float *p,
+                       const float *drop, float *ds) {
+	if (m <= 16)
+		DSB_ROWS(16, 1);
+	else
+		DSB_ROWS(8, 2);
+}
+
 // pf_attn_head_bwd512 is pf_attn_head_bwd with AVX-512, its values the
 // same bit for bit. dS keeps rows m8 apart; only its first m columns are
 // written or read.
@@ -620,8 +730,12 @@ void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const
 	rows_axpy512(m, n, dv, 1, w, 1, m, g, ldg, dvv, ldv);
 	// dP [n×m]: row i = Σ_c G[i][c] vᵀ[c]
 	transpose_rows512(v, ldv, m, dv, vt, m8);
-	rows_axpy512(n, dv, m, 1, g, ldg, 1, vt, m8, ds, m8);
-	for (int i = 0; i < n; i++) {
+	if (m <= 32) {
+		dscores512(n, m, dv, g, ldg, vt, m8, p, drop, ds);
+	} else {
+		rows_axpy512(n, dv, m, 1, g, ldg, 1, vt, m8, ds, m8);
+	}
+	for (int i = 0; i < n && m > 32; i++) {
 		const float *pr = p + (size_t)i * m, *dr0 = drop ? drop + (size_t)i * m : NULL;
 		float *dr = ds + (size_t)i * m8;
 		__m256 s = _mm256_setzero_ps();
