@@ -65,8 +65,15 @@
 // around both kernels' blocks, transposes, strides, β and bias). So a
 // training run gives the same numbers on either. The environment
 // variable PROBFORMER_GEMM=avx2 (GemmEnv), read when the first product
-// runs, keeps the AVX2 kernel, to time one against the other. float64
-// products and the direct (unpacked) float32 path use AVX2 on both.
+// runs, keeps the AVX2 kernel, to time one against the other. An
+// untransposed B's full 32-column panels are read where they lie
+// (micro512u_*, loads ldb apart): a panel is B's rows of 32 already, so
+// only the last, narrower panel is packed. The direct (unpacked) float32
+// path (n < 16 or k < 32: the models' k = 8 input layers and n = 8
+// outputs) has an AVX-512 twin too, blocks of up to 64 columns and 6–12
+// rows, with the same operations per element as sgemm_avx2, its
+// compiled tail (fma(α·a, b, c) for the last n mod 8 columns) written out
+// (TestGemmDirect512IsAVX2). float64 products use AVX2 on both.
 //
 // The attention heads (pf_attn_head_fwd, _fwd_bias, _bwd: the models'
 // softmax attention, with dropout or a score bias) and the row softmax
@@ -76,7 +83,10 @@
 // keeps their AVX2 paths, and those of gemm.c and em.c as well: one
 // switch for every kernel. A head of width 16 is one zmm a row, rows of
 // 32 keys two; other widths end in a masked vector, so scores go
-// straight into p. Their float32 values are the AVX2 paths' bit for bit,
+// straight into p. With at most 32 keys the AVX-512 forward makes a
+// block of rows' scores, bias and softmax in registers, and the backward
+// its dP and dS, without storing them between passes. Their float32
+// values are the AVX2 paths' bit for bit,
 // not merely close: each product element is the same fused multiply-add
 // chain, exp_le0_512 is exp_le0 lane for lane, and the row sums (the
 // softmax's Σe, the backward's Σ P·dP) add 8-lane blocks in the AVX2
@@ -121,8 +131,22 @@
 // in order, so the values are pf_sgemm's on one thread bit for bit
 // (TestGemmSharedIsOneThread, over both modes, block sizes, 1–3 workers
 // and both kernels; TestGemmThreadsSameBits, GOMAXPROCS 1 against 2).
-// float64, portable and purego products, and the small ones, still halve
-// the rows. A helper that has not started its share when the caller
+// The direct path's products are shared by blocks of rows through the
+// same slots (mode 2). float64, portable and purego products, and the
+// small ones, still halve the rows.
+//
+// The same slots run range jobs (pf_pool_range): a kernel kind, its
+// arrays, and the chunk bounds SplitRange would give, the chunks taken
+// from a counter. Element-wise loops (add, repeated add, product, ReLU
+// and its gradient), layer norm forward, the residual and layer norm
+// forward, layer norm backward's two fixed halves, and column sums (by
+// blocks of 32 columns, each summed alone down the rows) go to the
+// helpers this way, each chunk the kernel call it was, so the values are
+// those of the Go hand-over they replace (TestPoolRangeSameBits,
+// TestColSumSharedSameBits). The float32 attention heads take one cgo
+// call per worker share (pf_attn_heads_fwd, _bwd: the batch elements w,
+// w + workers, …, all their heads), not one per head (AttnBatch32,
+// TestAttnHeadsAreHeads). A helper that has not started its share when the caller
 // finishes its own gives the share back (RunShares, or pf_pool_sgemm,
 // runs it on the caller, where it finds no block left), so a product
 // never waits for a parked helper to wake.
