@@ -25,6 +25,31 @@ int *pf_pool_slot(int i);
 void pf_pool_serve(int i);
 int pf_pool_take(int i);
 void pf_pool_wake(void);
+// The counts of pf_pool_stats, kept while pf_pool_stats_on(1): sections
+// posted to a helper, those whose helper slept (a wake-up), shares the
+// helper started polling and asleep with their summed start latencies
+// (ns after the post), the longest, those later than 10 µs, shares taken
+// back, the caller's own time in the sections, its wait for the helper
+// at the end, the helper's idle time before the caller finished, and
+// how often the helper went to sleep.
+enum {
+	PF_PS_SECTIONS,
+	PF_PS_WAKES,
+	PF_PS_STARTED,
+	PF_PS_START_NS,
+	PF_PS_WOKE_STARTED,
+	PF_PS_WOKE_START_NS,
+	PF_PS_START_MAX_NS,
+	PF_PS_START_LATE,
+	PF_PS_TAKEN_BACK,
+	PF_PS_SECTION_NS,
+	PF_PS_WAIT_NS,
+	PF_PS_HELPER_IDLE_NS,
+	PF_PS_SLEEPS,
+	PF_PS_N,
+};
+void pf_pool_stats_on(int on);
+long long *pf_pool_stats(void);
 int pf_pool_sgemm(int workers, int helpers, int level, int mode, int transA, int transB, int m, int n, int k,
                   float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                   const float *bias, float *bp, int rb, int cw, int *ctr);

@@ -107,6 +107,8 @@ static struct {
 	pthread_cond_t work;   // a slot became POSTED or got a Go job
 	pthread_cond_t done;   // a slot became DONE
 	int waiting;           // a caller sleeping on done (under mu)
+	long long posted_ns;   // when the job was posted, with stats on
+	long long helper_done; // when slot 0's helper finished it, with stats on
 	struct slot slots[PF_POOL_SLOTS];
 } pool = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
@@ -201,11 +203,38 @@ static void run_range(const struct range_job *r, int lo, int hi) {
 // workers.go's atomics.
 int *pf_pool_slot(int i) { return &pool.slots[i].state; }
 
+// stats_on makes pool_run and the helpers count into stats (PF_PS_*),
+// for a test's measurement of the parallel sections (pf_pool_stats);
+// off, nothing is timed. The counts are updated without atomics by the
+// one caller holding the pool and its helper of slot 0, each its own
+// words, so they are exact only with one helper (two cores).
+static int stats_on;
+static long long stats[PF_PS_N];
+
+// pf_pool_stats_on turns the counting on (1, clearing the counts) or off.
+void pf_pool_stats_on(int on) {
+	if (on)
+		for (int i = 0; i < PF_PS_N; i++) stats[i] = 0;
+	store(&stats_on, on);
+}
+
+// pf_pool_stats is the counts (PF_PS_*).
+long long *pf_pool_stats(void) { return stats; }
+
 // take runs slot s's product share as worker w if one is posted, and
-// reports whether it did.
-static int take(struct slot *s, int w) {
+// reports whether it did; woke says the helper was asleep in
+// pf_pool_serve, for the counts.
+static int take(struct slot *s, int w, int woke) {
 	if (load(&s->state) != POSTED || !cas(&s->state, POSTED, RUNNING)) return 0;
+	if (load(&stats_on) && w == 1) {
+		long long d = now_ns() - pool.posted_ns;
+		stats[woke ? PF_PS_WOKE_STARTED : PF_PS_STARTED]++;
+		stats[woke ? PF_PS_WOKE_START_NS : PF_PS_START_NS] += d;
+		if (d > stats[PF_PS_START_MAX_NS]) stats[PF_PS_START_MAX_NS] = d;
+		if (d > 10000) stats[PF_PS_START_LATE]++;
+	}
 	run_share(&pool.job, w);
+	if (load(&stats_on) && w == 1) pool.helper_done = now_ns();
 	store(&s->state, DONE);
 	if (load(&pool.waiting)) {
 		pthread_mutex_lock(&pool.mu);
@@ -226,18 +255,19 @@ void pf_pool_serve(int i) {
 		// the posters store those before they read sleeping (all
 		// sequentially consistent), so one side sees the other.
 		pthread_mutex_lock(&pool.mu);
+		if (load(&stats_on) && i == 0) stats[PF_PS_SLEEPS]++;
 		store(&s->sleeping, 1);
 		while (load(&s->state) != POSTED && !load(&s->gojob)) pthread_cond_wait(&pool.work, &pool.mu);
 		store(&s->sleeping, 0);
 		pthread_mutex_unlock(&pool.mu);
 		if (load(&s->gojob) && __atomic_exchange_n(&s->gojob, 0, __ATOMIC_SEQ_CST)) return;
-		take(s, i + 1);
+		take(s, i + 1, 1);
 	}
 }
 
 // pf_pool_take runs the product share posted to slot i, if any, as worker
 // i + 1, for a helper polling in Go, and reports whether it did.
-int pf_pool_take(int i) { return take(&pool.slots[i], i + 1); }
+int pf_pool_take(int i) { return take(&pool.slots[i], i + 1, 0); }
 
 // pf_pool_wake wakes the sleeping helpers, after a post to a slot whose
 // sleeping word is set.
@@ -261,12 +291,21 @@ static int pool_run(const struct job *j, int workers, int helpers) {
 		return 0;
 	}
 	pool.job = *j; // published by the POSTED stores below
+	int st = load(&stats_on);
+	if (st) {
+		pool.posted_ns = now_ns();
+		pool.helper_done = 0;
+		stats[PF_PS_SECTIONS]++;
+	}
 	int wake = 0;
 	for (int i = 0; i < h; i++) store(&pool.slots[i].state, POSTED);
 	for (int i = 0; i < h; i++) wake |= load(&pool.slots[i].sleeping);
 	if (wake) pf_pool_wake();
+	if (st && wake) stats[PF_PS_WAKES]++;
 	run_share(j, 0);
 	for (int w = h + 1; w < workers; w++) run_share(j, w); // shares with no helper
+	long long own = st ? now_ns() : 0;
+	if (st) stats[PF_PS_SECTION_NS] += own - pool.posted_ns;
 	int ran = 0;
 	for (int i = 0; i < h; i++) {
 		struct slot *s = &pool.slots[i];
@@ -275,6 +314,7 @@ static int pool_run(const struct job *j, int workers, int helpers) {
 		// caller runs it, with the same worker index, rather than wait
 		// for the helper; it finds no block left and returns at once.
 		if (cas(&s->state, POSTED, IDLE)) {
+			if (st && i == 0) stats[PF_PS_TAKEN_BACK]++;
 			run_share(j, i + 1);
 			continue;
 		}
@@ -291,6 +331,11 @@ static int pool_run(const struct job *j, int workers, int helpers) {
 				store(&pool.waiting, load(&pool.waiting) - 1);
 				pthread_mutex_unlock(&pool.mu);
 			}
+		}
+		if (st && i == 0) {
+			long long t = now_ns(), hd = pool.helper_done;
+			stats[PF_PS_WAIT_NS] += t - own;
+			if (hd && hd < own) stats[PF_PS_HELPER_IDLE_NS] += own - hd;
 		}
 		store(&s->state, IDLE);
 		ran++;

@@ -71,3 +71,22 @@ func poolRun(kind C.int, n, d, chunks, units, align, workers int, eps float32, p
 	C.pf_pool_range(C.int(workers), C.int(nh), kind, C.int(n), C.int(d), C.int(chunks), C.int(units), C.int(align),
 		C.float(eps), p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8])
 }
+
+// poolStatsOn turns pool.c's counts on (cleared) or off.
+func poolStatsOn(on bool) {
+	v := 0
+	if on {
+		v = 1
+	}
+	C.pf_pool_stats_on(C.int(v))
+}
+
+// poolStatsRead returns pool.c's counts.
+func poolStatsRead() PoolStats {
+	c := unsafe.Slice((*int64)(unsafe.Pointer(C.pf_pool_stats())), C.PF_PS_N)
+	return PoolStats{Sections: c[C.PF_PS_SECTIONS], Wakes: c[C.PF_PS_WAKES], Started: c[C.PF_PS_STARTED],
+		StartNs: c[C.PF_PS_START_NS], WokeStarted: c[C.PF_PS_WOKE_STARTED], WokeStartNs: c[C.PF_PS_WOKE_START_NS],
+		StartMaxNs: c[C.PF_PS_START_MAX_NS], StartLate: c[C.PF_PS_START_LATE], TakenBack: c[C.PF_PS_TAKEN_BACK],
+		SectionNs: c[C.PF_PS_SECTION_NS], WaitNs: c[C.PF_PS_WAIT_NS], HelperIdleNs: c[C.PF_PS_HELPER_IDLE_NS],
+		Sleeps: c[C.PF_PS_SLEEPS]}
+}

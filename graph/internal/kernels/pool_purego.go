@@ -11,3 +11,7 @@ func poolServe(int)           {}
 func poolNotify(int)          {}
 func poolWords(int) *[3]int32 { return new([3]int32) }
 func poolTake(int) bool       { return false }
+
+// Without pool.c there is nothing of its to count.
+func poolStatsOn(bool)         {}
+func poolStatsRead() PoolStats { return PoolStats{} }

@@ -240,6 +240,11 @@ func RunShares(n int, f func(w int)) {
 	// on, so none keeps writing into buffers the next run reuses.
 	defer func() {
 		first := recover() // the caller's own share's panic, if any
+		var own time.Time
+		if counting.Load() {
+			own = time.Now()
+			goJobs.Add(int64(len(hs)))
+		}
 		for _, h := range hs {
 			// A helper that has not taken its share yet (parked, or its
 			// core busy with another process) gives it back: the caller
@@ -248,9 +253,15 @@ func RunShares(n int, f func(w int)) {
 			// whose threads take blocks from a counter (gemm) finds none
 			// left and returns at once.
 			if h.job.CompareAndSwap(&h.t, nil) {
+				if !own.IsZero() {
+					goTakenBack.Add(1)
+				}
 				h.t.run()
 			}
 			h.t.wait()
+			if !own.IsZero() {
+				goWaitNs.Add(int64(time.Since(own)))
+			}
 			if first == nil {
 				first = h.t.panicked
 			}
