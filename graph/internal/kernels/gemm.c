@@ -844,7 +844,10 @@ void pf_sgemm(int level, int transA, int transB, int m, int n, int k, float alph
 // twice. mode 2 (the direct path's products, n < 16 or k < 32, which
 // pf_sgemm does not pack): blocks of rb rows on sgemm_direct or
 // direct512_rows (direct_par), so that these go to the helpers in C too
-// rather than as a halving of the rows through Go's RunShares.
+// rather than as a halving of the rows through Go's RunShares. mode 3
+// (parts_par: several weight gradients of one input, C in parts of rb
+// columns, bias the column sums' output or NULL) is mode 1's blocks inside
+// each part.
 //
 // ctr[0] counts the blocks of C claimed; the caller zeroes it. bp is
 // 64-byte aligned.
@@ -891,9 +894,89 @@ static void direct_par(int level, int worker, int transA, int transB, int m, int
 	}
 }
 
+// colsum_pass adds rows p0 ≤ p < p0 + kc of a plain B's columns j0 ≤ j
+// < j1 into db[j] (from +0 when first): each column alone, one float32
+// addition per row in order, as vec.c's pf_colsum sums it, so that a
+// column's sum carried in db from pass to pass is pf_colsum's value bit
+// for bit (a float32 stored and reloaded is unchanged).
+__attribute__((target("avx2")))
+static void colsum_pass(const float *B, int ldb, int p0, int kc, int j0, int j1, float *db, int first) {
+	int j = j0;
+	for (; j + 32 <= j1; j += 32) {
+		__m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+		if (!first) {
+			s0 = _mm256_loadu_ps(db + j), s1 = _mm256_loadu_ps(db + j + 8);
+			s2 = _mm256_loadu_ps(db + j + 16), s3 = _mm256_loadu_ps(db + j + 24);
+		}
+		for (int p = p0; p < p0 + kc; p++) {
+			const float *b = B + (size_t)p * ldb + j;
+			s0 = _mm256_add_ps(s0, _mm256_loadu_ps(b));
+			s1 = _mm256_add_ps(s1, _mm256_loadu_ps(b + 8));
+			s2 = _mm256_add_ps(s2, _mm256_loadu_ps(b + 16));
+			s3 = _mm256_add_ps(s3, _mm256_loadu_ps(b + 24));
+		}
+		_mm256_storeu_ps(db + j, s0), _mm256_storeu_ps(db + j + 8, s1);
+		_mm256_storeu_ps(db + j + 16, s2), _mm256_storeu_ps(db + j + 24, s3);
+	}
+	for (; j + 8 <= j1; j += 8) {
+		__m256 s0 = first ? _mm256_setzero_ps() : _mm256_loadu_ps(db + j);
+		for (int p = p0; p < p0 + kc; p++) s0 = _mm256_add_ps(s0, _mm256_loadu_ps(B + (size_t)p * ldb + j));
+		_mm256_storeu_ps(db + j, s0);
+	}
+	for (; j < j1; j++) {
+		__m128 s = first ? _mm_setzero_ps() : _mm_load_ss(db + j);
+		for (int p = p0; p < p0 + kc; p++) s = _mm_add_ss(s, _mm_load_ss(B + (size_t)p * ldb + j));
+		db[j] = _mm_cvtss_f32(s);
+	}
+}
+
+// parts_par is mode 3 of pf_sgemm_par: the weight gradients of parts
+// that share their input, C_q ← α·op(A)·op(B)[:, q·d:(q+1)·d] for q <
+// n/d (β = 0), each part's [m×d] block stored whole after the previous
+// one's (rows d apart), in one product: the threads take blocks of at
+// most cw columns inside a part, as mode 1 takes them in a part's own
+// product, so each element is the same micro-kernel's sum, pass by pass
+// over k in order, as pf_sgemm's of that part alone (linear-concat's dw
+// made one Gemm a part). With db given (B plain), the thread that takes
+// a block also sums its columns of B into db after each pass, while
+// they are in cache, pf_colsum's sums bit for bit (the biases'
+// gradients), so no second pass reads B.
+static void parts_par(int level, int worker, int transA, int transB, int m, int n, int k, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float *C, float *db, float *bp, int d,
+                      int cw, int *ctr) {
+	int wide = level >= 2, passes = (k + KC - 1) / KC, per = (d + cw - 1) / cw, blocks = n / d * per;
+	size_t rsa = transA ? 1 : (size_t)lda, csa = transA ? (size_t)lda : 1;
+	float *own = bp + (size_t)worker * KC * cw;
+	for (int bl; (bl = claim(ctr + CTR_TILE)) < blocks;) {
+		int q = bl / per, j0 = q * d + bl % per * cw, end = (q + 1) * d, j1 = end - j0 < cw ? end : j0 + cw;
+		// Column j of part q, row i, is at C + q·m·d + i·d + (j − q·d):
+		// tile512's c = cq + i·d + j.
+		float *cq = C + (size_t)q * d * (m - 1);
+		for (int t = 0; t < passes; t++) {
+			int p0 = t * KC, kc = k - p0 < KC ? k - p0 : KC;
+			if (wide && inplace_b(transB)) {
+				pack_tail32(B, ldb, p0, kc, j0, j1 - j0, own);
+				tile512(0, m, j0, j1, p0, kc, alpha, A, rsa, csa, own, cq, d, NULL, 1, B + (size_t)p0 * ldb + j0,
+				        (size_t)ldb);
+			} else if (wide) {
+				pack_b32(transB, B, ldb, p0, kc, j0, j1 - j0, own);
+				tile512(0, m, j0, j1, p0, kc, alpha, A, rsa, csa, own, cq, d, NULL, 1, NULL, 0);
+			} else {
+				pack_b_block(transB, B, ldb, p0, kc, j0, j1 - j0, own);
+				tile256(0, m, j0, j1, p0, kc, alpha, A, (int)rsa, (int)csa, own, cq, d, NULL, 1);
+			}
+			if (db && !transB) colsum_pass(B, ldb, p0, kc, j0, j1, db, t == 0);
+		}
+	}
+}
+
 void pf_sgemm_par(int level, int mode, int worker, int transA, int transB, int m, int n, int k, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                   const float *bias, float *bp, int rb, int cw, int *ctr) {
+	if (mode == 3) { // rb is the parts' width d, bias the column sums' output (see parts_par)
+		parts_par(level, worker, transA, transB, m, n, k, alpha, A, lda, B, ldb, C, (float *)bias, bp, rb, cw, ctr);
+		return;
+	}
 	int wide = level >= 2, nr = wide ? NR5 : NR;
 	int rsa = transA ? 1 : lda, csa = transA ? lda : 1;
 	int passes = (k + KC - 1) / KC, beta0 = !bias && beta == 0;

@@ -219,3 +219,54 @@ func gemmSharedAt(level C.int, workers, mode, rb, cw int, tA, tB bool, m, n, k i
 
 // cInt is a C int, for the tests (which cannot import "C").
 func cInt(v int) C.int { return C.int(v) }
+
+// GemmParts32 computes the weight gradients of parts that share their
+// input x [k×m] (linear-concat's dwᵢ = xᵀ·gᵢ, gᵢ the columns i·d to
+// (i+1)·d of g [k × parts·d]) as one shared product, dw [parts × m × d]
+// each part's block whole after the previous one's, and, with db [parts·d]
+// given, the column sums of g (the biases' gradients) in the same pass
+// over g. It reports false, computing nothing, where the part's own
+// product would not take gemm.c's packed path (d < 16 or k < 32, or no
+// AVX2), so the caller runs its Gemm and colSum. Each value is the one
+// Gemm(true, false, m, d, k, 1, x, m, gᵢ, parts·d, 0, dwᵢ, d) and the
+// column sums give, bit for bit (pf_sgemm_par's mode 3).
+func GemmParts32(m, k, parts, d int, x, g, dw, db []float32) bool {
+	level := gemmLevel()
+	if level < 1 || d < 16 || k < 32 || m < 1 || parts < 1 || len(x) < k*m || len(g) < k*parts*d ||
+		len(dw) < parts*m*d || (db != nil && len(db) < parts*d) {
+		return false
+	}
+	AddMatMulFlops(2 * m * parts * d * k)
+	workers := min(runtime.GOMAXPROCS(0), 8)
+	if m*parts*d*k < 1<<18 {
+		workers = 1 // too small to repay a hand-over, as gemmSplit has it
+	}
+	gemmPartsAt(level, workers, m, k, parts, d, x, g, dw, db)
+	return true
+}
+
+// gemmPartsAt is GemmParts32 on kernel level (1 or 2) and workers
+// threads (the tests run both levels and 1–3 workers); its arguments
+// already checked.
+func gemmPartsAt(level C.int, workers, m, k, parts, d int, x, g, dw, db []float32) {
+	n := parts * d
+	nr := 16
+	if level >= 2 {
+		nr = 32
+	}
+	cw := nr * max(1, d/(8*nr)) // gemmSplit's column blocks of one part
+	if workers >= 2 {
+		gemmSharedAt(level, workers, 3, d, cw, true, false, m, n, k, 1, x, m, g, n, 0, dw, d, db)
+		return
+	}
+	s := gemmSharedPool.Get().(*gemmShared)
+	defer gemmSharedPool.Put(s)
+	s.ctr = [16]int32{}
+	var dbp *C.float
+	if db != nil {
+		dbp = (*C.float)(unsafe.Pointer(&db[0]))
+	}
+	C.pf_sgemm_par(level, 3, 0, 1, 0, C.int(m), C.int(n), C.int(k), 1, (*C.float)(unsafe.Pointer(&x[0])), C.int(m),
+		(*C.float)(unsafe.Pointer(&g[0])), C.int(n), 0, (*C.float)(unsafe.Pointer(&dw[0])), C.int(d), dbp,
+		s.packed(128*cw), C.int(d), C.int(cw), (*C.int)(unsafe.Pointer(&s.ctr[0])))
+}

@@ -45,3 +45,6 @@ func GemmKernelName() string { return "purego" }
 func gemmShared32(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, bias []float32) bool {
 	return false
 }
+
+// GemmParts32: without cgo the caller runs a Gemm a part and colSum.
+func GemmParts32(m, k, parts, d int, x, g, dw, db []float32) bool { return false }
