@@ -7,6 +7,8 @@ import (
 	"log"
 
 	G "gorgonia.org/gorgonia"
+
+	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // timeline, set only by tests (timeline_test.go), gives the programs
@@ -198,6 +200,11 @@ func (p *Program) Run() (err error) {
 		p.vm.Reset()
 	}
 	p.ran = true
+	// The helpers poll through the run's short serial gaps rather than
+	// sleep in them (a wake-up costs a section ≈20 µs), and sleep again
+	// soon after it.
+	kernels.BeginRun()
+	defer kernels.EndRun()
 	if err := p.vm.RunAll(); err != nil {
 		return fmt.Errorf("run graph: %w", err)
 	}
