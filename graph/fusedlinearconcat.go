@@ -234,6 +234,9 @@ func linearConcatDw[T float](k linearConcatDwKernel, in []*tensor.Dense, packed 
 		total += s[1]
 	}
 	rows := len(x) / din
+	if linearConcatDw32(k.bias, x, g, din, rows, shapes[:parts], packed) {
+		return
+	}
 	col, off := 0, 0
 	for _, s := range shapes[:parts] {
 		d := s[1]
@@ -245,6 +248,33 @@ func linearConcatDw[T float](k linearConcatDwKernel, in []*tensor.Dense, packed 
 		// the biases' gradients lie side by side, as the columns of g
 		colSum(g, packed[off:off+total])
 	}
+}
+
+// linearConcatDw32 makes every dwᵢ (and with bias every dbᵢ, the column
+// sums of g) in one shared float32 product that reads g once
+// (kernels.GemmParts32), where the parts are float32 and of one width,
+// and reports whether it did: the values of a Gemm a part and colSum,
+// bit for bit. One product rather than one a part hands the two cores
+// work once, with blocks enough to balance, and sums the biases' columns
+// while g is in cache rather than in a second pass.
+func linearConcatDw32[T float](bias bool, x, g []T, din, rows int, ws []tensor.Shape, packed []T) bool {
+	x32, ok := any(x).([]float32)
+	if !ok {
+		return false
+	}
+	d := ws[0][1]
+	for _, s := range ws {
+		if s[1] != d {
+			return false
+		}
+	}
+	parts := len(ws)
+	p32 := any(packed).([]float32)
+	var db []float32
+	if bias {
+		db = p32[parts*din*d : parts*din*d+parts*d]
+	}
+	return kernels.GemmParts32(din, rows, parts, d, x32, any(g).([]float32), p32[:parts*din*d], db)
 }
 
 // fixedShapes is a list of up to 8 shapes that kernels can hold and still
