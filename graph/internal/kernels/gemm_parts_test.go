@@ -3,10 +3,13 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
+	"time"
 )
 
 // TestGemmPartsIsGemmAndColSum: GemmParts32's weight gradients and column
@@ -141,5 +144,54 @@ func TestGemmPartsThreadsSameBits(t *testing.T) {
 		if math.Float32bits(db1[i]) != math.Float32bits(db2[i]) {
 			t.Fatalf("db[%d]: %v on one thread, %v on two", i, db1[i], db2[i])
 		}
+	}
+}
+
+// BenchmarkGemmParts times linear-concat's weight and bias gradients at
+// the Set Transformer's shapes (din 64, parts of 64, 1024 or 2048 rows)
+// made by GemmParts32 against the way before it, one Gemm a part and
+// ColSum32, alternating the two every iteration so that the machine's
+// drift and other processes fall on both alike. It reports each one's
+// median and best time in µs and the ratio of the medians (parts over
+// separate).
+func BenchmarkGemmParts(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []struct{ m, k, parts, d int }{{64, 1024, 3, 64}, {64, 2048, 3, 64}, {64, 2048, 2, 64}, {64, 1024, 1, 64}, {64, 1024, 1, 256}} {
+		n := c.parts * c.d
+		x, g := make([]float32, c.k*c.m), make([]float32, c.k*n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		for i := range g {
+			g[i] = float32(rng.NormFloat64())
+		}
+		dw, db := make([]float32, c.parts*c.m*c.d), make([]float32, n)
+		b.Run(fmt.Sprintf("%dx%dx%dx%d", c.m, c.k, c.parts, c.d), func(b *testing.B) {
+			var parts, sep []time.Duration
+			for i := range b.N {
+				t0 := time.Now()
+				if i%2 == 0 {
+					GemmParts32(c.m, c.k, c.parts, c.d, x, g, dw, db)
+					parts = append(parts, time.Since(t0))
+					continue
+				}
+				for q := range c.parts {
+					Gemm(true, false, c.m, c.d, c.k, 1, x, c.m, g[q*c.d:], n, 0, dw[q*c.m*c.d:], c.d)
+				}
+				ColSum32(g, db)
+				sep = append(sep, time.Since(t0))
+			}
+			if len(sep) == 0 {
+				return
+			}
+			slices.Sort(parts)
+			slices.Sort(sep)
+			us := func(d time.Duration) float64 { return d.Seconds() * 1e6 }
+			b.ReportMetric(us(parts[len(parts)/2]), "parts-median-µs")
+			b.ReportMetric(us(parts[0]), "parts-best-µs")
+			b.ReportMetric(us(sep[len(sep)/2]), "separate-median-µs")
+			b.ReportMetric(us(sep[0]), "separate-best-µs")
+			b.ReportMetric(parts[len(parts)/2].Seconds()/sep[len(sep)/2].Seconds(), "median-ratio")
+		})
 	}
 }
