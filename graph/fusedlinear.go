@@ -102,17 +102,12 @@ func (k linearKernel) grads(in []*Node, y, g *Node) []*Node {
 	case k.relu:
 		g = apply(reluGradKernel{}, y, g)
 	}
-	out := []*Node{apply(matmulKernel{transB: true, shape: fix(in[0].Shape())}, g, in[1])}
+	out := []*Node{
+		apply(matmulKernel{transB: true, shape: fix(in[0].Shape())}, g, in[1]),
+		apply(matmulKernel{transA: true, shape: fix(in[1].Shape())}, in[0], g),
+	}
 	if k.bias {
-		// dW and db from one op, linear-concat's of one part: in float32
-		// one product that sums g's columns as it reads them
-		// (kernels.GemmParts32), the values of the product and colsum
-		// bit for bit.
-		ws := []tensor.Shape{in[1].Shape(), in[2].Shape()}
-		dw := apply(linearConcatDwKernel{bias: true, shapes: fixAll(ws)}, in[0], g)
-		out = append(out, unpack(dw, ws...)...)
-	} else {
-		out = append(out, apply(matmulKernel{transA: true, shape: fix(in[1].Shape())}, in[0], g))
+		out = append(out, apply(colSumKernel{}, g))
 	}
 	if k.dropout {
 		out = append(out, nil)
