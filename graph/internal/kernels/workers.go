@@ -34,26 +34,17 @@ import (
 // process's on a shared machine).
 const helperSpin = 50 * time.Microsecond
 
-// runSpin is how long an idle helper polls for work while a program runs
-// (BeginRun … EndRun): a step's sections follow each other with gaps of
-// the executor's and Gorgonia's serial ops between them, most shorter
-// than this, and a helper asleep through one costs the next section its
-// wake-up (≈20 µs, after which the caller has often taken the share
-// back). Longer serial stretches still let it sleep, and between runs
-// (a trainer loading data or evaluating) it polls only helperSpin.
-const runSpin = 1 * time.Millisecond
-
-// running counts the programs inside BeginRun … EndRun.
-var running atomic.Int32
-
 // BeginRun tells the helpers that a program's run (a step) has started,
-// so that they poll through its short serial gaps (runSpin) rather than
-// sleep after helperSpin; EndRun must follow. Values do not depend on it.
-func BeginRun() { running.Add(1) }
+// so that one with a slot in pool.c, after helperSpin in Go, polls
+// through the run's short serial gaps in C (pool.c's RUN_SPIN_NS,
+// yielding its core between looks) rather than sleep in them; EndRun
+// must follow. Between runs (a trainer loading data or evaluating) it
+// sleeps after helperSpin as before. Values do not depend on it.
+func BeginRun() { atomic.AddInt32(poolRunning(), 1) }
 
 // EndRun ends what BeginRun began: with no run left, an idle helper
 // sleeps after helperSpin again.
-func EndRun() { running.Add(-1) }
+func EndRun() { atomic.AddInt32(poolRunning(), -1) }
 
 // helper is one persistent goroutine, its mailbox, and the task it runs
 // for the caller that claimed it.
@@ -219,7 +210,7 @@ func (h *helper) poll(w *[3]int32) *task {
 		if i&255 == 255 {
 			if start.IsZero() {
 				start = time.Now()
-			} else if d := time.Since(start); d > helperSpin && (d > runSpin || running.Load() == 0) {
+			} else if time.Since(start) > helperSpin {
 				return nil
 			}
 			runtime.Gosched()
