@@ -721,12 +721,6 @@ void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const
                          float *dq, float *dk, float *dvv, const float *res, int ldr) {
 	const int m8 = (m + 7) & ~7;
 	float vt[MAXW * MAXW], ds[MAXW * MAXW];
-	// vᵀ first: the transpose is the first to read v's rows, often from
-	// beyond L2, and the dv product after it reads G's and P's; begun
-	// first, its misses overlap the product's instead of stalling the
-	// product's results (vt and dv are apart, so the order changes no
-	// value)
-	transpose_rows512(v, ldv, m, dv, vt, m8);
 	// dv [m×dv]: row j = Σ_i (P ⊙ D)[i][j] G[i]
 	const float *w = p;
 	if (drop) {
@@ -735,6 +729,7 @@ void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const
 	}
 	rows_axpy512(m, n, dv, 1, w, 1, m, g, ldg, dvv, ldv);
 	// dP [n×m]: row i = Σ_c G[i][c] vᵀ[c]
+	transpose_rows512(v, ldv, m, dv, vt, m8);
 	if (m <= 32) {
 		dscores512(n, m, dv, g, ldg, vt, m8, p, drop, ds);
 	} else {
