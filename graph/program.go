@@ -7,8 +7,6 @@ import (
 	"log"
 
 	G "gorgonia.org/gorgonia"
-
-	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
 // timeline, set only by tests (timeline_test.go), gives the programs
@@ -200,15 +198,6 @@ func (p *Program) Run() (err error) {
 		p.vm.Reset()
 	}
 	p.ran = true
-	// In a training step the helpers poll through the run's short serial
-	// gaps rather than sleep in them (a wake-up costs a section ≈20 µs),
-	// and sleep again soon after it. An evaluation program's runs leave
-	// them as they were: an evaluating trainer spins no core in its
-	// serial work between them.
-	if p.train {
-		kernels.BeginRun()
-		defer kernels.EndRun()
-	}
 	if err := p.vm.RunAll(); err != nil {
 		return fmt.Errorf("run graph: %w", err)
 	}

@@ -25,7 +25,6 @@ int *pf_pool_slot(int i);
 void pf_pool_serve(int i);
 int pf_pool_take(int i);
 void pf_pool_wake(void);
-int *pf_pool_running(void);
 // The counts of pf_pool_stats, kept while pf_pool_stats_on(1): sections
 // posted to a helper, those whose helper slept (a wake-up), shares the
 // helper started polling and asleep with their summed start latencies

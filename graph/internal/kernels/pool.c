@@ -45,23 +45,12 @@
 
 #include <kernels.h>
 #include <pthread.h>
-#include <sched.h>
 #include <time.h>
 
 // WAIT_SPIN_NS is how long the caller, its share done, polls for the
 // helpers' before it sleeps: a helper's share is about as long as the
 // caller's, so it is usually nearly done.
 #define WAIT_SPIN_NS 50000
-
-// RUN_SPIN_NS is how long a helper in pf_pool_serve polls for its next
-// share while a program runs (pf_pool_running, set by workers.go's
-// BeginRun) before it sleeps: a step's sections follow each other with
-// gaps of the executor's serial ops, most shorter than this, and a
-// helper asleep through one costs the next section a wake-up (≈20 µs,
-// after which the caller has often taken the share back). It yields its
-// core (sched_yield) between looks, so that on a busy machine a thread
-// with work, the caller's or another process's, runs instead.
-#define RUN_SPIN_NS 1000000
 
 // The states of a slot's product share. The caller moves it IDLE →
 // POSTED and, if the helper has not started, POSTED → IDLE (taking the
@@ -255,28 +244,6 @@ static int take(struct slot *s, int w, int woke) {
 	return 1;
 }
 
-// running counts the programs inside a run (workers.go's BeginRun …
-// EndRun), for pf_pool_serve's polling.
-static int running;
-
-// pf_pool_running is that count's word, for workers.go's atomics.
-int *pf_pool_running(void) { return &running; }
-
-// spin polls slot s for a posted share or Go job while a program runs,
-// for up to RUN_SPIN_NS, yielding the core between looks.
-static void spin(struct slot *s) {
-	long long start = 0;
-	for (int it = 0; load(&running); it++) {
-		if (load(&s->state) == POSTED || load(&s->gojob)) return;
-		relax();
-		if ((it & 63) != 63) continue;
-		sched_yield();
-		long long t = now_ns();
-		if (!start) start = t;
-		else if (t - start > RUN_SPIN_NS) return;
-	}
-}
-
 // pf_pool_serve is helper i's sleep, after it has polled in vain in Go
 // (worker i + 1 of the products): it sleeps until a product share is
 // posted to slot i, runs it, and sleeps again, and returns when
@@ -284,22 +251,17 @@ static void spin(struct slot *s) {
 void pf_pool_serve(int i) {
 	struct slot *s = &pool.slots[i];
 	for (;;) {
-		spin(s);
 		// sleeping is set before state and gojob are read again, and
 		// the posters store those before they read sleeping (all
 		// sequentially consistent), so one side sees the other.
-		int slept = 0;
 		pthread_mutex_lock(&pool.mu);
+		if (load(&stats_on) && i == 0) stats[PF_PS_SLEEPS]++;
 		store(&s->sleeping, 1);
-		while (load(&s->state) != POSTED && !load(&s->gojob)) {
-			if (!slept && load(&stats_on) && i == 0) stats[PF_PS_SLEEPS]++;
-			slept = 1;
-			pthread_cond_wait(&pool.work, &pool.mu);
-		}
+		while (load(&s->state) != POSTED && !load(&s->gojob)) pthread_cond_wait(&pool.work, &pool.mu);
 		store(&s->sleeping, 0);
 		pthread_mutex_unlock(&pool.mu);
 		if (load(&s->gojob) && __atomic_exchange_n(&s->gojob, 0, __ATOMIC_SEQ_CST)) return;
-		take(s, i + 1, slept);
+		take(s, i + 1, 1);
 	}
 }
 

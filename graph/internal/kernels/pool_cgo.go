@@ -90,6 +90,3 @@ func poolStatsRead() PoolStats {
 		SectionNs: c[C.PF_PS_SECTION_NS], WaitNs: c[C.PF_PS_WAIT_NS], HelperIdleNs: c[C.PF_PS_HELPER_IDLE_NS],
 		Sleeps: c[C.PF_PS_SLEEPS]}
 }
-
-// poolRunning is pool.c's count of programs in a run (BeginRun).
-func poolRunning() *int32 { return (*int32)(unsafe.Pointer(C.pf_pool_running())) }

@@ -15,8 +15,3 @@ func poolTake(int) bool       { return false }
 // Without pool.c there is nothing of its to count.
 func poolStatsOn(bool)         {}
 func poolStatsRead() PoolStats { return PoolStats{} }
-
-// running is BeginRun's count, which nothing reads without pool.c.
-var running int32
-
-func poolRunning() *int32 { return &running }

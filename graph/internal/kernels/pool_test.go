@@ -7,9 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // TestPoolSameBits: a product shared through pool.c's helper threads gives
@@ -111,60 +109,5 @@ func TestPoolConcurrentCallers(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Fatal(e)
-	}
-}
-
-// TestHelperSleepsAfterRun: a helper polls through a run's gaps (BeginRun)
-// but goes to sleep in pool.c, spinning no core, once the run has ended,
-// and also inside a run that leaves it idle past pool.c's RUN_SPIN_NS.
-func TestHelperSleepsAfterRun(t *testing.T) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		t.Skip("no helper at GOMAXPROCS 1")
-	}
-	helpers.ensure(1)
-	asleep := func() bool {
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) {
-			if atomic.LoadInt32(&poolWords(0)[2]) != 0 {
-				return true
-			}
-			time.Sleep(time.Millisecond)
-		}
-		return false
-	}
-	for _, end := range []bool{true, false} {
-		BeginRun()
-		// Until the helper, not the caller, has run share 1: it has left
-		// pool.c's sleep then (sleeping cleared).
-		for i := 0; ; i++ {
-			CountPool(true)
-			RunShares(2, func(w int) {
-				// The caller's share lasts long enough for the helper to
-				// take its own.
-				for t0 := time.Now(); w == 0 && time.Since(t0) < 200*time.Microsecond; {
-				}
-			})
-			if ReadPoolStats().GoTakenBack == 0 {
-				break
-			}
-			if i == 1000 {
-				t.Skip("the helper never took a share")
-			}
-		}
-		CountPool(false)
-		if atomic.LoadInt32(&poolWords(0)[2]) != 0 {
-			t.Fatal("helper asleep right after it ran a share")
-		}
-		start := time.Now()
-		if end {
-			EndRun()
-		}
-		if !asleep() {
-			t.Errorf("helper still awake 5 s after a run (ended %v)", end)
-		}
-		t.Logf("run ended %v: helper asleep after %v", end, time.Since(start))
-		if !end {
-			EndRun()
-		}
 	}
 }

@@ -34,18 +34,6 @@ import (
 // process's on a shared machine).
 const helperSpin = 50 * time.Microsecond
 
-// BeginRun tells the helpers that a program's run (a step) has started,
-// so that one with a slot in pool.c, after helperSpin in Go, polls
-// through the run's short serial gaps in C (pool.c's RUN_SPIN_NS,
-// yielding its core between looks) rather than sleep in them; EndRun
-// must follow. Between runs (a trainer loading data or evaluating) it
-// sleeps after helperSpin as before. Values do not depend on it.
-func BeginRun() { atomic.AddInt32(poolRunning(), 1) }
-
-// EndRun ends what BeginRun began: with no run left, an idle helper
-// sleeps after helperSpin again.
-func EndRun() { atomic.AddInt32(poolRunning(), -1) }
-
 // helper is one persistent goroutine, its mailbox, and the task it runs
 // for the caller that claimed it.
 type helper struct {
