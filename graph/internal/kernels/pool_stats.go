@@ -22,7 +22,7 @@ type PoolStats struct {
 	Sleeps       int64 // the helper going to sleep in pool.c
 	GoJobs       int64 // Go jobs posted to helpers (RunShares: heads, Adam, ...)
 	GoTakenBack  int64 // of those, taken back by the caller
-	GoWaitNs     int64 // the caller's wait for Go jobs' helpers after its own share
+	GoWaitNs     int64 // the caller's time after its own share until Go jobs are done, shares it took back included
 }
 
 // counting is on while CountPool(true) holds; Go-side counts follow.
