@@ -394,7 +394,7 @@ func bayesKLRun[T float](a bayesKLKernel, o klOperands[T], in []tensor.Shape, gO
 	g := gOut / float64(count)
 	sums := make([]float64, b*h)
 	scratch := make([]*klScratch[T], runtime.GOMAXPROCS(0))
-	kernels.ParallelFor(b*h, func(w, x int) {
+	forHeads(b, h, func(w, x int) {
 		if scratch[w] == nil {
 			f := func() []float64 { return make([]float64, m) }
 			scratch[w] = &klScratch[T]{s: make([]T, n*m), ds: make([]T, n*m), row: make([]T, m), a: make([]T, m), b: make([]T, m), colsum: make([]T, m),

@@ -293,7 +293,7 @@ func bayesSampleForward[T float](a bayesSampleKernel, in []*tensor.Dense) float6
 	scratch := sampleScratch[T](st, z.n, z.m, z.r)
 	pad := priorPad(st, o, z, h)
 	cs := cfg.consts()
-	kernels.ParallelFor(z.b*h, func(w, xh int) {
+	forHeads(z.b, h, func(w, xh int) {
 		if scratch[w] == nil {
 			scratch[w] = newSampleScratch[T](z.n, z.m, z.r)
 		}
@@ -575,7 +575,7 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 	hd, hv := h*d, h*dv
 	scratch := sampleScratch[T](st, n, m, r)
 	pad := priorPad(st, o, z, h)
-	kernels.ParallelFor(b*h, func(w, xh int) {
+	forHeads(b, h, func(w, xh int) {
 		if scratch[w] == nil {
 			scratch[w] = newSampleScratch[T](n, m, r)
 		}
