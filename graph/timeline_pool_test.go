@@ -1,15 +1,12 @@
 package graph_test
 
 import (
-	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/probformer/probformer/graph"
 	"github.com/probformer/probformer/graph/internal/kernels"
 	"github.com/probformer/probformer/graph/optim"
-	"github.com/probformer/probformer/layers"
 )
 
 // TestStepPoolStats logs what the parallel sections of a Set Transformer
@@ -24,28 +21,7 @@ func TestStepPoolStats(t *testing.T) {
 	if os.Getenv("PROBFORMER_POOLSTATS") == "" {
 		t.Skip("set PROBFORMER_POOLSTATS to measure the parallel sections")
 	}
-	const batch, n, dim = 64, 32, 8
-	cfg := layers.SetTransformerConfig{DimIn: dim, Dim: 64, Heads: 4, DimOut: dim, Encoder: "isab", Blocks: 2,
-		Inducing: 16, Seeds: 1, LayerNorm: true}
-	ps := graph.NewParams(graph.Float32, 1)
-	prog, err := graph.Compile(ps, func(bd *graph.Builder) error {
-		x := bd.Input("x", batch, n, cfg.DimIn)
-		y := bd.Input("y", batch, cfg.DimOut)
-		pred := graph.Mean(layers.SetTransformer{Config: cfg}.Forward(bd, x, nil), 1)
-		bd.SetLoss(graph.Mean(graph.Square(graph.Sub(pred, y))))
-		return nil
-	}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(1, 1))
-	xs := make([]float64, batch*n*cfg.DimIn)
-	for i := range xs {
-		xs[i] = rng.NormFloat64()
-	}
-	if err := prog.Feed("x", xs); err != nil {
-		t.Fatal(err)
-	}
+	prog := setTransformerStep(t)
 	opt := optim.NewAdam(1e-3)
 	step := func() {
 		if err := prog.Run(); err != nil {

@@ -53,31 +53,10 @@ func TestStepTimeline(t *testing.T) {
 	if path == "" {
 		t.Skip("set PROBFORMER_TIMELINE to a file to write the timeline to")
 	}
-	const batch, n, dim = 64, 32, 8
-	cfg := layers.SetTransformerConfig{DimIn: dim, Dim: 64, Heads: 4, DimOut: dim, Encoder: "isab", Blocks: 2,
-		Inducing: 16, Seeds: 1, LayerNorm: true}
 	st := &stamps{}
 	graph.SetTimeline(st)
-	ps := graph.NewParams(graph.Float32, 1)
-	prog, err := graph.Compile(ps, func(bd *graph.Builder) error {
-		x := bd.Input("x", batch, n, cfg.DimIn)
-		y := bd.Input("y", batch, cfg.DimOut)
-		pred := graph.Mean(layers.SetTransformer{Config: cfg}.Forward(bd, x, nil), 1)
-		bd.SetLoss(graph.Mean(graph.Square(graph.Sub(pred, y))))
-		return nil
-	}, true)
+	prog := setTransformerStep(t)
 	graph.SetTimeline(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(1, 1))
-	xs := make([]float64, batch*n*cfg.DimIn)
-	for i := range xs {
-		xs[i] = rng.NormFloat64()
-	}
-	if err := prog.Feed("x", xs); err != nil {
-		t.Fatal(err)
-	}
 	opt := optim.NewAdam(1e-3)
 	step := func() (time.Time, time.Time) {
 		if err := prog.Run(); err != nil {
@@ -115,6 +94,37 @@ func TestStepTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("fastest logged step %v; timeline in %s", bestT, path)
+}
+
+// setTransformerStep compiles and feeds the training program of layers'
+// BenchmarkSetTransformerStepLN (64 sets of 32 × 8, ISAB(8→64, 4 heads,
+// 16 inducing) → ISAB(64→64) → PMA(1) → Linear(64→8), MSE), for the
+// measurements of a step.
+func setTransformerStep(t *testing.T) *graph.Program {
+	t.Helper()
+	const batch, n, dim = 64, 32, 8
+	cfg := layers.SetTransformerConfig{DimIn: dim, Dim: 64, Heads: 4, DimOut: dim, Encoder: "isab", Blocks: 2,
+		Inducing: 16, Seeds: 1, LayerNorm: true}
+	ps := graph.NewParams(graph.Float32, 1)
+	prog, err := graph.Compile(ps, func(bd *graph.Builder) error {
+		x := bd.Input("x", batch, n, cfg.DimIn)
+		y := bd.Input("y", batch, cfg.DimOut)
+		pred := graph.Mean(layers.SetTransformer{Config: cfg}.Forward(bd, x, nil), 1)
+		bd.SetLoss(graph.Mean(graph.Square(graph.Sub(pred, y))))
+		return nil
+	}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	xs := make([]float64, batch*n*cfg.DimIn)
+	for i := range xs {
+		xs[i] = rng.NormFloat64()
+	}
+	if err := prog.Feed("x", xs); err != nil {
+		t.Fatal(err)
+	}
+	return prog
 }
 
 // timelineRows formats one step: the instructions in order with their
