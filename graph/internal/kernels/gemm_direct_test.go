@@ -105,14 +105,8 @@ func compareDirect(t *testing.T, rng *rand.Rand, m, n, k int, tA, tB bool, cs in
 // bit for bit, on the AVX2 and AVX-512 levels, 1–3 workers, blocks of
 // 24, 48 and 96 rows, every transpose, β of 0, 1 and 0.3 and a bias.
 func TestGemmDirectSharedIsOneThread(t *testing.T) {
-	if hasAVX2() == 0 {
-		t.Skip("no AVX2 on this CPU")
-	}
+	levels := gemmLevels(t)
 	t.Parallel()
-	levels := []int{1}
-	if hasAVX512() {
-		levels = append(levels, 2)
-	}
 	rng := rand.New(rand.NewPCG(37, 41))
 	checked := 0
 	for _, sz := range [][3]int{{48, 8, 128}, {100, 7, 33}, {2048, 8, 128}, {2048, 128, 8}, {300, 65, 9}, {97, 15, 300}} {

@@ -20,14 +20,8 @@ import (
 // micro-kernels' 4, 8 and 12, and k at, just past and well past a pass
 // of 128. Values past the outputs' ends stay untouched.
 func TestGemmPartsIsGemmAndColSum(t *testing.T) {
-	if hasAVX2() == 0 {
-		t.Skip("no AVX2 on this CPU")
-	}
+	levels := gemmLevels(t)
 	t.Parallel()
-	levels := []int{1}
-	if hasAVX512() {
-		levels = append(levels, 2)
-	}
 	rng := rand.New(rand.NewPCG(21, 23))
 	checked := 0
 	for _, m := range []int{1, 5, 12, 64, 70} {

@@ -12,6 +12,20 @@ import (
 	"time"
 )
 
+// gemmLevels returns the GEMM kernels a bit test runs on this CPU (1 the
+// AVX2 one, 2 the AVX-512 one), and skips the test without AVX2.
+func gemmLevels(t *testing.T) []int {
+	t.Helper()
+	if hasAVX2() == 0 {
+		t.Skip("no AVX2 on this CPU")
+	}
+	levels := []int{1}
+	if hasAVX512() {
+		levels = append(levels, 2)
+	}
+	return levels
+}
+
 // TestGemmSharedIsOneThread: a product the threads share (gemm.c's
 // pf_sgemm_par) gives the values of the same kernel on one thread, bit for
 // bit, whatever blocks the threads take: in both modes (rows of packed B
@@ -21,14 +35,8 @@ import (
 // of 0 and 0.3 and a bias, over sizes with edges in every direction,
 // several passes over k and more than one 1024-wide block of columns.
 func TestGemmSharedIsOneThread(t *testing.T) {
-	if hasAVX2() == 0 {
-		t.Skip("no AVX2 on this CPU")
-	}
+	levels := gemmLevels(t)
 	t.Parallel()
-	levels := []int{1}
-	if hasAVX512() {
-		levels = append(levels, 2)
-	}
 	rng := rand.New(rand.NewPCG(13, 17))
 	checked := 0
 	for _, sz := range [][3]int{{24, 16, 32}, {37, 45, 300}, {64, 256, 1024}, {100, 70, 129}, {13, 100, 64}, {1003, 1030, 33}, {256, 64, 200}} {
