@@ -91,8 +91,22 @@ const noiseChunk = 1 << 14
 
 // fillNoise sets the entries of pairs j ∈ [lo, hi) of d from pairs
 // first+j of the noise stream of seed (see DrawNoise); first is not 0
-// only in a shard of a data-parallel program (Program.Shard).
+// only in a shard of a data-parallel program (Program.Shard). Uniform
+// float32 noise takes bayes.c's AVX-512 loop where the CPU has it
+// (kernels.UniformNoise32: eight hashes at a time, the same bits);
+// everything else fillNoiseGo.
 func fillNoise[T float](d []T, seed uint64, dist Noise, lo, hi, first int) {
+	if dist == UniformNoise {
+		if d32, ok := any(d).([]float32); ok && kernels.UniformNoise32(d32, seed, lo, hi, first) {
+			return
+		}
+	}
+	fillNoiseGo(d, seed, dist, lo, hi, first)
+}
+
+// fillNoiseGo is fillNoise in Go, the reference for every type and
+// distribution.
+func fillNoiseGo[T float](d []T, seed uint64, dist Noise, lo, hi, first int) {
 	uniform := func(x uint64) float64 { return (float64(x>>9) + 0.5) / (1 << 23) }
 	for j := lo; j < hi; j++ {
 		g := j + first

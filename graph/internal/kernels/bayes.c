@@ -44,3 +44,49 @@ void pf_weibull_bias_fast(const float *u, float *b, int n, float scale) {
 		for (int l = 0; i + l < n; l++) b[i + l] = out[l];
 	}
 }
+
+// pf_uniform_noise512 fills pairs j ∈ [lo, hi) of d [len] with graph's
+// uniform noise (noise.go's fillNoise, DrawNoise): with g = j + first and
+// h = SplitMix64(seed + (g+1)·γ), d[2j] and d[2j+1] are (x ≫ 9 + ½)·2⁻²³
+// of h's low and high 32-bit halves x (d[2j+1] only where 2j+1 < len).
+// Eight hashes at a time (AVX-512DQ's 64-bit products); a hash's two
+// halves lie in two adjacent 32-bit lanes, which is d's order already.
+// Every step is exact (x ≫ 9 < 2²³, so x ≫ 9 + ½ has 24 bits and the
+// factor is a power of 2), so the values are fillNoise's float64
+// arithmetic rounded to float32, bit for bit.
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
+void pf_uniform_noise512(float *d, long len, unsigned long long seed, long lo, long hi, long first) {
+	const unsigned long long gamma = 0x9E3779B97F4A7C15ULL;
+	const __m512i c1 = _mm512_set1_epi64((long long)0xBF58476D1CE4E5B9ULL),
+	              c2 = _mm512_set1_epi64((long long)0x94D049BB133111EBULL);
+	const __m512i vgam8 = _mm512_set1_epi64((long long)(gamma * 8));
+	const __m512 half = _mm512_set1_ps(0.5f), unit = _mm512_set1_ps(0x1p-23f);
+	long j = lo;
+	long full = hi;
+	if (2 * full > len) full = len / 2; // pairs whose both entries exist
+	if (j + 8 <= full) {
+		// z_l = seed + (j + first + 1 + l)·γ for lane l, stepped by 8γ
+		unsigned long long z0 = seed + (unsigned long long)(j + first + 1) * gamma;
+		__m512i z = _mm512_add_epi64(_mm512_set1_epi64((long long)z0),
+		                             _mm512_mullo_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7),
+		                                                _mm512_set1_epi64((long long)gamma)));
+		for (; j + 8 <= full; j += 8) {
+			__m512i h = _mm512_xor_si512(z, _mm512_srli_epi64(z, 30));
+			h = _mm512_mullo_epi64(h, c1);
+			h = _mm512_xor_si512(h, _mm512_srli_epi64(h, 27));
+			h = _mm512_mullo_epi64(h, c2);
+			h = _mm512_xor_si512(h, _mm512_srli_epi64(h, 31));
+			__m512 f = _mm512_cvtepi32_ps(_mm512_srli_epi32(h, 9));
+			_mm512_storeu_ps(d + 2 * j, _mm512_mul_ps(_mm512_add_ps(f, half), unit));
+			z = _mm512_add_epi64(z, vgam8);
+		}
+	}
+	for (; j < hi; j++) {
+		unsigned long long h = seed + (unsigned long long)(j + first + 1) * gamma;
+		h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ULL;
+		h = (h ^ (h >> 27)) * 0x94D049BB133111EBULL;
+		h ^= h >> 31;
+		d[2 * j] = ((float)(unsigned)((h & 0xFFFFFFFFULL) >> 9) + 0.5f) * 0x1p-23f;
+		if (2 * j + 1 < len) d[2 * j + 1] = ((float)(unsigned)(h >> 41) + 0.5f) * 0x1p-23f;
+	}
+}

@@ -26,3 +26,19 @@ func WeibullBiasFast32(u, b []float32, scale float32) bool {
 	C.pf_weibull_bias_fast((*C.float)(&u[0]), (*C.float)(&b[0]), C.int(len(u)), C.float(scale))
 	return true
 }
+
+// UniformNoise32 fills pairs j ∈ [lo, hi) of d with graph's uniform noise
+// (graph/noise.go's fillNoise: pairs first+j of the SplitMix64 stream of
+// seed) with bayes.c's pf_uniform_noise512, the same values bit for bit,
+// and reports whether it did (it needs AVX-512, and PROBFORMER_SIMD not
+// avx2).
+func UniformNoise32(d []float32, seed uint64, lo, hi, first int) bool {
+	if simdLevel() < 2 || lo < 0 || hi < lo || 2*hi > len(d)+1 || first < 0 {
+		return false
+	}
+	if lo == hi {
+		return true
+	}
+	C.pf_uniform_noise512((*C.float)(&d[0]), C.long(len(d)), C.ulonglong(seed), C.long(lo), C.long(hi), C.long(first))
+	return true
+}

@@ -138,6 +138,7 @@ void pf_prior_head(const float *k, int ldk, int rows, int m, int d, const float 
 
 // bayes.c (bayes_cgo.go)
 void pf_weibull_log_noise(const float *u, float *b, int n, float scale);
+void pf_uniform_noise512(float *d, long len, unsigned long long seed, long lo, long hi, long first);
 void pf_weibull_bias_fast(const float *u, float *b, int n, float scale);
 
 // dropout.c (dropout_cgo.go)
