@@ -93,15 +93,51 @@ const noiseChunk = 1 << 14
 // first+j of the noise stream of seed (see DrawNoise); first is not 0
 // only in a shard of a data-parallel program (Program.Shard). Uniform
 // float32 noise takes bayes.c's AVX-512 loop where the CPU has it
-// (kernels.UniformNoise32: eight hashes at a time, the same bits);
+// (kernels.UniformNoise32: eight hashes at a time, the same bits), and
+// normal float32 noise its ziggurat's first tries there (fillNormalC);
 // everything else fillNoiseGo.
 func fillNoise[T float](d []T, seed uint64, dist Noise, lo, hi, first int) {
-	if dist == UniformNoise {
-		if d32, ok := any(d).([]float32); ok && kernels.UniformNoise32(d32, seed, lo, hi, first) {
-			return
-		}
+	if d32, ok := any(d).([]float32); ok && dist == UniformNoise && kernels.UniformNoise32(d32, seed, lo, hi, first) {
+		return
+	}
+	if d32, ok := any(d).([]float32); ok && dist == NormalNoise && fillNormalC(d32, seed, lo, hi, first) {
+		return
 	}
 	fillNoiseGo(d, seed, dist, lo, hi, first)
+}
+
+// normalBlock is how many pairs of normal noise one call to C fills.
+const normalBlock = 1024
+
+// fillNormalC is fillNoise's float32 normal noise with bayes.c's AVX-512
+// loop (kernels.NormalNoise32), which takes the ziggurat's first try;
+// the draws it rejects (about 1%) are drawn here by zigguratNormal, each
+// from its own hash as in fillNoiseGo, so the values are the Go loop's
+// bit for bit. It reports false, having written nothing, where the loop
+// does not run.
+func fillNormalC(d []float32, seed uint64, lo, hi, first int) bool {
+	var rej []int32
+	for a := lo; a < hi; a += normalBlock {
+		b := min(hi, a+normalBlock)
+		if rej == nil {
+			rej = make([]int32, 2*normalBlock)
+		}
+		n, ok := kernels.NormalNoise32(d, seed, a, b, first, zig.w[:], zig.k[:], rej)
+		if !ok {
+			return false // only the first block can fail: the checks depend on nothing a block changes
+		}
+		for _, e := range rej[:n] {
+			j := int(e) / 2
+			g := j + first
+			h := kernels.SplitMix64(seed + uint64(g+1)*kernels.MaskGamma)
+			if e%2 == 0 {
+				d[e] = float32(zigguratNormal(uint32(h), h^uint64(g)<<1))
+			} else {
+				d[e] = float32(zigguratNormal(uint32(h>>32), h^(uint64(g)<<1|1)))
+			}
+		}
+	}
+	return true
 }
 
 // fillNoiseGo is fillNoise in Go, the reference for every type and

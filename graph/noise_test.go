@@ -141,28 +141,32 @@ func TestZigguratNormal(t *testing.T) {
 	}
 }
 
-// TestUniformNoiseC holds fillNoise's float32 uniform noise (bayes.c's
-// AVX-512 loop where the CPU has it) to fillNoiseGo bit for bit: odd and
-// even lengths, shares starting and ending anywhere, shard offsets.
+// TestUniformNoiseC holds fillNoise's float32 uniform and normal noise
+// (bayes.c's AVX-512 loops where the CPU has them) to fillNoiseGo bit for
+// bit: odd and even lengths, shares starting and ending anywhere, more
+// than one of fillNormalC's blocks, shard offsets.
 func TestUniformNoiseC(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 5))
-	for _, n := range []int{1, 2, 15, 16, 17, 31, 33, 100, 1001, 4096} {
-		pairs := (n + 1) / 2
-		for range 8 {
-			seed := rng.Uint64()
-			lo := rng.IntN(pairs + 1)
-			hi := lo + rng.IntN(pairs-lo+1)
-			first := rng.IntN(3) * rng.IntN(1 << 20)
-			got, want := make([]float32, n), make([]float32, n)
-			for i := range got {
-				got[i], want[i] = -7, -7 // untouched entries must stay so
-			}
-			fillNoise(got, seed, UniformNoise, lo, hi, first)
-			fillNoiseGo(want, seed, UniformNoise, lo, hi, first)
-			for i := range want {
-				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-					t.Fatalf("n %d, pairs [%d, %d), first %d: entry %d is %v, want %v", n, lo, hi, first, i, got[i], want[i])
+	for _, n := range []int{1, 2, 15, 16, 17, 31, 33, 100, 1001, 4096, 5000} {
+		for _, dist := range []Noise{UniformNoise, NormalNoise} {
+			pairs := (n + 1) / 2
+			for range 8 {
+				seed := rng.Uint64()
+				lo := rng.IntN(pairs + 1)
+				hi := lo + rng.IntN(pairs-lo+1)
+				first := rng.IntN(3) * rng.IntN(1<<20)
+				got, want := make([]float32, n), make([]float32, n)
+				for i := range got {
+					got[i], want[i] = -7, -7 // untouched entries must stay so
+				}
+				fillNoise(got, seed, dist, lo, hi, first)
+				fillNoiseGo(want, seed, dist, lo, hi, first)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("noise %d, n %d, pairs [%d, %d), first %d: entry %d is %v, want %v", dist, n, lo, hi, first, i,
+							got[i], want[i])
+					}
 				}
 			}
 		}

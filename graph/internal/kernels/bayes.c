@@ -90,3 +90,64 @@ void pf_uniform_noise512(float *d, long len, unsigned long long seed, long lo, l
 		if (2 * j + 1 < len) d[2 * j + 1] = ((float)(unsigned)(h >> 41) + 0.5f) * 0x1p-23f;
 	}
 }
+
+// pf_normal_noise512 fills pairs j ∈ [lo, hi) of d [len] with graph's
+// normal noise where the ziggurat's first try accepts (noise.go's
+// zigguratNormal: 99% of the draws): each entry's 32 bits x (the halves
+// of h as in pf_uniform_noise512) give i = x & 127 and, where |x| < k[i]
+// (as int32, |·| wrapping as absInt32), the float64 product x·w[i]
+// rounded to float32, the Go loop's value bit for bit. The indices of
+// the entries it rejects go into rej (at most 2·(hi − lo)) for the Go
+// loop to draw; it returns how many there are.
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
+long pf_normal_noise512(float *d, long len, unsigned long long seed, long lo, long hi, long first, const double *w,
+                        const unsigned *k, int *rej) {
+	const unsigned long long gamma = 0x9E3779B97F4A7C15ULL;
+	const __m512i c1 = _mm512_set1_epi64((long long)0xBF58476D1CE4E5B9ULL),
+	              c2 = _mm512_set1_epi64((long long)0x94D049BB133111EBULL);
+	const __m512i vgam8 = _mm512_set1_epi64((long long)(gamma * 8)), m127 = _mm512_set1_epi32(127);
+	long j = lo, nrej = 0;
+	long full = hi;
+	if (2 * full > len) full = len / 2;
+	if (j + 8 <= full) {
+		unsigned long long z0 = seed + (unsigned long long)(j + first + 1) * gamma;
+		__m512i z = _mm512_add_epi64(_mm512_set1_epi64((long long)z0),
+		                             _mm512_mullo_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7),
+		                                                _mm512_set1_epi64((long long)gamma)));
+		for (; j + 8 <= full; j += 8) {
+			__m512i h = _mm512_xor_si512(z, _mm512_srli_epi64(z, 30));
+			h = _mm512_mullo_epi64(h, c1);
+			h = _mm512_xor_si512(h, _mm512_srli_epi64(h, 27));
+			h = _mm512_mullo_epi64(h, c2);
+			h = _mm512_xor_si512(h, _mm512_srli_epi64(h, 31));
+			z = _mm512_add_epi64(z, vgam8);
+			__m512i idx = _mm512_and_si512(h, m127);
+			__m512i kv = _mm512_i32gather_epi32(idx, (const void *)k, 4);
+			__mmask16 ok = _mm512_cmplt_epu32_mask(_mm512_abs_epi32(h), kv);
+			__m256i h0 = _mm512_castsi512_si256(h), h1 = _mm512_extracti64x4_epi64(h, 1);
+			__m256i i0 = _mm512_castsi512_si256(idx), i1 = _mm512_extracti64x4_epi64(idx, 1);
+			__m512d x0 = _mm512_mul_pd(_mm512_cvtepi32_pd(h0), _mm512_i32gather_pd(i0, w, 8));
+			__m512d x1 = _mm512_mul_pd(_mm512_cvtepi32_pd(h1), _mm512_i32gather_pd(i1, w, 8));
+			__m512 f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(x0)), _mm512_cvtpd_ps(x1), 1);
+			_mm512_mask_storeu_ps(d + 2 * j, ok, f);
+			for (unsigned r = (unsigned)(~ok & 0xFFFF); r; r &= r - 1) rej[nrej++] = (int)(2 * j + __builtin_ctz(r));
+		}
+	}
+	for (; j < hi; j++) {
+		unsigned long long h = seed + (unsigned long long)(j + first + 1) * gamma;
+		h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ULL;
+		h = (h ^ (h >> 27)) * 0x94D049BB133111EBULL;
+		h ^= h >> 31;
+		for (int half = 0; half < 2 && 2 * j + half < len; half++) {
+			int hz = (int)(unsigned)(half ? h >> 32 : h & 0xFFFFFFFFULL);
+			int i = hz & 127;
+			unsigned a = hz < 0 ? 0u - (unsigned)hz : (unsigned)hz;
+			if (a < k[i]) {
+				d[2 * j + half] = (float)((double)hz * w[i]);
+			} else {
+				rej[nrej++] = (int)(2 * j + half);
+			}
+		}
+	}
+	return nrej;
+}

@@ -139,6 +139,8 @@ void pf_prior_head(const float *k, int ldk, int rows, int m, int d, const float 
 // bayes.c (bayes_cgo.go)
 void pf_weibull_log_noise(const float *u, float *b, int n, float scale);
 void pf_uniform_noise512(float *d, long len, unsigned long long seed, long lo, long hi, long first);
+long pf_normal_noise512(float *d, long len, unsigned long long seed, long lo, long hi, long first, const double *w,
+                        const unsigned *k, int *rej);
 void pf_weibull_bias_fast(const float *u, float *b, int n, float scale);
 
 // dropout.c (dropout_cgo.go)
