@@ -958,20 +958,6 @@ static inline void store_row(float *row, int j, int m, int last, __m256 y) {
 	}
 }
 
-// bayes_axpy is rows_axpy (w a multiple of 8), or rows_axpy512 at
-// level ≥ 2: per element of out the same fused multiply-adds from +0 in
-// the same order of t, then the same product by α, so the same bits; the
-// 512 blocks only tile more rows and columns at once.
-__attribute__((target("avx2,fma")))
-static void bayes_axpy(int level, int nr, int nt, int w, float alpha, const float *c, int ldc, int cst,
-                       const float *x, int ldx, float *out, int ldo) {
-	if (level >= 2) {
-		rows_axpy512(nr, nt, w, alpha, c, ldc, cst, x, ldx, out, ldo);
-	} else {
-		rows_axpy(nr, nt, w, alpha, c, ldc, cst, x, ldx, out, ldo);
-	}
-}
-
 // pf_bayes_attn_head computes one head of a Bayesian attention sample and
 // its KL (fusedbayessample.go, BayesAttentionSample) without a causal
 // mask, from one product of scores s = q kᵀ·scale:
@@ -993,22 +979,16 @@ static void bayes_axpy(int level, int nr, int nt, int w, float alpha, const floa
 // for the sample and one for the KL (Σ δ² and D_i from the sums of
 // y = s − max + a and y²), and the KL's row logarithms are taken 8 rows
 // at a time. The backward pass is pf_bayes_head_bwd's. Sizes as for
-// pf_attn_head_fwd. level ≥ 2 takes the AVX-512 transpose and products
-// (bayes_axpy), the same values bit for bit.
+// pf_attn_head_fwd.
 __attribute__((target("avx2,fma")))
-static double pf_bayes_attn_head(int level, const float *q, int ldq, const float *k, int ldk, const float *v,
-                                 int ldv, int n, int m, int d, int dv, float scale, const float *mask,
-                                 const float *qmask, const float *noise, int kind, float nscale, const float *a,
-                                 const float *b, float g, float *p, float *x, float *out, int ldo, float *colsum,
-                                 double *agg) {
+static double pf_bayes_attn_head(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n,
+                                 int m, int d, int dv, float scale, const float *mask, const float *qmask,
+                                 const float *noise, int kind, float nscale, const float *a, const float *b, float g,
+                                 float *p, float *x, float *out, int ldo, float *colsum, double *agg) {
 	const int m8 = (m + 7) & ~7;
 	float kt[MAXW * MAXW], s[MAXW * MAXW], e[MAXW * MAXW];
-	if (level >= 2) {
-		transpose_rows512(k, ldk, m, d, kt, m8); // kt [d×m8]
-	} else {
-		transpose_rows(k, ldk, m, d, kt, m8);
-	}
-	bayes_axpy(level, n, d, m8, scale, q, ldq, 1, kt, m8, s, m8); // s [n×m8], columns from m on 0
+	transpose_rows(k, ldk, m, d, kt, m8); // kt [d×m8]
+	rows_axpy(n, d, m8, scale, q, ldq, 1, kt, m8, s, m8); // s [n×m8], columns from m on 0
 	float vis[MAXW], av[MAXW], bv[MAXW];
 	float sa = 0;
 	int nv = 0;
@@ -1057,7 +1037,7 @@ static double pf_bayes_attn_head(int level, const float *q, int ldq, const float
 		__m256 vz = _mm256_set1_ps(hsum(zs));
 		for (int j = 0; j < m8; j += 8) store_row(pr, j, m, last, _mm256_div_ps(_mm256_loadu_ps(er + j), vz));
 	}
-	bayes_axpy(level, n, m, dv, 1, p, m, 1, v, ldv, out, ldo);
+	rows_axpy(n, m, dv, 1, p, m, 1, v, ldv, out, ldo);
 	// the KL, phase 1: each real row's maximum, exponentials (into e) and
 	// sums
 	float rmx[MAXW * MAXW / 8], rz[MAXW * MAXW / 8], r1[MAXW * MAXW / 8], r2[MAXW * MAXW / 8], rl[MAXW * MAXW / 8];
@@ -1258,9 +1238,9 @@ static inline __m256 digamma_pos(__m256 x) {
 // width padded to 16 in w1 [d×16], b1 and w2 [16]: c_j = b2 + w2 · ReLU(k_j
 // w1 + b1), with the hidden units k_j w1 in u [m×16].
 __attribute__((target("avx2,fma")))
-static void prior_logits(int level, const float *k, int ldk, int m, int d, const float *w1, const float *b1,
-                         const float *w2, float b2, float *u, float *c) {
-	bayes_axpy(level, m, d, 16, 1, k, ldk, 1, w1, 16, u, 16);
+static void prior_logits(const float *k, int ldk, int m, int d, const float *w1, const float *b1, const float *w2,
+                         float b2, float *u, float *c) {
+	rows_axpy(m, d, 16, 1, k, ldk, 1, w1, 16, u, 16);
 	const __m256 zero = _mm256_setzero_ps();
 	const __m256 b10 = _mm256_loadu_ps(b1), b11 = _mm256_loadu_ps(b1 + 8);
 	const __m256 w20 = _mm256_loadu_ps(w2), w21 = _mm256_loadu_ps(w2 + 8);
@@ -1283,10 +1263,9 @@ static void prior_logits(int level, const float *k, int ldk, int m, int d, const
 // constant c0, the log-normal shift (σ₀² − σ²)/2 and 1/(2σ₀²). α, lgamma α
 // and ψ α are float32 vector functions here (lgamma_pos, digamma_pos). It
 // returns 0 without computing anything when no key is visible or no query
-// real (the Go loop handles those heads), 1 otherwise. level ≥ 2 runs the
-// products and the transpose with AVX-512 (bayes_axpy), the same bits.
+// real (the Go loop handles those heads), 1 otherwise.
 __attribute__((target("avx2,fma")))
-int pf_bayes_head(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m, int d,
+int pf_bayes_head(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m, int d,
                   int dv, float scale, const float *mask, const float *qmask, const float *noise, const float *w1,
                   const float *b1, const float *w2, float b2, const double *kc, float *p, float *x, float *out, int ldo, float *dc, double *sum) {
 	const int kind = (int)kc[0];
@@ -1308,7 +1287,7 @@ int pf_bayes_head(int level, const float *q, int ldq, const float *k, int ldk, c
 	float cbuf[MAXW], ubuf[MAXW * 16], cmx = -INFINITY;
 	const float *c = NULL;
 	if (w1) {
-		prior_logits(level, k, ldk, m, d, w1, b1, w2, b2, ubuf, cbuf);
+		prior_logits(k, ldk, m, d, w1, b1, w2, b2, ubuf, cbuf);
 		c = cbuf;
 		for (int j = 0; j < m; j++)
 			if (keep[j] != 0 && c[j] > cmx) cmx = c[j];
@@ -1367,7 +1346,7 @@ int pf_bayes_head(int level, const float *q, int ldq, const float *k, int ldk, c
 		}
 	}
 	double agg[2];
-	double rows = pf_bayes_attn_head(level, q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, qmask, noise, kind,
+	double rows = pf_bayes_attn_head(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, qmask, noise, kind,
 	                                 (float)kc[1], av, bv, g, p, x, out, ldo, cs, agg);
 	if (kind == 0) {
 		*sum = rows + nr * (A * sumA + rate + sumLg + nv * c0);
@@ -1394,49 +1373,6 @@ int pf_bayes_head(int level, const float *q, int ldq, const float *k, int ldk, c
 	return 1;
 }
 
-// bayes_attn_bwd512 is attn_head_bwd without dropout and with x, its
-// products and transpose AVX-512's (rows_axpy512, transpose_rows512) and
-// its dS rows attn_head_bwd's AVX2 loop itself: each element gets the same
-// operations in the same order, so the same bits (pf_attn_head_bwd512's
-// dscores512 has no gx·x term, hence this copy).
-__attribute__((target("avx2,fma")))
-static void bayes_attn_bwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
-                              const float *g, int ldg, const float *p, int n, int m, int d, int dv, float scale,
-                              float *dq, float *dk, float *dvv, const float *x, float gx) {
-	const int m8 = (m + 7) & ~7;
-	float vt[MAXW * MAXW], ds[MAXW * MAXW];
-	// dv [m×dv]: row j = Σ_i P[i][j] G[i]
-	rows_axpy512(m, n, dv, 1, p, 1, m, g, ldg, dvv, ldv);
-	// dP [n×m8]: row i = Σ_c G[i][c] vᵀ[c], columns from m on 0·G
-	transpose_rows512(v, ldv, m, dv, vt, m8);
-	rows_axpy512(n, dv, m8, 1, g, ldg, 1, vt, m8, ds, m8);
-	const __m256 vgx = _mm256_set1_ps(gx);
-	for (int i = 0; i < n; i++) {
-		const float *pr = p + (size_t)i * m;
-		float *dr = ds + (size_t)i * m8;
-		__m256 s = _mm256_setzero_ps();
-		for (int j = 0; j < m; j += 8) {
-			__m256i in = tail_lanes(j, m);
-			// columns past m: exactly 0, even when G holds infinities
-			__m256 y = _mm256_and_ps(_mm256_castsi256_ps(in), _mm256_loadu_ps(dr + j));
-			_mm256_storeu_ps(dr + j, y);
-			s = _mm256_fmadd_ps(_mm256_maskload_ps(pr + j, in), y, s);
-		}
-		__m256 dot = _mm256_set1_ps(hsum(s));
-		for (int j = 0; j < m; j += 8) {
-			__m256i in = tail_lanes(j, m);
-			__m256 pv = _mm256_maskload_ps(pr + j, in);
-			__m256 r = _mm256_mul_ps(pv, _mm256_sub_ps(_mm256_loadu_ps(dr + j), dot));
-			r = _mm256_fmadd_ps(vgx, _mm256_maskload_ps(x + (size_t)i * m + j, in), r);
-			_mm256_storeu_ps(dr + j, r);
-		}
-	}
-	// dq [n×d]: row i = scale · Σ_j dS[i][j] k[j]
-	rows_axpy512(n, m, d, scale, ds, m8, 1, k, ldk, dq, ldq);
-	// dk [m×d]: row j = scale · Σ_i dS[i][j] q[i]
-	rows_axpy512(m, n, d, scale, ds, 1, m8, q, ldq, dk, ldk);
-}
-
 // pf_bayes_head_bwd is one float32 head of BayesAttentionSample's backward
 // pass: attention's (pf_attn_head_bwd without dropout), with gx·x [n×m]
 // (the KL's score gradient, which pf_bayes_attn_head saved for a unit gx)
@@ -1446,21 +1382,16 @@ static void bayes_attn_bwd512(const float *q, int ldq, const float *k, int ldk, 
 // upstream gradient): with the hidden units u = k w1 + b1 recomputed,
 //   du = dc w2 [u > 0],  dk += du w1ᵀ (w1t [16×d]),  dw1 [d×16] = kᵀ du,
 //   db1 [16] = Σ du,  dw2 [16] = Σ dc ReLU(u),  *db2 = Σ dc,
-// over the head's m keys; level ≥ 2 runs the prior network's products
-// with AVX-512 (bayes_axpy), the same bits.
+// over the head's m keys.
 __attribute__((target("avx2,fma")))
-void pf_bayes_head_bwd(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g, int ldg,
+void pf_bayes_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g, int ldg,
                        const float *p, int n, int m, int d, int dv, float scale, const float *x, float gx, float *dq,
                        float *dk, float *dvv, const float *w1, const float *w1t, const float *b1, const float *w2,
                        const float *dc, float *dw1, float *db1, float *dw2, float *db2) {
-	if (level >= 2) {
-		bayes_attn_bwd512(q, ldq, k, ldk, v, ldv, g, ldg, p, n, m, d, dv, scale, dq, dk, dvv, x, gx);
-	} else {
-		attn_head_bwd(q, ldq, k, ldk, v, ldv, g, ldg, p, NULL, n, m, d, dv, scale, dq, dk, dvv, x, gx);
-	}
+	attn_head_bwd(q, ldq, k, ldk, v, ldv, g, ldg, p, NULL, n, m, d, dv, scale, dq, dk, dvv, x, gx);
 	if (!w1) return;
 	float u[MAXW * 16], dkp[MAXW * MAXW];
-	bayes_axpy(level, m, d, 16, 1, k, ldk, 1, w1, 16, u, 16);
+	rows_axpy(m, d, 16, 1, k, ldk, 1, w1, 16, u, 16);
 	const __m256 zero = _mm256_setzero_ps();
 	const __m256 b10 = _mm256_loadu_ps(b1), b11 = _mm256_loadu_ps(b1 + 8);
 	const __m256 w20 = _mm256_loadu_ps(w2), w21 = _mm256_loadu_ps(w2 + 8);
@@ -1476,8 +1407,8 @@ void pf_bayes_head_bwd(int level, const float *q, int ldq, const float *k, int l
 	_mm256_storeu_ps(dw2 + 8, sw1);
 	*db2 = sg;
 	// dk rows += du w1ᵀ
-	bayes_axpy(level, m, 16, d, 1, u, 16, 1, w1t, d, dkp, d);
+	rows_axpy(m, 16, d, 1, u, 16, 1, w1t, d, dkp, d);
 	for (int j = 0; j < m; j++) add_rows(dkp + (size_t)j * d, dk + (size_t)j * ldk, d);
 	// dw1 [d×16]: row e = Σ_j k[j][e] du[j]
-	bayes_axpy(level, d, m, 16, 1, k, 1, ldk, u, 16, dw1, 16);
+	rows_axpy(d, m, 16, 1, k, 1, ldk, u, 16, dw1, 16);
 }
