@@ -12,4 +12,6 @@ func WeibullBiasFast32([]float32, []float32, float32) bool { return false }
 func UniformNoise32([]float32, uint64, int, int, int) bool { return false }
 
 // NormalNoise32 has no pure-Go fast path either.
-func NormalNoise32([]float32, uint64, int, int, int, []float64, []uint32, []int32) (int, bool) { return 0, false }
+func NormalNoise32([]float32, uint64, int, int, int, []float64, []uint32, []int32) (int, bool) {
+	return 0, false
+}
