@@ -60,17 +60,7 @@ func TestGemmDirect512IsAVX2(t *testing.T) {
 // holding NaN, ±Inf and -0), β = 1, β = 0.3 or a bias.
 func compareDirect(t *testing.T, rng *rand.Rand, m, n, k int, tA, tB bool, cs int) {
 	t.Helper()
-	lda, ldb, ldc := k+3, n+5, n+2
-	rowsA, rowsB := m, k
-	if tA {
-		lda, rowsA = m+1, k
-	}
-	if tB {
-		ldb, rowsB = k+2, n
-	}
-	a := to32(normal(1)(rng, []int{rowsA * lda}))
-	b := to32(normal(1)(rng, []int{rowsB * ldb}))
-	c0 := to32(normal(1)(rng, []int{m * ldc}))
+	a, b, c0, lda, ldb, ldc := paddedOperands(rng, m, n, k, tA, tB)
 	alpha, beta := float32(0.7), float32(0)
 	var bias []float32
 	switch cs {

@@ -59,13 +59,11 @@ func TestGemmSharedIsOneThread(t *testing.T) {
 	t.Logf("%d shared products bit-identical to one thread", checked)
 }
 
-// compareShared runs one float32 product through gemmSharedAt and through
-// gemmKernelAt (pf_sgemm on one thread) at the same level, and fails
-// unless they agree bit for bit, padding between C's rows untouched. cs
-// picks β = 0, β = 0.3 or a bias.
-func compareShared(t *testing.T, rng *rand.Rand, level, workers, mode, blk, m, n, k int, tA, tB bool, cs int) {
-	t.Helper()
-	lda, ldb, ldc := k+3, n+5, n+2
+// paddedOperands draws a product's float32 operands, in this order: A
+// [m×k] (or its transpose), B [k×n] (or its transpose) and C [m×n], each
+// with leading dimensions past its width so that padding is exercised.
+func paddedOperands(rng *rand.Rand, m, n, k int, tA, tB bool) (a, b, c0 []float32, lda, ldb, ldc int) {
+	lda, ldb, ldc = k+3, n+5, n+2
 	rowsA, rowsB := m, k
 	if tA {
 		lda, rowsA = m+1, k
@@ -73,9 +71,19 @@ func compareShared(t *testing.T, rng *rand.Rand, level, workers, mode, blk, m, n
 	if tB {
 		ldb, rowsB = k+2, n
 	}
-	a := to32(normal(1)(rng, []int{rowsA * lda}))
-	b := to32(normal(1)(rng, []int{rowsB * ldb}))
-	c0 := to32(normal(1)(rng, []int{m * ldc}))
+	a = to32(normal(1)(rng, []int{rowsA * lda}))
+	b = to32(normal(1)(rng, []int{rowsB * ldb}))
+	c0 = to32(normal(1)(rng, []int{m * ldc}))
+	return a, b, c0, lda, ldb, ldc
+}
+
+// compareShared runs one float32 product through gemmSharedAt and through
+// gemmKernelAt (pf_sgemm on one thread) at the same level, and fails
+// unless they agree bit for bit, padding between C's rows untouched. cs
+// picks β = 0, β = 0.3 or a bias.
+func compareShared(t *testing.T, rng *rand.Rand, level, workers, mode, blk, m, n, k int, tA, tB bool, cs int) {
+	t.Helper()
+	a, b, c0, lda, ldb, ldc := paddedOperands(rng, m, n, k, tA, tB)
 	alpha, beta := float32(0.7), float32(0)
 	var bias []float32
 	switch cs {
