@@ -108,9 +108,8 @@ func AddShared32(a, b, y []float32) bool {
 	return true
 }
 
-// MulShared32, ReluShared32 and ReluGradShared32 are Mul32, Relu32 and
-// ReluGrad32 on SplitRange's chunks (bounds on multiples of 8), shared
-// as AddRepeatShared32 is; they report whether they ran.
+// MulShared32 is Mul32 on SplitRange's chunks (bounds on multiples of
+// 8), shared as AddRepeatShared32 is; it reports whether it ran.
 func MulShared32(a, b, y []float32) bool {
 	if hasAVX2() == 0 || len(a) == 0 || len(b) < len(a) || len(y) < len(a) {
 		return false
@@ -119,6 +118,8 @@ func MulShared32(a, b, y []float32) bool {
 	return true
 }
 
+// ReluShared32 is Relu32 on SplitRange's chunks (bounds on multiples of
+// 8), shared as AddRepeatShared32 is; it reports whether it ran.
 func ReluShared32(x, y []float32) bool {
 	if hasAVX2() == 0 || len(x) == 0 || len(y) < len(x) {
 		return false
@@ -127,6 +128,9 @@ func ReluShared32(x, y []float32) bool {
 	return true
 }
 
+// ReluGradShared32 is ReluGrad32 on SplitRange's chunks (bounds on
+// multiples of 8), shared as AddRepeatShared32 is; it reports whether it
+// ran.
 func ReluGradShared32(x, g, y []float32) bool {
 	if hasAVX2() == 0 || len(x) == 0 || len(g) < len(x) || len(y) < len(x) {
 		return false
