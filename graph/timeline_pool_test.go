@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -43,6 +44,9 @@ func TestStepPoolStats(t *testing.T) {
 	wall := time.Since(start)
 	kernels.CountPool(false)
 	s := kernels.ReadPoolStats()
+	if s.Sections == 0 && runtime.GOMAXPROCS(0) > 1 {
+		t.Fatal("no parallel section counted: CountPool(true) counted nothing")
+	}
 	per := func(v int64) float64 { return float64(v) / steps }
 	us := func(v int64) float64 { return float64(v) / steps / 1e3 }
 	avg := func(ns, n int64) float64 {
