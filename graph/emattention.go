@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"runtime"
+	"sync/atomic"
 
 	"gorgonia.org/tensor"
 
@@ -815,17 +816,29 @@ func (s EMSpec) updateBeta(t int) bool { return s.kernel().UpdateBeta(t) }
 // SplitHeads the heads' columns lie side by side in the rows of q, k, v,
 // the readout and their gradients (8 floats a head at heads of 8, so two
 // heads to a 64-byte line), and a worker taking every other head wrote
-// into lines the other core was writing. Each problem's values depend on
-// its inputs alone, and the per-head sums run after, in a fixed order,
-// so the split changes no bit.
+// into lines the other core was writing. The workers take the examples
+// one at a time from a shared counter, not a fixed half each: an EM pass
+// is long (about 1 ms at the maxnorm-em sizes), and on a shared machine
+// a fixed half left one core waiting for the other, whose thread another
+// process had taken, for a good part of it. Each problem's values depend
+// on its inputs alone (w picks only the scratch), and the per-head sums
+// run after, in a fixed order, so neither split changes a bit.
 func emForProblems(d emDims, problem func(w, g int)) {
-	if d.b < 2*runtime.GOMAXPROCS(0) || d.h == 1 {
+	procs := runtime.GOMAXPROCS(0)
+	if d.b < 2*procs || d.h == 1 {
 		kernels.ParallelFor(d.g, problem)
 		return
 	}
-	kernels.ParallelFor(d.b, func(w, bi int) {
-		for g := bi * d.h; g < (bi+1)*d.h; g++ {
-			problem(w, g)
+	var next atomic.Int32
+	kernels.RunShares(procs, func(w int) {
+		for {
+			bi := int(next.Add(1)) - 1
+			if bi >= d.b {
+				return
+			}
+			for g := bi * d.h; g < (bi+1)*d.h; g++ {
+				problem(w, g)
+			}
 		}
 	})
 }
