@@ -448,10 +448,18 @@ func emRunForward[T float](k emKernel, in []*tensor.Dense, out []T) {
 		tr           kernels.EMTrace[T]
 		hdr          [][]T
 	}
+	// em.c takes its scratch from its own pool (em_cgo.go), so the Go
+	// path's is made only where it runs: made each run for each worker
+	// (tens of KB a step at the maxnorm-em sizes), it cost page faults and
+	// clearing for nothing
+	inC := kernels.EMRunsC[T]()
 	workers := make([]*worker, runtime.GOMAXPROCS(0))
 	emForProblems(d, func(w, g int) {
 		if workers[w] == nil {
-			workers[w] = &worker{scratch: make([]T, kernels.EMScratchSize(d.n, d.m)), inS: make([]T, d.n)}
+			workers[w] = &worker{inS: make([]T, d.n)}
+			if !inC {
+				workers[w].scratch = make([]T, kernels.EMScratchSize(d.n, d.m))
+			}
 		}
 		wk := workers[w]
 		scratch := wk.scratch
@@ -636,8 +644,10 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 	workers := make([]*worker, runtime.GOMAXPROCS(0))
 	emForProblems(d, func(w, g int) {
 		if workers[w] == nil {
-			workers[w] = &worker{inS: make([]T, d.n),
-				sc: kernels.CutBackScratch[T](d.n, d.m, d.d, d.dv, make([]T, kernels.EMBackScratchSize(d.n, d.m, d.d, d.dv)))}
+			workers[w] = &worker{inS: make([]T, d.n)}
+			if !inC { // the Go path's scratch, as in emRunForward
+				workers[w].sc = kernels.CutBackScratch[T](d.n, d.m, d.d, d.dv, make([]T, kernels.EMBackScratchSize(d.n, d.m, d.d, d.dv)))
+			}
 		}
 		wk := workers[w]
 		b, h := g/d.h, g%d.h
