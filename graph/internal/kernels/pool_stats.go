@@ -23,12 +23,13 @@ type PoolStats struct {
 	GoJobs       int64 // Go jobs posted to helpers (RunShares: heads, Adam, ...)
 	GoTakenBack  int64 // of those, taken back by the caller
 	GoWaitNs     int64 // the caller's time after its own share until Go jobs are done, shares it took back included
+	GoSectionNs  int64 // RunShares' wall time, its post to its last share done: with SectionNs and WaitNs, the time in parallel sections
 }
 
 // counting is on while CountPool(true) holds; Go-side counts follow.
 var (
-	counting                      atomic.Bool
-	goJobs, goTakenBack, goWaitNs atomic.Int64
+	counting                                   atomic.Bool
+	goJobs, goTakenBack, goWaitNs, goSectionNs atomic.Int64
 )
 
 // CountPool turns the counting of PoolStats on (clearing the counts) or
@@ -38,6 +39,7 @@ func CountPool(on bool) {
 		goJobs.Store(0)
 		goTakenBack.Store(0)
 		goWaitNs.Store(0)
+		goSectionNs.Store(0)
 	}
 	counting.Store(on)
 	poolStatsOn(on)
@@ -46,6 +48,6 @@ func CountPool(on bool) {
 // ReadPoolStats returns the counts since CountPool(true).
 func ReadPoolStats() PoolStats {
 	s := poolStatsRead()
-	s.GoJobs, s.GoTakenBack, s.GoWaitNs = goJobs.Load(), goTakenBack.Load(), goWaitNs.Load()
+	s.GoJobs, s.GoTakenBack, s.GoWaitNs, s.GoSectionNs = goJobs.Load(), goTakenBack.Load(), goWaitNs.Load(), goSectionNs.Load()
 	return s
 }

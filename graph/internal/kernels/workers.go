@@ -232,6 +232,10 @@ func RunShares(n int, f func(w int)) {
 	}
 	var buf [8]*helper
 	hs := helpers.get(n-1, buf[:])
+	var posted time.Time
+	if counting.Load() {
+		posted = time.Now()
+	}
 	for i, h := range hs {
 		h.post(f, i+1)
 	}
@@ -266,6 +270,9 @@ func RunShares(n int, f func(w int)) {
 				first = h.t.panicked
 			}
 			h.busy.Store(false)
+		}
+		if !posted.IsZero() {
+			goSectionNs.Add(int64(time.Since(posted)))
 		}
 		if first != nil {
 			panic(first)
