@@ -109,6 +109,23 @@ func (a *Adam) Step(prog *graph.Program) (float64, error) {
 		return 0, fmt.Errorf("optimizer step on an evaluation program")
 	}
 	used := prog.Params()
+	// Without clipping the update does not need the norm, only to know
+	// that every gradient is finite, which a fast check tells. The norm's
+	// sum is then one thread's serial chain (its order fixed: it is
+	// returned), run by the first goroutine of the update while the
+	// others update, where it held both cores for its length before the
+	// update began. The same sum and updates, so the same values.
+	if a.ClipNorm == 0 {
+		grads, ok, err := finiteGrads32(prog, used)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			var norm float64
+			a.update(used, grads, 1, func() { norm = gradNorm32(grads) })
+			return norm, nil
+		}
+	}
 	grads, norm, err := a.stepGrads(prog, used)
 	if err != nil {
 		return norm, err
@@ -117,6 +134,48 @@ func (a *Adam) Step(prog *graph.Program) (float64, error) {
 	if a.ClipNorm > 0 && norm > a.ClipNorm {
 		scale = a.ClipNorm / norm
 	}
+	a.update(used, grads, scale, nil)
+	return norm, nil
+}
+
+// finiteGrads32 returns the gradients of prog's last run when all are
+// float32, with ok, or an error naming the first that is not finite, as
+// stepGrads would; ok is false (and no error) when one is not float32.
+func finiteGrads32(prog *graph.Program, used []*graph.Param) (grads []any, ok bool, err error) {
+	grads = make([]any, len(used))
+	for i, prm := range used {
+		g, err := prog.GradientData(i)
+		if err != nil {
+			return nil, false, err
+		}
+		d, is32 := g.([]float32)
+		if !is32 {
+			return nil, false, nil
+		}
+		if !kernels.Finite32(d) {
+			return nil, false, fmt.Errorf("gradient of %s is not finite", prm.Name)
+		}
+		grads[i] = g
+	}
+	return grads, true, nil
+}
+
+// gradNorm32 is the global norm of float32 gradients, the float64 sum of
+// squares in stepGrads' order.
+func gradNorm32(grads []any) float64 {
+	var sq float64
+	for _, g := range grads {
+		for _, x := range g.([]float32) {
+			sq += float64(x) * float64(x)
+		}
+	}
+	return math.Sqrt(sq)
+}
+
+// update runs the Adam update of every used parameter with its gradient
+// scaled by scale, and norm, when not nil, on the first goroutine to
+// start, before it takes any chunk.
+func (a *Adam) update(used []*graph.Param, grads []any, scale float64, norm func()) {
 	a.state.Step++
 	t := float64(a.state.Step)
 	bc1 := 1 - math.Pow(a.Beta1, t)
@@ -142,8 +201,16 @@ func (a *Adam) Step(prog *graph.Program) (float64, error) {
 			chunks = append(chunks, chunk{i, lo, min(lo+adamChunk, n)})
 		}
 	}
+	tasks := len(chunks)
+	if norm != nil {
+		tasks++
+	}
 	var next atomic.Int32
-	kernels.RunShares(min(runtime.GOMAXPROCS(0), len(chunks)), func(int) {
+	var normTaken atomic.Bool
+	kernels.RunShares(min(runtime.GOMAXPROCS(0), tasks), func(int) {
+		if norm != nil && normTaken.CompareAndSwap(false, true) {
+			norm()
+		}
 		for {
 			c := int(next.Add(1)) - 1
 			if c >= len(chunks) {
@@ -159,7 +226,6 @@ func (a *Adam) Step(prog *graph.Program) (float64, error) {
 			}
 		}
 	})
-	return norm, nil
 }
 
 // adamChunk is how many values of a parameter one task of Adam.Step

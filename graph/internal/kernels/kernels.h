@@ -88,6 +88,7 @@ void pf_layernorm_bwd(const float *x, const float *g, const float *go, const flo
 void pf_colsum(const float *x, int rows, int d, float *s);
 void pf_colsum_ld(const float *x, int rows, int d, int ld, float *s);
 void pf_adam_f32(float *w, const float *g, double *m, double *v, int n, const double *c);
+int pf_finite32(const float *x, int n);
 void pf_mul(const float *a, const float *b, float *y, int n);
 void pf_add_repeat(const float *a, const float *b, float *y, int n, int d);
 void pf_relu_grad(const float *x, const float *g, float *y, int n);

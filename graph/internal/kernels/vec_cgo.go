@@ -44,6 +44,16 @@ func Adam32(w, g []float32, m, v []float64, c *[10]float64) bool {
 	return true
 }
 
+// Finite32 reports whether every value of x is finite (no NaN or ±Inf):
+// vec.c's eight-lane test where the CPU has AVX2, finite32's Go loop
+// elsewhere.
+func Finite32(x []float32) bool {
+	if hasAVX2() == 0 || len(x) == 0 {
+		return finite32(x)
+	}
+	return C.pf_finite32((*C.float)(&x[0]), C.int(len(x))) != 0
+}
+
 // Mul32, AddRepeat32 and ReluGrad32 run vec.c's element-wise loops, the
 // values of mulInto, addRepeat and reluGrad32, and report whether they
 // did.

@@ -7,6 +7,10 @@ package kernels
 func ColSum32(_, _ []float32) bool                               { return false }
 func Adam32(_, _ []float32, _, _ []float64, _ *[10]float64) bool { return false }
 
+// Finite32 reports whether every value of x is finite (no NaN or ±Inf),
+// with finite32's Go loop.
+func Finite32(x []float32) bool { return finite32(x) }
+
 // Mul32, AddRepeat32 and ReluGrad32 have no pure-Go fast path.
 func Mul32(_, _, _ []float32) bool       { return false }
 func AddRepeat32(_, _, _ []float32) bool { return false }
