@@ -958,6 +958,204 @@ static inline void store_row(float *row, int j, int m, int last, __m256 y) {
 	}
 }
 
+// bayes_axpy is rows_axpy (w a multiple of 8), or rows_axpy512 at
+// level ≥ 2: per element of out the same fused multiply-adds from +0 in
+// the same order of t, then the same product by α, so the same bits; the
+// 512 blocks only tile more rows and columns at once.
+__attribute__((target("avx2,fma")))
+static void bayes_axpy(int level, int nr, int nt, int w, float alpha, const float *c, int ldc, int cst,
+                       const float *x, int ldx, float *out, int ldo) {
+	if (level >= 2) {
+		rows_axpy512(nr, nt, w, alpha, c, ldc, cst, x, ldx, out, ldo);
+	} else {
+		rows_axpy(nr, nt, w, alpha, c, ldc, cst, x, ldx, out, ldo);
+	}
+}
+
+// The sampled head's row loops 16 lanes wide (level ≥ 2), each element
+// with the same operations in the same order as pf_bayes_attn_head's and
+// bayes_attn_bwd512's AVX2 loops, so the same bits: log_fast512 and
+// exp_le0_512 are log_fast and exp_le0 lane for lane; a row's running
+// max, sums and dot run over its 8-lane blocks in the AVX2 order
+// (bayes_max_halves, add_halves, fma_halves: a 16-lane block is the low
+// 8-lane block then the high one; a row ending in half a block adds the
+// low half alone), since maxps keeps its second operand among equal
+// zeros and the sums round block by block. Lanes past the row are masked,
+// not read (the AVX2 loops read and wrote them as padding nobody uses).
+
+// bayes_vis512 is the visible-key mask of the 16 keys from j: vis holds
+// all-ones or 0 per key, m8 keys.
+__attribute__((always_inline)) PF_AVX512
+static inline __mmask16 bayes_vis512(const float *vis, int j, int m8) {
+	return _mm512_movepi32_mask(_mm512_castps_si512(_mm512_maskz_loadu_ps(lanes16(m8 - j), vis + j)));
+}
+
+// bayes_max_halves is s ← max(s, low 8 lanes of y), then with full the
+// same with the high 8: the AVX2 loops' running max over their blocks.
+__attribute__((always_inline)) PF_AVX512
+static inline __m256 bayes_max_halves(__m256 s, __m512 y, int full) {
+	s = _mm256_max_ps(s, _mm512_castps512_ps256(y));
+	return full ? _mm256_max_ps(s, _mm512_extractf32x8_ps(y, 1)) : s;
+}
+
+// bayes_sample_rows512 is pf_bayes_attn_head's sample on 16 lanes: for
+// each row i of s [n×m8], e_i ← s_i + b_i at the visible keys (−∞
+// elsewhere), b the noise term of noise [n×m] (kind 0, Weibull:
+// nscale·log(−log u); kind 1: nscale·ε), then p_i [m] ← its softmax, or 0
+// when its max is −∞.
+__attribute__((noinline)) PF_AVX512
+static void bayes_sample_rows512(int n, int m, const float *s, const float *noise, const float *vis, int kind,
+                                 float nscale, float *e, float *p) {
+	const int m8 = (m + 7) & ~7;
+	const __m512 ninf = _mm512_set1_ps(-INFINITY), one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps(),
+	             vn = _mm512_set1_ps(nscale);
+	for (int i = 0; i < n; i++) {
+		const float *sr = s + (size_t)i * m8, *ur = noise + (size_t)i * m;
+		float *er = e + (size_t)i * m8;
+		__m256 vmx = _mm256_set1_ps(-INFINITY);
+		__mmask16 nan = 0;
+		for (int j = 0; j < m8; j += 16) {
+			const __mmask16 in = lanes16(m8 - j);
+			__m512 u = _mm512_mask_loadu_ps(one, lanes16(m - j), ur + j);
+			__m512 bias = kind == 0 ? weibull_bias_fast512(u, vn) : _mm512_mul_ps(vn, u);
+			__m512 y = _mm512_mask_blend_ps(bayes_vis512(vis, j, m8), ninf,
+			                                _mm512_add_ps(_mm512_maskz_loadu_ps(in, sr + j), bias));
+			_mm512_mask_storeu_ps(er + j, in, y);
+			nan |= _mm512_mask_cmp_ps_mask(in, y, y, _CMP_UNORD_Q);
+			vmx = bayes_max_halves(vmx, y, j + 8 < m8);
+		}
+		float mx = nan ? NAN : hmax_nan(vmx);
+		float *pr = p + (size_t)i * m;
+		if (mx == -INFINITY) { // no visible key, or all weighted 0 by the noise
+			memset(pr, 0, sizeof(float) * (size_t)m);
+			continue;
+		}
+		__m512 vm = _mm512_set1_ps(mx);
+		__m256 zs = _mm256_setzero_ps();
+		for (int j = 0; j < m8; j += 16) {
+			const __mmask16 in = lanes16(m8 - j);
+			__m512 ex = _mm512_maskz_mov_ps(bayes_vis512(vis, j, m8),
+			                                exp_le0_512(_mm512_min_ps(zero, _mm512_sub_ps(_mm512_maskz_loadu_ps(in, er + j), vm))));
+			_mm512_mask_storeu_ps(er + j, in, ex);
+			zs = j + 8 < m8 ? add_halves(zs, ex) : _mm256_add_ps(zs, _mm512_castps512_ps256(ex));
+		}
+		__m512 vz = _mm512_set1_ps(hsum(zs));
+		for (int j = 0; j < m8; j += 16)
+			_mm512_mask_storeu_ps(pr + j, lanes16(m - j),
+			                      _mm512_div_ps(_mm512_maskz_loadu_ps(lanes16(m8 - j), er + j), vz));
+	}
+}
+
+// bayes_kl_sums512 is pf_bayes_attn_head's KL phase 1 on 16 lanes: each
+// real row's maximum (rmx), exponentials (into e), their sum (rz) and the
+// sums r1, r2 (kind 0: Σ a s and Σ b s; kind 1: Σ y and Σ y², y = s −
+// max + a at the visible keys); rz is 1 in the padded queries' rows.
+__attribute__((noinline)) PF_AVX512
+static void bayes_kl_sums512(int n, int m, const float *s, const float *vis, const float *av, const float *bv,
+                             const float *qmask, int kind, float *e, float *rmx, float *rz, float *r1, float *r2) {
+	const int m8 = (m + 7) & ~7;
+	const __m512 ninf = _mm512_set1_ps(-INFINITY), zero = _mm512_setzero_ps();
+	for (int i = 0; i < n; i++) {
+		rz[i] = 1;
+		if (qmask && qmask[i] == 0) continue;
+		const float *sr = s + (size_t)i * m8;
+		float *er = e + (size_t)i * m8;
+		__m256 vmx = _mm256_set1_ps(-INFINITY);
+		for (int j = 0; j < m8; j += 16)
+			vmx = bayes_max_halves(vmx, _mm512_mask_blend_ps(bayes_vis512(vis, j, m8), ninf,
+			                                                 _mm512_maskz_loadu_ps(lanes16(m8 - j), sr + j)),
+			                       j + 8 < m8);
+		float mx = hmax_nan(vmx);
+		__m512 vm = _mm512_set1_ps(mx);
+		__m256 zs = _mm256_setzero_ps(), s1 = zs, s2 = zs;
+		for (int j = 0; j < m8; j += 16) {
+			const __mmask16 in = lanes16(m8 - j), keep = bayes_vis512(vis, j, m8);
+			const int full = j + 8 < m8;
+			__m512 sv = _mm512_maskz_loadu_ps(in, sr + j);
+			__m512 ex = _mm512_maskz_mov_ps(keep, exp_le0_512(_mm512_min_ps(zero, _mm512_sub_ps(sv, vm))));
+			_mm512_mask_storeu_ps(er + j, in, ex);
+			zs = full ? add_halves(zs, ex) : _mm256_add_ps(zs, _mm512_castps512_ps256(ex));
+			__m512 a = _mm512_maskz_loadu_ps(in, av + j);
+			if (kind == 0) {
+				__m512 b = _mm512_maskz_loadu_ps(in, bv + j);
+				if (full) {
+					s1 = fma_halves(a, sv, s1);
+					s2 = fma_halves(b, sv, s2);
+				} else {
+					s1 = _mm256_fmadd_ps(_mm512_castps512_ps256(a), _mm512_castps512_ps256(sv), s1);
+					s2 = _mm256_fmadd_ps(_mm512_castps512_ps256(b), _mm512_castps512_ps256(sv), s2);
+				}
+			} else {
+				__m512 y = _mm512_maskz_mov_ps(keep, _mm512_add_ps(_mm512_sub_ps(sv, vm), a));
+				if (full) {
+					s1 = add_halves(s1, y);
+					s2 = fma_halves(y, y, s2);
+				} else {
+					__m256 yl = _mm512_castps512_ps256(y);
+					s1 = _mm256_add_ps(s1, yl);
+					s2 = _mm256_fmadd_ps(yl, yl, s2);
+				}
+			}
+		}
+		rmx[i] = mx, rz[i] = hsum(zs), r1[i] = hsum(s1), r2[i] = hsum(s2);
+	}
+}
+
+// bayes_kl_x_row512 is one real row of pf_bayes_attn_head's KL phase 3 on
+// 16 lanes: cs [m8, 64-byte aligned] += s_i, and x_i [m] ← g·(e_i·f − a)
+// (kind 0, f = sa/z_i) or g·(δ_i − e_i·f) with δ_i = s_i − lse + a at the
+// visible keys (kind 1, f = D_i/z_i).
+__attribute__((noinline)) PF_AVX512
+static void bayes_kl_x_row512(int kind, int m, const float *sr, const float *er, const float *vis, const float *av,
+                              float *cs, float f, float lse, float g, float *xr) {
+	const int m8 = (m + 7) & ~7;
+	const __m512 vg = _mm512_set1_ps(g), vf = _mm512_set1_ps(f), vl = _mm512_set1_ps(lse);
+	for (int j = 0; j < m8; j += 16) {
+		const __mmask16 in = lanes16(m8 - j);
+		__m512 sv = _mm512_maskz_loadu_ps(in, sr + j), a = _mm512_maskz_loadu_ps(in, av + j);
+		_mm512_store_ps(cs + j, _mm512_add_ps(_mm512_load_ps(cs + j), sv));
+		__m512 y;
+		if (kind == 0) {
+			y = _mm512_fmsub_ps(_mm512_maskz_loadu_ps(in, er + j), vf, a);
+		} else {
+			__m512 dl = _mm512_maskz_mov_ps(bayes_vis512(vis, j, m8), _mm512_add_ps(_mm512_sub_ps(sv, vl), a));
+			y = _mm512_fnmadd_ps(_mm512_maskz_loadu_ps(in, er + j), vf, dl);
+		}
+		_mm512_mask_storeu_ps(xr + j, lanes16(m - j), _mm512_mul_ps(vg, y));
+	}
+}
+
+// bayes_ds_rows512 is bayes_attn_bwd512's dS rows on 16 lanes: with dP in
+// ds [n×m8] (columns from m on set to exactly 0 here), each row's dot
+// Σ_j P·dP over 8-lane blocks in order, then dS = P ⊙ (dP − dot) + gx·x,
+// p and x [n×m].
+__attribute__((noinline)) PF_AVX512
+static void bayes_ds_rows512(int n, int m, const float *p, const float *x, float gx, float *ds) {
+	const int m8 = (m + 7) & ~7;
+	const __m512 vgx = _mm512_set1_ps(gx);
+	for (int i = 0; i < n; i++) {
+		const float *pr = p + (size_t)i * m, *xr = x + (size_t)i * m;
+		float *dr = ds + (size_t)i * m8;
+		__m256 s = _mm256_setzero_ps();
+		for (int j = 0; j < m8; j += 16) {
+			const __mmask16 in = lanes16(m - j), row = lanes16(m8 - j);
+			__m512 y = _mm512_maskz_loadu_ps(in, dr + j);
+			_mm512_mask_storeu_ps(dr + j, row, y);
+			__m512 pv = _mm512_maskz_loadu_ps(in, pr + j);
+			s = j + 8 < m8 ? fma_halves(pv, y, s)
+			               : _mm256_fmadd_ps(_mm512_castps512_ps256(pv), _mm512_castps512_ps256(y), s);
+		}
+		__m512 dot = _mm512_set1_ps(hsum(s));
+		for (int j = 0; j < m8; j += 16) {
+			const __mmask16 in = lanes16(m - j), row = lanes16(m8 - j);
+			__m512 pv = _mm512_maskz_loadu_ps(in, pr + j);
+			__m512 r = _mm512_mul_ps(pv, _mm512_sub_ps(_mm512_maskz_loadu_ps(row, dr + j), dot));
+			r = _mm512_fmadd_ps(vgx, _mm512_maskz_loadu_ps(in, xr + j), r);
+			_mm512_mask_storeu_ps(dr + j, row, r);
+		}
+	}
+}
+
 // pf_bayes_attn_head computes one head of a Bayesian attention sample and
 // its KL (fusedbayessample.go, BayesAttentionSample) without a causal
 // mask, from one product of scores s = q kᵀ·scale:
@@ -979,16 +1177,22 @@ static inline void store_row(float *row, int j, int m, int last, __m256 y) {
 // for the sample and one for the KL (Σ δ² and D_i from the sums of
 // y = s − max + a and y²), and the KL's row logarithms are taken 8 rows
 // at a time. The backward pass is pf_bayes_head_bwd's. Sizes as for
-// pf_attn_head_fwd.
+// pf_attn_head_fwd. level ≥ 2 takes the AVX-512 transpose and products
+// (bayes_axpy), the same values bit for bit.
 __attribute__((target("avx2,fma")))
-static double pf_bayes_attn_head(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n,
-                                 int m, int d, int dv, float scale, const float *mask, const float *qmask,
-                                 const float *noise, int kind, float nscale, const float *a, const float *b, float g,
-                                 float *p, float *x, float *out, int ldo, float *colsum, double *agg) {
+static double pf_bayes_attn_head(int level, const float *q, int ldq, const float *k, int ldk, const float *v,
+                                 int ldv, int n, int m, int d, int dv, float scale, const float *mask,
+                                 const float *qmask, const float *noise, int kind, float nscale, const float *a,
+                                 const float *b, float g, float *p, float *x, float *out, int ldo, float *colsum,
+                                 double *agg) {
 	const int m8 = (m + 7) & ~7;
 	float kt[MAXW * MAXW], s[MAXW * MAXW], e[MAXW * MAXW];
-	transpose_rows(k, ldk, m, d, kt, m8); // kt [d×m8]
-	rows_axpy(n, d, m8, scale, q, ldq, 1, kt, m8, s, m8); // s [n×m8], columns from m on 0
+	if (level >= 2) {
+		transpose_rows512(k, ldk, m, d, kt, m8); // kt [d×m8]
+	} else {
+		transpose_rows(k, ldk, m, d, kt, m8);
+	}
+	bayes_axpy(level, n, d, m8, scale, q, ldq, 1, kt, m8, s, m8); // s [n×m8], columns from m on 0
 	float vis[MAXW], av[MAXW], bv[MAXW];
 	float sa = 0;
 	int nv = 0;
@@ -1005,7 +1209,8 @@ static double pf_bayes_attn_head(const float *q, int ldq, const float *k, int ld
 	const __m256 vn = _mm256_set1_ps(nscale);
 	// the sample: e ← s + b at the visible keys (−∞ elsewhere), then its
 	// softmax into p
-	for (int i = 0; i < n; i++) {
+	if (level >= 2) bayes_sample_rows512(n, m, s, noise, vis, kind, nscale, e, p);
+	for (int i = 0; i < n && level < 2; i++) {
 		const float *sr = s + (size_t)i * m8, *ur = noise + (size_t)i * m;
 		float *er = e + (size_t)i * m8;
 		int last = i + 1 == n;
@@ -1037,11 +1242,12 @@ static double pf_bayes_attn_head(const float *q, int ldq, const float *k, int ld
 		__m256 vz = _mm256_set1_ps(hsum(zs));
 		for (int j = 0; j < m8; j += 8) store_row(pr, j, m, last, _mm256_div_ps(_mm256_loadu_ps(er + j), vz));
 	}
-	rows_axpy(n, m, dv, 1, p, m, 1, v, ldv, out, ldo);
+	bayes_axpy(level, n, m, dv, 1, p, m, 1, v, ldv, out, ldo);
 	// the KL, phase 1: each real row's maximum, exponentials (into e) and
 	// sums
 	float rmx[MAXW * MAXW / 8], rz[MAXW * MAXW / 8], r1[MAXW * MAXW / 8], r2[MAXW * MAXW / 8], rl[MAXW * MAXW / 8];
-	for (int i = 0; i < n; i++) {
+	if (level >= 2) bayes_kl_sums512(n, m, s, vis, av, bv, qmask, kind, e, rmx, rz, r1, r2);
+	for (int i = 0; i < n && level < 2; i++) {
 		rz[i] = 1;
 		if (qmask && qmask[i] == 0) continue;
 		const float *sr = s + (size_t)i * m8;
@@ -1079,11 +1285,16 @@ static double pf_bayes_attn_head(const float *q, int ldq, const float *k, int ld
 	const __m256 vg = _mm256_set1_ps(g), vsa = _mm256_set1_ps(sa);
 	__m256 cs[MAXW / 8];
 	for (int c = 0; c < m8 / 8; c++) cs[c] = zero;
+	float cs16[MAXW] __attribute__((aligned(64))) = {0}; // level ≥ 2: the column sums
 	double total = 0, lsum = 0, agg1 = 0;
 	for (int i = 0; i < n; i++) {
 		float *xr = x + (size_t)i * m;
 		int last = i + 1 == n;
 		if (qmask && qmask[i] == 0) {
+			if (level >= 2) {
+				memset(xr, 0, sizeof(float) * (size_t)m);
+				continue;
+			}
 			for (int j = 0; j < m8; j += 8) store_row(xr, j, m, last, zero);
 			continue;
 		}
@@ -1094,7 +1305,8 @@ static double pf_bayes_attn_head(const float *q, int ldq, const float *k, int ld
 			total += (double)lse * sa - r1[i];
 			agg1 += r2[i];
 			__m256 vfs = _mm256_mul_ps(vf, vsa);
-			for (int j = 0; j < m8; j += 8) {
+			if (level >= 2) bayes_kl_x_row512(0, m, sr, er, vis, av, cs16, _mm256_cvtss_f32(vfs), 0, g, xr);
+			for (int j = 0; j < m8 && level < 2; j += 8) {
 				cs[j / 8] = _mm256_add_ps(cs[j / 8], _mm256_loadu_ps(sr + j));
 				__m256 y = _mm256_fmsub_ps(_mm256_loadu_ps(er + j), vfs, _mm256_loadu_ps(av + j));
 				store_row(xr, j, m, last, _mm256_mul_ps(vg, y));
@@ -1104,7 +1316,8 @@ static double pf_bayes_attn_head(const float *q, int ldq, const float *k, int ld
 			total += (double)r2[i] - 2.0 * lz * r1[i] + (double)nv * lz * lz;
 			agg1 += di;
 			__m256 vl = _mm256_set1_ps(lse), vdf = _mm256_mul_ps(vf, _mm256_set1_ps(di));
-			for (int j = 0; j < m8; j += 8) {
+			if (level >= 2) bayes_kl_x_row512(1, m, sr, er, vis, av, cs16, _mm256_cvtss_f32(vdf), lse, g, xr);
+			for (int j = 0; j < m8 && level < 2; j += 8) {
 				__m256 sv = _mm256_loadu_ps(sr + j);
 				cs[j / 8] = _mm256_add_ps(cs[j / 8], sv);
 				__m256 dl = _mm256_and_ps(_mm256_loadu_ps(vis + j),
@@ -1118,7 +1331,7 @@ static double pf_bayes_attn_head(const float *q, int ldq, const float *k, int ld
 	agg[1] = agg1;
 	float csum[MAXW];
 	for (int c = 0; c < m8 / 8; c++) _mm256_storeu_ps(csum + 8 * c, cs[c]);
-	for (int j = 0; j < m; j++) colsum[j] = csum[j];
+	for (int j = 0; j < m; j++) colsum[j] = level >= 2 ? cs16[j] : csum[j];
 	return total;
 }
 
@@ -1238,9 +1451,9 @@ static inline __m256 digamma_pos(__m256 x) {
 // width padded to 16 in w1 [d×16], b1 and w2 [16]: c_j = b2 + w2 · ReLU(k_j
 // w1 + b1), with the hidden units k_j w1 in u [m×16].
 __attribute__((target("avx2,fma")))
-static void prior_logits(const float *k, int ldk, int m, int d, const float *w1, const float *b1, const float *w2,
-                         float b2, float *u, float *c) {
-	rows_axpy(m, d, 16, 1, k, ldk, 1, w1, 16, u, 16);
+static void prior_logits(int level, const float *k, int ldk, int m, int d, const float *w1, const float *b1,
+                         const float *w2, float b2, float *u, float *c) {
+	bayes_axpy(level, m, d, 16, 1, k, ldk, 1, w1, 16, u, 16);
 	const __m256 zero = _mm256_setzero_ps();
 	const __m256 b10 = _mm256_loadu_ps(b1), b11 = _mm256_loadu_ps(b1 + 8);
 	const __m256 w20 = _mm256_loadu_ps(w2), w21 = _mm256_loadu_ps(w2 + 8);
@@ -1263,9 +1476,10 @@ static void prior_logits(const float *k, int ldk, int m, int d, const float *w1,
 // constant c0, the log-normal shift (σ₀² − σ²)/2 and 1/(2σ₀²). α, lgamma α
 // and ψ α are float32 vector functions here (lgamma_pos, digamma_pos). It
 // returns 0 without computing anything when no key is visible or no query
-// real (the Go loop handles those heads), 1 otherwise.
+// real (the Go loop handles those heads), 1 otherwise. level ≥ 2 runs the
+// products and the transpose with AVX-512 (bayes_axpy), the same bits.
 __attribute__((target("avx2,fma")))
-int pf_bayes_head(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m, int d,
+int pf_bayes_head(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m, int d,
                   int dv, float scale, const float *mask, const float *qmask, const float *noise, const float *w1,
                   const float *b1, const float *w2, float b2, const double *kc, float *p, float *x, float *out, int ldo, float *dc, double *sum) {
 	const int kind = (int)kc[0];
@@ -1287,7 +1501,7 @@ int pf_bayes_head(const float *q, int ldq, const float *k, int ldk, const float 
 	float cbuf[MAXW], ubuf[MAXW * 16], cmx = -INFINITY;
 	const float *c = NULL;
 	if (w1) {
-		prior_logits(k, ldk, m, d, w1, b1, w2, b2, ubuf, cbuf);
+		prior_logits(level, k, ldk, m, d, w1, b1, w2, b2, ubuf, cbuf);
 		c = cbuf;
 		for (int j = 0; j < m; j++)
 			if (keep[j] != 0 && c[j] > cmx) cmx = c[j];
@@ -1346,7 +1560,7 @@ int pf_bayes_head(const float *q, int ldq, const float *k, int ldk, const float 
 		}
 	}
 	double agg[2];
-	double rows = pf_bayes_attn_head(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, qmask, noise, kind,
+	double rows = pf_bayes_attn_head(level, q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, qmask, noise, kind,
 	                                 (float)kc[1], av, bv, g, p, x, out, ldo, cs, agg);
 	if (kind == 0) {
 		*sum = rows + nr * (A * sumA + rate + sumLg + nv * c0);
@@ -1373,6 +1587,29 @@ int pf_bayes_head(const float *q, int ldq, const float *k, int ldk, const float 
 	return 1;
 }
 
+// bayes_attn_bwd512 is attn_head_bwd without dropout and with x, its
+// products and transpose AVX-512's (rows_axpy512, transpose_rows512) and
+// its dS rows bayes_ds_rows512: each element gets the same operations in
+// the same order, so the same bits (pf_attn_head_bwd512's dscores512 has
+// no gx·x term, hence this copy).
+__attribute__((target("avx2,fma")))
+static void bayes_attn_bwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                              const float *g, int ldg, const float *p, int n, int m, int d, int dv, float scale,
+                              float *dq, float *dk, float *dvv, const float *x, float gx) {
+	const int m8 = (m + 7) & ~7;
+	float vt[MAXW * MAXW], ds[MAXW * MAXW];
+	// dv [m×dv]: row j = Σ_i P[i][j] G[i]
+	rows_axpy512(m, n, dv, 1, p, 1, m, g, ldg, dvv, ldv);
+	// dP [n×m8]: row i = Σ_c G[i][c] vᵀ[c], columns from m on 0·G
+	transpose_rows512(v, ldv, m, dv, vt, m8);
+	rows_axpy512(n, dv, m8, 1, g, ldg, 1, vt, m8, ds, m8);
+	bayes_ds_rows512(n, m, p, x, gx, ds); // dS [n×m8]
+	// dq [n×d]: row i = scale · Σ_j dS[i][j] k[j]
+	rows_axpy512(n, m, d, scale, ds, m8, 1, k, ldk, dq, ldq);
+	// dk [m×d]: row j = scale · Σ_i dS[i][j] q[i]
+	rows_axpy512(m, n, d, scale, ds, 1, m8, q, ldq, dk, ldk);
+}
+
 // pf_bayes_head_bwd is one float32 head of BayesAttentionSample's backward
 // pass: attention's (pf_attn_head_bwd without dropout), with gx·x [n×m]
 // (the KL's score gradient, which pf_bayes_attn_head saved for a unit gx)
@@ -1382,16 +1619,21 @@ int pf_bayes_head(const float *q, int ldq, const float *k, int ldk, const float 
 // upstream gradient): with the hidden units u = k w1 + b1 recomputed,
 //   du = dc w2 [u > 0],  dk += du w1ᵀ (w1t [16×d]),  dw1 [d×16] = kᵀ du,
 //   db1 [16] = Σ du,  dw2 [16] = Σ dc ReLU(u),  *db2 = Σ dc,
-// over the head's m keys.
+// over the head's m keys; level ≥ 2 runs the prior network's products
+// with AVX-512 (bayes_axpy), the same bits.
 __attribute__((target("avx2,fma")))
-void pf_bayes_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g, int ldg,
+void pf_bayes_head_bwd(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g, int ldg,
                        const float *p, int n, int m, int d, int dv, float scale, const float *x, float gx, float *dq,
                        float *dk, float *dvv, const float *w1, const float *w1t, const float *b1, const float *w2,
                        const float *dc, float *dw1, float *db1, float *dw2, float *db2) {
-	attn_head_bwd(q, ldq, k, ldk, v, ldv, g, ldg, p, NULL, n, m, d, dv, scale, dq, dk, dvv, x, gx);
+	if (level >= 2) {
+		bayes_attn_bwd512(q, ldq, k, ldk, v, ldv, g, ldg, p, n, m, d, dv, scale, dq, dk, dvv, x, gx);
+	} else {
+		attn_head_bwd(q, ldq, k, ldk, v, ldv, g, ldg, p, NULL, n, m, d, dv, scale, dq, dk, dvv, x, gx);
+	}
 	if (!w1) return;
 	float u[MAXW * 16], dkp[MAXW * MAXW];
-	rows_axpy(m, d, 16, 1, k, ldk, 1, w1, 16, u, 16);
+	bayes_axpy(level, m, d, 16, 1, k, ldk, 1, w1, 16, u, 16);
 	const __m256 zero = _mm256_setzero_ps();
 	const __m256 b10 = _mm256_loadu_ps(b1), b11 = _mm256_loadu_ps(b1 + 8);
 	const __m256 w20 = _mm256_loadu_ps(w2), w21 = _mm256_loadu_ps(w2 + 8);
@@ -1407,8 +1649,8 @@ void pf_bayes_head_bwd(const float *q, int ldq, const float *k, int ldk, const f
 	_mm256_storeu_ps(dw2 + 8, sw1);
 	*db2 = sg;
 	// dk rows += du w1ᵀ
-	rows_axpy(m, 16, d, 1, u, 16, 1, w1t, d, dkp, d);
+	bayes_axpy(level, m, 16, d, 1, u, 16, 1, w1t, d, dkp, d);
 	for (int j = 0; j < m; j++) add_rows(dkp + (size_t)j * d, dk + (size_t)j * ldk, d);
 	// dw1 [d×16]: row e = Σ_j k[j][e] du[j]
-	rows_axpy(d, m, 16, 1, k, 1, ldk, u, 16, dw1, 16);
+	bayes_axpy(level, d, m, 16, 1, k, 1, ldk, u, 16, dw1, 16);
 }

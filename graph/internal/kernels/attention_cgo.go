@@ -217,6 +217,13 @@ func SampleHeadFits(n, m, d, dv int) bool { return AttnHeadOK(n, m, d, dv) }
 // Σ KL_ij.
 func BayesHead32(q []float32, ld int, k, v []float32, ldv, n, m, d, dv int, scale float32, mask, qmask, noise []float32,
 	net *PriorNet32, kc *[7]float64, p, x, out, dc []float32) (float64, bool) {
+	return bayesHead32At(simdLevel(), q, ld, k, v, ldv, n, m, d, dv, scale, mask, qmask, noise, net, kc, p, x, out, dc)
+}
+
+// bayesHead32At is BayesHead32 at the given simdLevel (≥ 1; the tests run
+// both levels of a CPU with AVX-512 and compare the bits).
+func bayesHead32At(level int, q []float32, ld int, k, v []float32, ldv, n, m, d, dv int, scale float32, mask, qmask,
+	noise []float32, net *PriorNet32, kc *[7]float64, p, x, out, dc []float32) (float64, bool) {
 	if !AttnHeadOK(n, m, d, dv) || len(noise) < n*m || len(p) < n*m || len(x) < n*m || (net != nil && len(dc) < m) {
 		return 0, false
 	}
@@ -232,7 +239,7 @@ func BayesHead32(q []float32, ld int, k, v []float32, ldv, n, m, d, dv int, scal
 		w1, b1, w2, b2, dcp = (*C.float)(&net.W1[0]), (*C.float)(&net.B1[0]), (*C.float)(&net.W2[0]), C.float(net.B2), (*C.float)(&dc[0])
 	}
 	var sum C.double
-	ran := C.pf_bayes_head((*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld), (*C.float)(&v[0]), C.int(ldv),
+	ran := C.pf_bayes_head(C.int(level), (*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld), (*C.float)(&v[0]), C.int(ldv),
 		C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, qp, (*C.float)(&noise[0]), w1, b1, w2, b2,
 		(*C.double)(&kc[0]), (*C.float)(&p[0]), (*C.float)(&x[0]), (*C.float)(&out[0]), C.int(ldv), dcp, &sum)
 	return float64(sum), ran != 0
@@ -246,6 +253,12 @@ func BayesHead32(q []float32, ld int, k, v []float32, ldv, n, m, d, dv int, scal
 // it did.
 func BayesHeadBwd32(q []float32, ld int, k, v []float32, ldv int, g, p, x []float32, n, m, d, dv int, scale, gx float32,
 	dq, dk, dvv []float32, net *PriorNet32, dc, pg []float32) bool {
+	return bayesHeadBwd32At(simdLevel(), q, ld, k, v, ldv, g, p, x, n, m, d, dv, scale, gx, dq, dk, dvv, net, dc, pg)
+}
+
+// bayesHeadBwd32At is BayesHeadBwd32 at the given simdLevel (≥ 1).
+func bayesHeadBwd32At(level int, q []float32, ld int, k, v []float32, ldv int, g, p, x []float32, n, m, d, dv int,
+	scale, gx float32, dq, dk, dvv []float32, net *PriorNet32, dc, pg []float32) bool {
 	if !AttnHeadOK(n, m, d, dv) || len(p) < n*m || len(x) < n*m || (net != nil && (len(dc) < m || len(pg) < 16*d+33)) {
 		return false
 	}
@@ -255,7 +268,7 @@ func BayesHeadBwd32(q []float32, ld int, k, v []float32, ldv int, g, p, x []floa
 		dcp, dw1, db1, dw2, db2 = (*C.float)(&dc[0]), (*C.float)(&pg[0]), (*C.float)(&pg[16*d]), (*C.float)(&pg[16*d+16]),
 			(*C.float)(&pg[16*d+32])
 	}
-	C.pf_bayes_head_bwd((*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld), (*C.float)(&v[0]), C.int(ldv),
+	C.pf_bayes_head_bwd(C.int(level), (*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld), (*C.float)(&v[0]), C.int(ldv),
 		(*C.float)(&g[0]), C.int(ldv), (*C.float)(&p[0]), C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale),
 		(*C.float)(&x[0]), C.float(gx), (*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dvv[0]),
 		w1, w1t, b1, w2, dcp, dw1, db1, dw2, db2)

@@ -90,4 +90,34 @@ static inline __m256 weibull_bias_fast(__m256 u, __m256 scale) {
 	return _mm256_blendv_ps(_mm256_mul_ps(scale, log_fast(e)), _mm256_set1_ps(-INFINITY), zero);
 }
 
+// log_fast512 is log_fast on 16 lanes: the same operations in the same
+// order, so each lane is log_fast's value bit for bit (the division is
+// IEEE's on either width).
+__attribute__((always_inline, target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
+static inline __m512 log_fast512(__m512 x) {
+	const __m512i off = _mm512_set1_epi32(0x3f3504f3); // √½
+	__m512i ix = _mm512_castps_si512(x);
+	__m512i tmp = _mm512_sub_epi32(ix, off);
+	__m512 k = _mm512_cvtepi32_ps(_mm512_srai_epi32(tmp, 23));
+	__m512 m = _mm512_castsi512_ps(_mm512_sub_epi32(ix, _mm512_and_si512(tmp, _mm512_set1_epi32((int)0xff800000))));
+	__m512 t = _mm512_sub_ps(m, _mm512_set1_ps(1.0f));
+	__m512 z = _mm512_div_ps(t, _mm512_add_ps(t, _mm512_set1_ps(2.0f)));
+	__m512 w = _mm512_mul_ps(z, z);
+	__m512 p = _mm512_fmadd_ps(w, _mm512_set1_ps(2.0f / 7), _mm512_set1_ps(2.0f / 5));
+	p = _mm512_fmadd_ps(w, p, _mm512_set1_ps(2.0f / 3));
+	p = _mm512_mul_ps(_mm512_mul_ps(w, z), p);
+	__m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), p);
+	r = _mm512_add_ps(r, _mm512_add_ps(z, z));
+	return _mm512_fmadd_ps(k, _mm512_set1_ps(0.693359375f), r);
+}
+
+// weibull_bias_fast512 is weibull_bias_fast on 16 lanes, lane for lane
+// its value: scale · log(−log u), with u = 1 giving −∞.
+__attribute__((always_inline, target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
+static inline __m512 weibull_bias_fast512(__m512 u, __m512 scale) {
+	__m512 e = _mm512_xor_ps(_mm512_set1_ps(-0.0f), log_fast512(u)); // −log u ≥ 0
+	__mmask16 zero = _mm512_cmp_ps_mask(e, _mm512_setzero_ps(), _CMP_EQ_OQ);
+	return _mm512_mask_blend_ps(zero, _mm512_mul_ps(scale, log_fast512(e)), _mm512_set1_ps(-INFINITY));
+}
+
 #endif

@@ -125,11 +125,11 @@ void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const
 double pf_bayes_kl_head(const float *q, int ldq, const float *k, int ldk, int n, int m, int d, float scale,
                         const float *mask, const float *qmask, int kind, const float *a, const float *b, float g,
                         float *dq, float *dk, float *colsum, double *agg);
-int pf_bayes_head(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m, int d,
+int pf_bayes_head(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m, int d,
                   int dv, float scale, const float *mask, const float *qmask, const float *noise, const float *w1,
                   const float *b1, const float *w2, float b2, const double *kc, float *p, float *x, float *out,
                   int ldo, float *dc, double *sum);
-void pf_bayes_head_bwd(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g,
+void pf_bayes_head_bwd(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g,
                        int ldg, const float *p, int n, int m, int d, int dv, float scale, const float *x, float gx,
                        float *dq, float *dk, float *dvv, const float *w1, const float *w1t, const float *b1,
                        const float *w2, const float *dc, float *dw1, float *db1, float *dw2, float *db2);
