@@ -560,14 +560,71 @@ static void scores_softmax512(int n, int m, int d, float scale, const float *q, 
 		SSB_ROWS(8, 2);
 }
 
-// attn_head_fwd512 is attn_head_fwd with AVX-512.
+// pf_plan is a batch element's operands and results, as rows of
+// floats, to be prefetched into the cache while the element before it
+// computes: pf_attn_heads_fwd and _bwd read a head's rows of q, k, v (16
+// floats, one 64-byte line, at the models' width) far apart, first in a
+// transpose or a product whose loads then wait on each line in turn
+// (in the Set Transformer step the transposes' samples sat at their row
+// loads). The next element's lines are asked for in steps, plan_step
+// doing step j of steps: rows [j·rows/steps, (j+1)·rows/steps) of each
+// set, between the phases of each head, so the waits for them overlap
+// the heads' arithmetic instead of stalling a burst of prefetches. A
+// prefetch reads no value into a register and cannot fault, so no result
+// changes.
+typedef struct {
+	const float *x;
+	size_t ld;
+	int rows, w;
+} pf_rows;
+typedef struct {
+	pf_rows r[10];
+	int nr, step, steps;
+} pf_plan;
+
+// plan_add adds rows [rows×w] of x (strided by ld) to pl; x NULL adds
+// nothing.
+static inline void plan_add(pf_plan *pl, const float *x, size_t ld, int rows, int w) {
+	if (x && rows > 0 && pl->nr < 10) pl->r[pl->nr++] = (pf_rows){x, ld, rows, w};
+}
+
+// plan_add_span adds the floats [0, len) of x to pl, as rows of 16.
+static inline void plan_add_span(pf_plan *pl, const float *x, size_t len) {
+	plan_add(pl, x, 16, (int)((len + 15) / 16), 16);
+}
+
+// plan_step prefetches pl's next step (nothing when pl is NULL or done).
+static inline void plan_step(pf_plan *pl) {
+	if (!pl || pl->step >= pl->steps) return;
+	const int j = pl->step++;
+	for (int i = 0; i < pl->nr; i++) {
+		const pf_rows *r = &pl->r[i];
+		const int r0 = (int)((long)r->rows * j / pl->steps), r1 = (int)((long)r->rows * (j + 1) / pl->steps);
+		for (int k = r0; k < r1; k++) {
+			const char *a = (const char *)(r->x + (size_t)k * r->ld), *e = a + sizeof(float) * (size_t)r->w;
+			for (a = (const char *)((uintptr_t)a & ~(uintptr_t)63); a < e; a += 64) _mm_prefetch(a, _MM_HINT_T0);
+		}
+	}
+}
+
+// plan_rest prefetches the steps pl has left.
+static inline void plan_rest(pf_plan *pl) {
+	while (pl && pl->step < pl->steps) plan_step(pl);
+}
+
+// attn_head_fwd512 is attn_head_fwd with AVX-512. It takes FWD_STEPS
+// steps of pl (NULL: none) between its phases.
+#define FWD_STEPS 3
 PF_AVX512
 static void attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n,
                              int m, int d, int dv, float scale, const float *mask, int causal, const float *bias,
-                             const float *drop, float *p, float *out, int ldo, const float *res, int ldr) {
+                             const float *drop, float *p, float *out, int ldo, const float *res, int ldr,
+                             pf_plan *pl) {
 	const int m8 = (m + 7) & ~7;
 	float kt[MAXW * MAXW], s[MAXW * MAXW];
+	plan_step(pl);
 	transpose_rows512(k, ldk, m, d, kt, m8); // kt [d×m8]
+	plan_step(pl);
 	if (m <= 32) {
 		scores_softmax512(n, m, d, scale, q, ldq, kt, m8, mask, causal, bias, p); // p [n×m]
 	} else {
@@ -575,6 +632,7 @@ static void attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, c
 		if (bias) add_rows(bias, p, n * m);
 		pf_softmax_rows512(p, n, m, mask, causal);
 	}
+	plan_step(pl);
 	const float *w = p;
 	if (drop) {
 		mul_rows(p, drop, s, n * m);
@@ -590,7 +648,7 @@ PF_AVX512
 void pf_attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m,
                          int d, int dv, float scale, const float *mask, int causal, const float *drop, float *p,
                          float *out, int ldo, const float *res, int ldr) {
-	attn_head_fwd512(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, NULL, drop, p, out, ldo, res, ldr);
+	attn_head_fwd512(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, NULL, drop, p, out, ldo, res, ldr, NULL);
 }
 
 // pf_attn_head_fwd_bias512 is pf_attn_head_fwd_bias with AVX-512, its
@@ -599,7 +657,7 @@ PF_AVX512
 void pf_attn_head_fwd_bias512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n,
                               int m, int d, int dv, float scale, const float *mask, int causal, const float *bias,
                               const float *drop, float *p, float *out, int ldo, const float *res, int ldr) {
-	attn_head_fwd512(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, bias, drop, p, out, ldo, res, ldr);
+	attn_head_fwd512(q, ldq, k, ldk, v, ldv, n, m, d, dv, scale, mask, causal, bias, drop, p, out, ldo, res, ldr, NULL);
 }
 
 // dscores_row512 is pf_attn_head_bwd512's row loop on row i of dP held in
@@ -712,15 +770,17 @@ static void dscores512(int n, int m, int dv, const float *g, int ldg, const floa
 		DSB_ROWS(8, 2);
 }
 
-// pf_attn_head_bwd512 is pf_attn_head_bwd with AVX-512, its values the
-// same bit for bit. dS keeps rows m8 apart; only its first m columns are
-// written or read.
+// attn_head_bwd512 is pf_attn_head_bwd512's body, taking BWD_STEPS steps
+// of pl (NULL: none) between its phases. dS keeps rows m8 apart; only its
+// first m columns are written or read.
+#define BWD_STEPS 5
 PF_AVX512
-void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g,
-                         int ldg, const float *p, const float *drop, int n, int m, int d, int dv, float scale,
-                         float *dq, float *dk, float *dvv, const float *res, int ldr) {
+static void attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                             const float *g, int ldg, const float *p, const float *drop, int n, int m, int d, int dv,
+                             float scale, float *dq, float *dk, float *dvv, const float *res, int ldr, pf_plan *pl) {
 	const int m8 = (m + 7) & ~7;
 	float vt[MAXW * MAXW], ds[MAXW * MAXW];
+	plan_step(pl);
 	// dv [m×dv]: row j = Σ_i (P ⊙ D)[i][j] G[i]
 	const float *w = p;
 	if (drop) {
@@ -728,13 +788,16 @@ void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const
 		w = ds;
 	}
 	rows_axpy512(m, n, dv, 1, w, 1, m, g, ldg, dvv, ldv);
+	plan_step(pl);
 	// dP [n×m]: row i = Σ_c G[i][c] vᵀ[c]
 	transpose_rows512(v, ldv, m, dv, vt, m8);
+	plan_step(pl);
 	if (m <= 32) {
 		dscores512(n, m, dv, g, ldg, vt, m8, p, drop, ds);
 	} else {
 		rows_axpy512(n, dv, m, 1, g, ldg, 1, vt, m8, ds, m8);
 	}
+	plan_step(pl);
 	for (int i = 0; i < n && m > 32; i++) {
 		const float *pr = p + (size_t)i * m, *dr0 = drop ? drop + (size_t)i * m : NULL;
 		float *dr = ds + (size_t)i * m8;
@@ -756,8 +819,18 @@ void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const
 	// dq [n×d]: row i = scale · Σ_j dS[i][j] k[j]
 	rows_axpy512(n, m, d, scale, ds, m8, 1, k, ldk, dq, ldq);
 	if (res) add_res_rows(res, ldr, dq, ldq, n, d);
+	plan_step(pl);
 	// dk [m×d]: row j = scale · Σ_i dS[i][j] q[i]
 	rows_axpy512(m, n, d, scale, ds, 1, m8, q, ldq, dk, ldk);
+}
+
+// pf_attn_head_bwd512 is pf_attn_head_bwd with AVX-512, its values the
+// same bit for bit.
+PF_AVX512
+void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g,
+                         int ldg, const float *p, const float *drop, int n, int m, int d, int dv, float scale,
+                         float *dq, float *dk, float *dvv, const float *res, int ldr) {
+	attn_head_bwd512(q, ldq, k, ldk, v, ldv, g, ldg, p, drop, n, m, d, dv, scale, dq, dk, dvv, res, ldr, NULL);
 }
 
 // pf_attn_heads_fwd runs the heads of batch elements bi = b0, b0 + bstep,
@@ -772,14 +845,29 @@ void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const
 // weights into the same p, a scratch). With residual set, out += q after
 // each head (dv = d). level ≥ 2 runs the AVX-512 heads. Each head is
 // pf_attn_head_fwd(_bias)(512)'s call for it, so the values are those
-// calls' bit for bit.
+// calls' bit for bit. The AVX-512 heads prefetch the next element's
+// operands and results as they go (pf_plan).
 void pf_attn_heads_fwd(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                        int b0, int bstep, int b, int heads, int n, int m, int d, int dv, float scale,
                        const float *mask, int causal, const float *bias, const float *drop, float *p, int pstride,
                        float *out, int ldo, int residual) {
-	const size_t nm = (size_t)n * m;
+	const size_t nm = (size_t)n * m, hn = (size_t)heads * nm;
 	for (int bi = b0; bi < b; bi += bstep) {
 		const float *mk = mask ? mask + (size_t)bi * m : NULL;
+		// the next element's operands and results, prefetched while
+		// this one's heads compute (see pf_plan)
+		pf_plan plan = {.steps = heads * FWD_STEPS}, *pl = NULL;
+		const int nb = bi + bstep;
+		if (nb < b && level >= 2) {
+			plan_add(&plan, q + (size_t)nb * n * ldq, ldq, n, heads * d);
+			plan_add(&plan, k + (size_t)nb * m * ldk, ldk, m, heads * d);
+			plan_add(&plan, v + (size_t)nb * m * ldv, ldv, m, heads * dv);
+			plan_add(&plan, out + (size_t)nb * n * ldo, ldo, n, heads * dv);
+			if (bias) plan_add_span(&plan, bias + nb * hn, hn);
+			if (drop) plan_add_span(&plan, drop + nb * hn, hn);
+			if (pstride) plan_add_span(&plan, p + nb * hn, hn);
+			pl = &plan;
+		}
 		for (int h = 0; h < heads; h++) {
 			const size_t i = (size_t)bi * heads + h;
 			const float *qh = q + (size_t)bi * n * ldq + (size_t)h * d, *kh = k + (size_t)bi * m * ldk + (size_t)h * d,
@@ -788,10 +876,12 @@ void pf_attn_heads_fwd(int level, const float *q, int ldq, const float *k, int l
 			            *res = residual ? qh : NULL;
 			float *ph = p + i * (size_t)pstride, *oh = out + (size_t)bi * n * ldo + (size_t)h * dv;
 			if (level >= 2)
-				attn_head_fwd512(qh, ldq, kh, ldk, vh, ldv, n, m, d, dv, scale, mk, causal, bh, dh, ph, oh, ldo, res, ldq);
+				attn_head_fwd512(qh, ldq, kh, ldk, vh, ldv, n, m, d, dv, scale, mk, causal, bh, dh, ph, oh, ldo, res, ldq,
+				                 pl);
 			else
 				attn_head_fwd(qh, ldq, kh, ldk, vh, ldv, n, m, d, dv, scale, mk, causal, bh, dh, ph, oh, ldo, res, ldq);
 		}
+		plan_rest(pl);
 	}
 }
 
@@ -799,24 +889,40 @@ void pf_attn_heads_fwd(int level, const float *q, int ldq, const float *k, int l
 // elements bi = b0, b0 + bstep, … < b, all H of each, in one call, laid
 // out as pf_attn_heads_fwd's: G (rows strided by ldg) as the readout,
 // dq, dk, dv as q, k, v, the weights p and dropout mask drop at i·n·m.
-// With residual set, dq += G after each head.
+// With residual set, dq += G after each head. The AVX-512 heads prefetch
+// the next element's operands and results as they go (pf_plan).
 void pf_attn_heads_bwd(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                        const float *g, int ldg, const float *p, const float *drop, int b0, int bstep, int b, int heads,
                        int n, int m, int d, int dv, float scale, float *dq, float *dk, float *dvv, int residual) {
-	const size_t nm = (size_t)n * m;
+	const size_t nm = (size_t)n * m, hn = (size_t)heads * nm;
 	for (int bi = b0; bi < b; bi += bstep) {
+		pf_plan plan = {.steps = heads * BWD_STEPS}, *pl = NULL;
+		const int nb = bi + bstep;
+		if (nb < b && level >= 2) {
+			plan_add(&plan, q + (size_t)nb * n * ldq, ldq, n, heads * d);
+			plan_add(&plan, g + (size_t)nb * n * ldg, ldg, n, heads * dv);
+			plan_add(&plan, k + (size_t)nb * m * ldk, ldk, m, heads * d);
+			plan_add(&plan, v + (size_t)nb * m * ldv, ldv, m, heads * dv);
+			plan_add_span(&plan, p + nb * hn, hn);
+			if (drop) plan_add_span(&plan, drop + nb * hn, hn);
+			plan_add(&plan, dq + (size_t)nb * n * ldq, ldq, n, heads * d);
+			plan_add(&plan, dk + (size_t)nb * m * ldk, ldk, m, heads * d);
+			plan_add(&plan, dvv + (size_t)nb * m * ldv, ldv, m, heads * dv);
+			pl = &plan;
+		}
 		for (int h = 0; h < heads; h++) {
 			const size_t i = (size_t)bi * heads + h;
 			const size_t oq = (size_t)bi * n * ldq + (size_t)h * d, ok = (size_t)bi * m * ldk + (size_t)h * d,
 			             ov = (size_t)bi * m * ldv + (size_t)h * dv;
 			const float *gh = g + (size_t)bi * n * ldg + (size_t)h * dv, *dh = drop ? drop + i * nm : NULL;
 			if (level >= 2)
-				pf_attn_head_bwd512(q + oq, ldq, k + ok, ldk, v + ov, ldv, gh, ldg, p + i * nm, dh, n, m, d, dv, scale,
-				                    dq + oq, dk + ok, dvv + ov, residual ? gh : NULL, ldg);
+				attn_head_bwd512(q + oq, ldq, k + ok, ldk, v + ov, ldv, gh, ldg, p + i * nm, dh, n, m, d, dv, scale,
+				                 dq + oq, dk + ok, dvv + ov, residual ? gh : NULL, ldg, pl);
 			else
 				pf_attn_head_bwd(q + oq, ldq, k + ok, ldk, v + ov, ldv, gh, ldg, p + i * nm, dh, n, m, d, dv, scale,
 				                 dq + oq, dk + ok, dvv + ov, residual ? gh : NULL, ldg);
 		}
+		plan_rest(pl);
 	}
 }
 
