@@ -42,7 +42,7 @@ import (
 // below about −1e9. Attend returns an error for a bad cfg or mismatched
 // shapes.
 func Attend(b *graph.Builder, name string, cfg Config, q, k, v, keyMask *graph.Node, ex *Extras) (AttendResult, error) {
-	res, err := attend(b, name, cfg, q, k, v, keyMask, ex, graph.EMReadout|graph.EMWeights|graph.EMMixture, true)
+	res, err := attend(b, name, cfg, q, k, v, keyMask, ex, graph.EMReadout|graph.EMWeights|graph.EMMixture, layout{split: true})
 	if err != nil {
 		return AttendResult{}, err
 	}
@@ -72,8 +72,47 @@ func AttendHeads(b *graph.Builder, name string, cfg Config, heads int, q, k, v, 
 	if want&^(graph.EMReadout|graph.EMWeights) != 0 || want == 0 {
 		return nil, nil, fmt.Errorf("em: attend %s: AttendHeads builds the readout and the weights only", name)
 	}
-	res, err := attend(b, name, cfg, q, k, v, keyMask, ex, want, false, heads)
+	res, err := attend(b, name, cfg, q, k, v, keyMask, ex, want, layout{heads: heads})
 	return res.Readout, res.Weights, err
+}
+
+// AttendHeadsPacked is AttendHeads' readout with the keys and values
+// packed side by side in one kv [B, M, 2·H·d] (the keys of every head,
+// then the values: graph.LinearConcat of the two projections), which the
+// op reads in place, so the projections are one product and their
+// gradient needs no copy. With residual the readout is q + AttendHeads'
+// readout (graph.EMSpec.Residual), the residual connection in the same
+// op. Values are as wide as keys (m = d):
+//
+//	q:       [B, N, H·d]
+//	kv:      [B, M, 2·H·d]
+//	keyMask: [B, M] or nil
+//	ex:      as for AttendHeads
+//
+// → the readout [B, N, H·d], the values of AttendHeads on kv's two
+// halves (and of Add(q, readout) with residual) bit for bit.
+func AttendHeadsPacked(b *graph.Builder, name string, cfg Config, heads int, q, kv, keyMask *graph.Node, ex *Extras, residual bool) (*graph.Node, error) {
+	if heads < 1 {
+		return nil, fmt.Errorf("em: attend %s: %d heads", name, heads)
+	}
+	if q == nil || kv == nil {
+		return nil, fmt.Errorf("em: attend %s: nil q or kv", name)
+	}
+	qs, kvs := graph.Shape(q), graph.Shape(kv)
+	if len(qs) != 3 || len(kvs) != 3 || kvs[2] != 2*qs[2] {
+		return nil, fmt.Errorf("em: attend %s: q %v, kv %v do not fit [B, N, H·d], [B, M, 2·H·d]", name, qs, kvs)
+	}
+	res, err := attend(b, name, cfg, q, kv, nil, keyMask, ex, graph.EMReadout, layout{heads: heads, residual: residual})
+	return res.Readout, err
+}
+
+// layout is how attend's inputs are laid out: split heads [B, H, ·, ·],
+// or unsplit [B, ·, H·w] with heads given (and then v nil when k packs
+// the keys and values); residual asks for q + the readout.
+type layout struct {
+	split    bool
+	heads    int
+	residual bool
 }
 
 // usesBeta reports whether anything reads β: the linked prior, value
@@ -84,17 +123,26 @@ func usesBeta(cfg Config, ex *Extras) bool {
 
 // attend checks the inputs, binds the layer's parameters (the same names,
 // shapes and order as attendComposed) and builds graph.EMAttention.
-// heads is given for the unsplit layout only.
-func attend(b *graph.Builder, name string, cfg Config, q, k, v, keyMask *graph.Node, ex *Extras, want graph.EMOutput, split bool, heads ...int) (graph.EMResult, error) {
+func attend(b *graph.Builder, name string, cfg Config, q, k, v, keyMask *graph.Node, ex *Extras, want graph.EMOutput, lay layout) (graph.EMResult, error) {
 	if ex == nil {
 		ex = &Extras{}
 	}
 	var z sizes
 	var err error
-	if split {
+	if lay.split {
 		z, err = checkInputs(cfg, q, k, v, keyMask, ex)
 	} else {
-		z, err = checkUnsplit(cfg, heads[0], q, k, v, keyMask, ex)
+		if q == nil || k == nil {
+			return graph.EMResult{}, fmt.Errorf("em: attend %s: nil q or k", name)
+		}
+		ks, vs := graph.Shape(k), []int(nil)
+		if v != nil {
+			vs = graph.Shape(v)
+		} else if len(ks) == 3 { // packed: two halves of the queries' width
+			ks = []int{ks[0], ks[1], ks[2] / 2}
+			vs = ks
+		}
+		z, err = checkUnsplit(cfg, lay.heads, graph.Shape(q), ks, vs, keyMask, ex)
 	}
 	if err != nil {
 		return graph.EMResult{}, fmt.Errorf("em: attend %s: %w", name, err)
@@ -102,7 +150,8 @@ func attend(b *graph.Builder, name string, cfg Config, q, k, v, keyMask *graph.N
 	propagate := cfg.PropagateIters > 0 && ex.Annotated != nil
 	spec := graph.EMSpec{KeyIters: cfg.KeyIters, PropagateIters: cfg.PropagateIters, ValueIters: cfg.ValueIters,
 		AdaptAlpha: cfg.AdaptAlpha, AdaptBeta: cfg.AdaptBeta, AdaptPi: cfg.AdaptPi,
-		FreePrior: cfg.Prior == FreePrior, Heads: z.heads, SplitHeads: split}
+		FreePrior: cfg.Prior == FreePrior, Heads: z.heads, SplitHeads: lay.split, PackedKV: !lay.split && v == nil,
+		Residual: lay.residual}
 	p := newHeadParams(b, name, z.heads, z.keyDim, paramUse{
 		keys:   cfg.KeyIters > 0,
 		alpha:  cfg.KeyIters > 0 && cfg.AdaptAlpha,
@@ -124,14 +173,11 @@ func attend(b *graph.Builder, name string, cfg Config, q, k, v, keyMask *graph.N
 }
 
 // checkUnsplit is checkInputs for AttendHeads's layout.
-func checkUnsplit(cfg Config, heads int, q, k, v, keyMask *graph.Node, ex *Extras) (sizes, error) {
+// It takes the shapes of q, k and v (a packed kv's halves).
+func checkUnsplit(cfg Config, heads int, qs, ks, vs []int, keyMask *graph.Node, ex *Extras) (sizes, error) {
 	if err := validateConfig(cfg); err != nil {
 		return sizes{}, err
 	}
-	if q == nil || k == nil || v == nil {
-		return sizes{}, fmt.Errorf("nil q, k or v")
-	}
-	qs, ks, vs := graph.Shape(q), graph.Shape(k), graph.Shape(v)
 	if len(qs) != 3 || len(ks) != 3 || len(vs) != 3 || qs[2]%heads != 0 || vs[2]%heads != 0 ||
 		ks[0] != qs[0] || ks[2] != qs[2] || vs[0] != qs[0] || vs[1] != ks[1] {
 		return sizes{}, fmt.Errorf("q %v, k %v, v %v do not fit [B, N, H·d], [B, M, H·d], [B, M, H·m] with H = %d", qs, ks, vs, heads)

@@ -30,6 +30,21 @@ type EMSpec struct {
 	// them), so that no transposes are needed, and the readout is
 	// [B, N, H·dv].
 	SplitHeads bool
+	// PackedKV takes the keys and values as one input K
+	// [B, M, H·d + H·d] (the keys of every head, then the values, as a
+	// linear-concat of the two projections makes them) read in place
+	// through strided rows, with V nil: the projections are one product,
+	// and their gradient one [B, M, 2·H·d] without a copy. It needs the
+	// unsplit layout and dv = d.
+	PackedKV bool
+	// Residual makes the readout q + v_i (Set Transformer's residual
+	// connection around attention, as ResidualAttentionPacked has it):
+	// each row adds its queries to its readout, and the backward pass the
+	// readout's gradient to the queries', so no Add op and no gradient sum
+	// is left to Gorgonia. The same values as Add(q, readout): a sum of
+	// two terms does not depend on their order. It needs dv = d, and at
+	// padded query units the readout is q + 0.
+	Residual bool
 }
 
 // EMInputs holds the inputs of EMAttention. Q, K and V are required, and
@@ -166,8 +181,14 @@ func newEMKernel(spec EMSpec, in EMInputs, want EMOutput) (emKernel, []*Node) {
 	if spec.Heads < 1 {
 		fail("em attention: %d heads", spec.Heads)
 	}
-	if in.Q == nil || in.K == nil || in.V == nil || in.Alpha0 == nil {
-		fail("em attention: q, k, v and α⁰ are required")
+	if in.Q == nil || in.K == nil || (in.V == nil) != spec.PackedKV || in.Alpha0 == nil {
+		fail("em attention: q, k, v (or the packed keys and values alone) and α⁰ are required")
+	}
+	if spec.PackedKV && spec.SplitHeads {
+		fail("em attention: packed keys and values need the unsplit layout")
+	}
+	if spec.Residual && want&EMReadout == 0 {
+		fail("em attention: the residual connection needs the readout")
 	}
 	slots := [emSlots]*Node{in.Q, in.K, in.V, in.KeyMask, in.QueryMask, in.Annotated, in.Values, in.PiLogits,
 		in.Alpha0, in.Beta0, in.ThetaXi, in.AAlphaExtra, in.BAlpha, in.ThetaMu, in.ABetaExtra, in.BBeta, in.PiExtra}
@@ -209,6 +230,14 @@ func (k *emKernel) check(in []tensor.Shape) error {
 		if q[1] != s.Heads || !key.Eq(tensor.Shape{d.b, d.h, d.m, d.d}) || !v.Eq(tensor.Shape{d.b, d.h, d.m, d.dv}) {
 			return fmt.Errorf("q %v, k %v, v %v do not fit [B, %d, N, d], [B, %d, M, d], [B, %d, M, dv]", q, key, v, s.Heads, s.Heads, s.Heads)
 		}
+	} else if s.PackedKV {
+		if len(q) != 3 || len(key) != 3 || q[2]%s.Heads != 0 {
+			return fmt.Errorf("q %v, kv %v: want 3-D [B, ·, H·w] that split into %d heads", q, key, s.Heads)
+		}
+		d = emDims{b: q[0], h: s.Heads, n: q[1], d: q[2] / s.Heads, m: key[1], dv: q[2] / s.Heads}
+		if !key.Eq(tensor.Shape{d.b, d.m, 2 * q[2]}) {
+			return fmt.Errorf("q %v, kv %v do not fit [B, N, H·d], [B, M, 2·H·d]", q, key)
+		}
 	} else {
 		if len(q) != 3 || len(key) != 3 || len(v) != 3 {
 			return fmt.Errorf("q %v, k %v, v %v: want 3-D [B, ·, H·w]", q, key, v)
@@ -222,6 +251,9 @@ func (k *emKernel) check(in []tensor.Shape) error {
 		}
 	}
 	d.g = d.b * d.h
+	if s.Residual && d.dv != d.d {
+		return fmt.Errorf("the residual connection needs values as wide as the queries, not %d and %d", d.dv, d.d)
+	}
 	if d.n < 1 || d.m < 1 || d.d < 1 || d.dv < 1 {
 		return fmt.Errorf("empty dimension in %+v", d)
 	}
@@ -378,6 +410,14 @@ func emProblemOf[T float](k emKernel, x *emData[T], g int, p *kernels.EMProblem[
 		if x := data(emValues); x != nil {
 			p.Vals, p.Ldx = x[g*d.n*d.dv:], d.dv
 		}
+	} else if k.spec.PackedKV {
+		w := d.h * (d.d + d.dv)
+		p.Q, p.Ldq = data(emQ)[b*d.n*d.h*d.d+h*d.d:], d.h*d.d
+		p.Xi0, p.Ldk = data(emK)[b*d.m*w+h*d.d:], w
+		p.Mu0, p.Ldv = data(emK)[b*d.m*w+d.h*d.d+h*d.dv:], w
+		if x := data(emValues); x != nil {
+			p.Vals, p.Ldx = x[b*d.n*d.h*d.dv+h*d.dv:], d.h*d.dv
+		}
 	} else {
 		p.Q, p.Ldq = data(emQ)[b*d.n*d.h*d.d+h*d.d:], d.h*d.d
 		p.Xi0, p.Ldk = data(emK)[b*d.m*d.h*d.d+h*d.d:], d.h*d.d
@@ -500,6 +540,21 @@ func emWrite[T float](k emKernel, out []T, p *kernels.EMProblem[T], tr *kernels.
 		r32, _ := any(r).([]float32)
 		rows8 := d.dv == 8 && out32 != nil && r32 != nil
 		for i := range d.n {
+			if s.Residual {
+				// q + v_i, as Add(q, readout) makes it; a padded
+				// query's readout is 0
+				dst, q := out[base+i*ld:base+i*ld+d.dv], p.Q[i*p.Ldq:i*p.Ldq+d.dv]
+				if p.RealQuery(i) {
+					for k, x := range r[i*d.dv : (i+1)*d.dv] {
+						dst[k] = q[k] + x
+					}
+				} else {
+					for k := range dst {
+						dst[k] = q[k] + 0
+					}
+				}
+				continue
+			}
 			if rows8 && p.RealQuery(i) {
 				row := *(*[8]float32)(r32[i*8:])
 				*(*[8]float32)(out32[base+i*ld:]) = row
@@ -637,6 +692,12 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 		return packed[start[i] : start[i]+in[i].Shape().TotalSize()]
 	}
 	dq, dk, dv, dvals, dlogits := region(emQ), region(emK), region(emV), region(emValues), region(emPiLogits)
+	kvw := d.h * d.d // the keys' and the values' row stride
+	if s.PackedKV {
+		// the values' gradient sits beside the keys' in each row
+		kvw = d.h * (d.d + d.dv)
+		dv = dk[d.h*d.d:]
+	}
 	hyper := make([]kernels.EMHyper[T], d.g) // per problem, summed over examples below
 	var logits []T                           // per problem, when the logits are per head
 	if k.perHeadPi {
@@ -676,8 +737,11 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 			}
 		} else {
 			gr.Q, gr.Ldq = dq[b*d.n*d.h*d.d+h*d.d:], d.h*d.d
-			gr.Xi0, gr.Ldk = dk[b*d.m*d.h*d.d+h*d.d:], d.h*d.d
+			gr.Xi0, gr.Ldk = dk[b*d.m*kvw+h*d.d:], kvw
 			gr.Mu0, gr.Ldv = dv[b*d.m*d.h*d.dv+h*d.dv:], d.h*d.dv
+			if s.PackedKV {
+				gr.Mu0, gr.Ldv = dv[b*d.m*kvw+h*d.dv:], kvw
+			}
 			if dvals != nil {
 				gr.Vals, gr.Ldx = dvals[b*d.n*d.h*d.dv+h*d.dv:], d.h*d.dv
 			}
@@ -696,6 +760,9 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 			clearRows(gr.Mu0, d.m, d.dv, gr.Ldv)
 			if gr.Vals != nil {
 				clearRows(gr.Vals, d.n, d.dv, gr.Ldx)
+			}
+			if s.Residual {
+				emAddResidualGrad(k, gOut[seedOff.readout:], gr, g)
 			}
 			return
 		}
@@ -733,6 +800,9 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 			seed.LogPi = gOut[o.logPi+g*d.m : o.logPi+(g+1)*d.m]
 		}
 		kernels.EMBackward(ks, p, tr, seed, gr, wk.sc)
+		if s.Residual {
+			emAddResidualGrad(k, gOut[seedOff.readout:], gr, g)
+		}
 	})
 	// Per-head gradients: sums over the examples, in a fixed order.
 	for i := range kernels.EMHyperCount {
@@ -752,6 +822,25 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 			for j := range d.m {
 				dlogits[h*d.m+j] += logits[g*d.m+j]
 			}
+		}
+	}
+}
+
+// emAddResidualGrad adds problem g's rows of the readout's gradient gr
+// (the readout's part of the op's output gradient) to its queries'
+// gradient, the residual connection's share (EMSpec.Residual): the sum
+// of the two terms Gorgonia would have made for Add(q, readout).
+func emAddResidualGrad[T float](k emKernel, gr []T, g *kernels.EMGrads[T], prob int) {
+	d := k.dims
+	b, h := prob/d.h, prob%d.h
+	base, ld := prob*d.n*d.dv, d.dv
+	if !k.spec.SplitHeads {
+		base, ld = b*d.n*d.h*d.dv+h*d.dv, d.h*d.dv
+	}
+	for i := range d.n {
+		dst, src := g.Q[i*g.Ldq:i*g.Ldq+d.d], gr[base+i*ld:base+i*ld+d.d]
+		for c, x := range src {
+			dst[c] += x
 		}
 	}
 }

@@ -1,8 +1,11 @@
 package graph
 
 import (
+	"fmt"
 	"math"
 	"testing"
+
+	"github.com/probformer/probformer/graph/graphtest"
 )
 
 // TestEMAttentionEmptyMemory: an example whose memory units are all
@@ -52,6 +55,81 @@ func TestEMAttentionEmptyMemory(t *testing.T) {
 			for i, x := range g {
 				if math.IsNaN(x) || math.IsInf(x, 0) {
 					t.Fatalf("%v: gradient %s[%d] = %v", dt, name, i, x)
+				}
+			}
+		}
+	}
+}
+
+// TestEMPackedResidualIsAdd: the EM op reading keys and values in place
+// from one packed kv [B, M, 2·H·d] with the residual connection inside
+// (EMSpec.PackedKV, EMSpec.Residual; the EM model's MAB) gives
+// Add(q, readout) of the plain op on kv's two halves, its readout and
+// every gradient bit for bit, in float64 and float32, with key and query
+// masks, an example without memory, and key, value and propagation-free
+// iteration counts; and the packed op alone (no residual) the plain op's.
+func TestEMPackedResidualIsAdd(t *testing.T) {
+	t.Parallel()
+	const batch, n, m = 3, 5, 6
+	specs := []EMSpec{
+		{KeyIters: 1, Heads: 4},
+		{KeyIters: 2, ValueIters: 1, AdaptAlpha: true, Heads: 2},
+		{ValueIters: 2, Heads: 1},
+	}
+	for si, spec := range specs {
+		for _, d := range []int{8, 3} {
+			for _, masked := range []bool{false, true} {
+				for _, residual := range []bool{true, false} {
+					for _, dt := range []DType{Float64, Float32} {
+						run := func(packed bool) graphtest.Result {
+							p, err := Compile(NewParams(dt, 7), func(b *Builder) error {
+								dim := spec.Heads * d
+								hp := func(name string) *Node { return b.Param(name, []int{spec.Heads}, Constant(0.5)) }
+								q := b.Param("q", []int{batch, n, dim}, Normal(1))
+								kv := b.Param("kv", []int{batch, m, 2 * dim}, Normal(1))
+								in := EMInputs{Alpha0: hp("alpha0"), Beta0: hp("beta0")}
+								if spec.KeyIters > 0 {
+									in.ThetaXi = hp("theta_xi")
+								}
+								if spec.AdaptAlpha {
+									in.AAlphaExtra, in.BAlpha = hp("a_alpha"), hp("b_alpha")
+								}
+								if masked {
+									// example 2 has no real memory unit
+									in.KeyMask = b.Constant("key_mask", []int{batch, m}, []float64{
+										1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0})
+									in.QueryMask = b.Constant("query_mask", []int{batch, n}, []float64{
+										1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1})
+								}
+								s := spec
+								var out *Node
+								if packed {
+									s.PackedKV, s.Residual = true, residual
+									in.Q, in.K = q, kv
+									out = EMAttention(s, in, EMReadout).Readout
+								} else {
+									in.Q, in.K, in.V = q, SliceAxis(kv, 2, 0, dim), SliceAxis(kv, 2, dim, 2*dim)
+									out = EMAttention(s, in, EMReadout).Readout
+									if residual {
+										out = Add(q, out)
+									}
+								}
+								b.Output("out", out)
+								r := make([]float64, batch*n*dim)
+								for i := range r {
+									r[i] = math.Sin(float64(3*i + 1))
+								}
+								b.SetLoss(Sum(Mul(out, b.Constant("r", []int{batch, n, dim}, r))))
+								return nil
+							}, true)
+							if err != nil {
+								t.Fatal(err)
+							}
+							return graphtest.Run(t, p, "out")
+						}
+						what := fmt.Sprintf("spec %d d %d masked %v residual %v %v", si, d, masked, residual, dt)
+						graphtest.ExpectRunsClose(t, what, run(true), run(false), 0, nil)
+					}
 				}
 			}
 		}
