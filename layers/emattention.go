@@ -74,3 +74,34 @@ func (k EMKernel) attend(b *graph.Builder, name string, q, key, v *graph.Node, h
 	}
 	return out, weights
 }
+
+// projectAttend is ScaledDotProduct.projectAttend's structure for EM
+// attention: dense's query projection of x (name.q) and key and value
+// projections of y (name.k, name.v), created in that order, the key and
+// value projections as one graph.LinearConcat that the EM op reads in
+// place (em.AttendHeadsPacked), with residual the residual connection
+// q + readout in the same op, and with tile set x is seeds [k, dx] whose
+// projection is computed once and tiled over the batch. The forward
+// values are those of dense, b.Tile and Attend (and Add) bit for bit;
+// the gradient of the tiled projection's weights is summed in another
+// order (the seeds' gradients over the batch first), so training numbers
+// change by rounding. x [B, N, dx] (or seeds [k, dx]), y [B, M, dy] →
+// [B, N, dim].
+func (k EMKernel) projectAttend(b *graph.Builder, name string, x, y *graph.Node, dim, heads int, mask Mask, residual bool, tile *tiling) *graph.Node {
+	wq, bq := denseParams(b, name+".q", x, dim)
+	wk, bk := denseParams(b, name+".k", y, dim)
+	wv, bv := denseParams(b, name+".v", y, dim)
+	q := graph.Linear(x, wq, bq)
+	if tile != nil {
+		q = b.Tile(tile.name, q, tile.n)
+	}
+	kv := graph.LinearConcat(y, []*graph.Node{wk, wv}, []*graph.Node{bk, bv})
+	if mask.Causal {
+		b.Fail(fmt.Errorf("%s: em attention has no causal form", name))
+	}
+	out, err := em.AttendHeadsPacked(b, name, k.Config, heads, q, kv, mask.Keys, &em.Extras{QueryMask: mask.Queries}, residual)
+	if err != nil {
+		b.Fail(err)
+	}
+	return out
+}

@@ -36,27 +36,27 @@ func (m MAB) Forward(b *graph.Builder, x, xMask, y, yMask *graph.Node) *graph.No
 
 // forwardTiled is Forward with x = b.Tile(tile, seeds, batch) and no
 // query mask: seeds [k, dx] (inducing points, PMA's seeds) query every
-// example. With softmax attention the seeds' query projection, the same
-// for every example, is computed once and tiled.
+// example. With softmax and EM attention the seeds' query projection,
+// the same for every example, is computed once and tiled.
 func (m MAB) forwardTiled(b *graph.Builder, tile string, seeds *graph.Node, batch int, y, yMask *graph.Node) *graph.Node {
-	if _, ok := m.Kernel.(ScaledDotProduct); !ok {
+	if _, ok := m.Kernel.(projector); !ok {
 		return m.Forward(b, b.Tile(tile, seeds, batch), nil, y, yMask)
 	}
 	return m.forward(b, seeds, nil, y, yMask, &tiling{name: tile, n: batch})
 }
 
 // forward is Forward, with x the seeds of forwardTiled when tile is set
-// (softmax attention only).
+// (softmax and EM attention only).
 func (m MAB) forward(b *graph.Builder, x, xMask, y, yMask *graph.Node, tile *tiling) *graph.Node {
 	if m.Heads <= 0 || m.Dim%m.Heads != 0 {
 		b.Fail(fmt.Errorf("%s: width %d does not split into %d heads", m.Name, m.Dim, m.Heads))
 	}
 	mask := Mask{Keys: yMask, Queries: xMask}
 	var h *graph.Node
-	if s, ok := m.Kernel.(ScaledDotProduct); ok {
+	if p, ok := m.Kernel.(projector); ok {
 		// the key and value projections fused and read in place, the
 		// residual connection in the attention op
-		h = s.projectAttend(b, m.Name, x, y, m.Dim, m.Heads, mask, true, tile)
+		h = p.projectAttend(b, m.Name, x, y, m.Dim, m.Heads, mask, true, tile)
 		if m.LayerNorm {
 			h = layerNorm(b, m.Name+".ln0", h)
 		}
@@ -67,6 +67,14 @@ func (m MAB) forward(b *graph.Builder, x, xMask, y, yMask *graph.Node, tile *til
 		h = m.residual(b, m.Name+".ln0", qp, m.Kernel.Attend(b, m.Name, qp, k, v, m.Heads, mask))
 	}
 	return m.residual(b, m.Name+".ln1", h, denseReLU(b, m.Name+".o", h, m.Dim))
+}
+
+// projector is a kernel that makes its own projections and residual
+// connection, fused with its attention op (ScaledDotProduct, EMKernel):
+// projectAttend's parameters are dense's name.q, name.k and name.v, in
+// that order, so checkpoints do not depend on which path built a block.
+type projector interface {
+	projectAttend(b *graph.Builder, name string, x, y *graph.Node, dim, heads int, mask Mask, residual bool, tile *tiling) *graph.Node
 }
 
 // residual is x + f, then with LayerNorm the layer norm ln of it, as one
