@@ -1108,13 +1108,19 @@ static inline __m256 bayes_max_halves(__m256 s, __m512 y, int full) {
 // each row i of s [n×m8], e_i ← s_i + b_i at the visible keys (−∞
 // elsewhere), b the noise term of noise [n×m] (kind 0, Weibull:
 // nscale·log(−log u); kind 1: nscale·ε), then p_i [m] ← its softmax, or 0
-// when its max is −∞.
+// when its max is −∞. It runs pass by pass over all the rows (the terms
+// and maxima, then the exponentials and sums, then the quotients), not
+// row by row: a row's passes wait on each other's reductions, and the
+// noise's two logarithms are long chains, so rows taken one at a time
+// left the cores waiting on latency; each element's operations are the
+// same either way.
 __attribute__((noinline)) PF_AVX512
 static void bayes_sample_rows512(int n, int m, const float *s, const float *noise, const float *vis, int kind,
                                  float nscale, float *e, float *p) {
 	const int m8 = (m + 7) & ~7;
 	const __m512 ninf = _mm512_set1_ps(-INFINITY), one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps(),
 	             vn = _mm512_set1_ps(nscale);
+	float rmx[MAXW * MAXW / 8], rz[MAXW * MAXW / 8];
 	for (int i = 0; i < n; i++) {
 		const float *sr = s + (size_t)i * m8, *ur = noise + (size_t)i * m;
 		float *er = e + (size_t)i * m8;
@@ -1130,13 +1136,12 @@ static void bayes_sample_rows512(int n, int m, const float *s, const float *nois
 			nan |= _mm512_mask_cmp_ps_mask(in, y, y, _CMP_UNORD_Q);
 			vmx = bayes_max_halves(vmx, y, j + 8 < m8);
 		}
-		float mx = nan ? NAN : hmax_nan(vmx);
-		float *pr = p + (size_t)i * m;
-		if (mx == -INFINITY) { // no visible key, or all weighted 0 by the noise
-			memset(pr, 0, sizeof(float) * (size_t)m);
-			continue;
-		}
-		__m512 vm = _mm512_set1_ps(mx);
+		rmx[i] = nan ? NAN : hmax_nan(vmx);
+	}
+	for (int i = 0; i < n; i++) {
+		float *er = e + (size_t)i * m8;
+		if (rmx[i] == -INFINITY) continue; // no visible key, or all weighted 0 by the noise
+		__m512 vm = _mm512_set1_ps(rmx[i]);
 		__m256 zs = _mm256_setzero_ps();
 		for (int j = 0; j < m8; j += 16) {
 			const __mmask16 in = lanes16(m8 - j);
@@ -1145,7 +1150,16 @@ static void bayes_sample_rows512(int n, int m, const float *s, const float *nois
 			_mm512_mask_storeu_ps(er + j, in, ex);
 			zs = j + 8 < m8 ? add_halves(zs, ex) : _mm256_add_ps(zs, _mm512_castps512_ps256(ex));
 		}
-		__m512 vz = _mm512_set1_ps(hsum(zs));
+		rz[i] = hsum(zs);
+	}
+	for (int i = 0; i < n; i++) {
+		const float *er = e + (size_t)i * m8;
+		float *pr = p + (size_t)i * m;
+		if (rmx[i] == -INFINITY) {
+			memset(pr, 0, sizeof(float) * (size_t)m);
+			continue;
+		}
+		__m512 vz = _mm512_set1_ps(rz[i]);
 		for (int j = 0; j < m8; j += 16)
 			_mm512_mask_storeu_ps(pr + j, lanes16(m - j),
 			                      _mm512_div_ps(_mm512_maskz_loadu_ps(lanes16(m8 - j), er + j), vz));
@@ -1155,24 +1169,29 @@ static void bayes_sample_rows512(int n, int m, const float *s, const float *nois
 // bayes_kl_sums512 is pf_bayes_attn_head's KL phase 1 on 16 lanes: each
 // real row's maximum (rmx), exponentials (into e), their sum (rz) and the
 // sums r1, r2 (kind 0: Σ a s and Σ b s; kind 1: Σ y and Σ y², y = s −
-// max + a at the visible keys); rz is 1 in the padded queries' rows.
+// max + a at the visible keys); rz is 1 in the padded queries' rows. The
+// maxima are taken for all the rows first, as bayes_sample_rows512 does.
 __attribute__((noinline)) PF_AVX512
 static void bayes_kl_sums512(int n, int m, const float *s, const float *vis, const float *av, const float *bv,
                              const float *qmask, int kind, float *e, float *rmx, float *rz, float *r1, float *r2) {
 	const int m8 = (m + 7) & ~7;
 	const __m512 ninf = _mm512_set1_ps(-INFINITY), zero = _mm512_setzero_ps();
 	for (int i = 0; i < n; i++) {
-		rz[i] = 1;
 		if (qmask && qmask[i] == 0) continue;
 		const float *sr = s + (size_t)i * m8;
-		float *er = e + (size_t)i * m8;
 		__m256 vmx = _mm256_set1_ps(-INFINITY);
 		for (int j = 0; j < m8; j += 16)
 			vmx = bayes_max_halves(vmx, _mm512_mask_blend_ps(bayes_vis512(vis, j, m8), ninf,
 			                                                 _mm512_maskz_loadu_ps(lanes16(m8 - j), sr + j)),
 			                       j + 8 < m8);
-		float mx = hmax_nan(vmx);
-		__m512 vm = _mm512_set1_ps(mx);
+		rmx[i] = hmax_nan(vmx);
+	}
+	for (int i = 0; i < n; i++) {
+		rz[i] = 1;
+		if (qmask && qmask[i] == 0) continue;
+		const float *sr = s + (size_t)i * m8;
+		float *er = e + (size_t)i * m8;
+		__m512 vm = _mm512_set1_ps(rmx[i]);
 		__m256 zs = _mm256_setzero_ps(), s1 = zs, s2 = zs;
 		for (int j = 0; j < m8; j += 16) {
 			const __mmask16 in = lanes16(m8 - j), keep = bayes_vis512(vis, j, m8);
@@ -1203,44 +1222,56 @@ static void bayes_kl_sums512(int n, int m, const float *s, const float *vis, con
 				}
 			}
 		}
-		rmx[i] = mx, rz[i] = hsum(zs), r1[i] = hsum(s1), r2[i] = hsum(s2);
+		rz[i] = hsum(zs), r1[i] = hsum(s1), r2[i] = hsum(s2);
 	}
 }
 
-// bayes_kl_x_row512 is one real row of pf_bayes_attn_head's KL phase 3 on
-// 16 lanes: cs [m8, 64-byte aligned] += s_i, and x_i [m] ← g·(e_i·f − a)
-// (kind 0, f = sa/z_i) or g·(δ_i − e_i·f) with δ_i = s_i − lse + a at the
-// visible keys (kind 1, f = D_i/z_i).
+// bayes_kl_x_rows512 is pf_bayes_attn_head's KL phase 3 on 16 lanes, its
+// rows' coefficients made before by the AVX2 code: for each real row i,
+// cs [m8, 64-byte aligned] += s_i, and x_i [m] ← g·(e_i·f_i − a) (kind
+// 0, f_i = sa/z_i) or g·(δ_i − e_i·f_i) with δ_i = s_i − lse_i + a at the
+// visible keys (kind 1, f_i = D_i/z_i); the padded queries' rows of x 0.
 __attribute__((noinline)) PF_AVX512
-static void bayes_kl_x_row512(int kind, int m, const float *sr, const float *er, const float *vis, const float *av,
-                              float *cs, float f, float lse, float g, float *xr) {
+static void bayes_kl_x_rows512(int kind, int n, int m, const float *s, const float *e, const float *vis,
+                               const float *av, const float *qmask, const float *f, const float *lse, float g,
+                               float *cs, float *x) {
 	const int m8 = (m + 7) & ~7;
-	const __m512 vg = _mm512_set1_ps(g), vf = _mm512_set1_ps(f), vl = _mm512_set1_ps(lse);
-	for (int j = 0; j < m8; j += 16) {
-		const __mmask16 in = lanes16(m8 - j);
-		__m512 sv = _mm512_maskz_loadu_ps(in, sr + j), a = _mm512_maskz_loadu_ps(in, av + j);
-		_mm512_store_ps(cs + j, _mm512_add_ps(_mm512_load_ps(cs + j), sv));
-		__m512 y;
-		if (kind == 0) {
-			y = _mm512_fmsub_ps(_mm512_maskz_loadu_ps(in, er + j), vf, a);
-		} else {
-			__m512 dl = _mm512_maskz_mov_ps(bayes_vis512(vis, j, m8), _mm512_add_ps(_mm512_sub_ps(sv, vl), a));
-			y = _mm512_fnmadd_ps(_mm512_maskz_loadu_ps(in, er + j), vf, dl);
+	const __m512 vg = _mm512_set1_ps(g);
+	for (int i = 0; i < n; i++) {
+		float *xr = x + (size_t)i * m;
+		if (qmask && qmask[i] == 0) {
+			memset(xr, 0, sizeof(float) * (size_t)m);
+			continue;
 		}
-		_mm512_mask_storeu_ps(xr + j, lanes16(m - j), _mm512_mul_ps(vg, y));
+		const float *sr = s + (size_t)i * m8, *er = e + (size_t)i * m8;
+		const __m512 vf = _mm512_set1_ps(f[i]), vl = _mm512_set1_ps(lse[i]);
+		for (int j = 0; j < m8; j += 16) {
+			const __mmask16 in = lanes16(m8 - j);
+			__m512 sv = _mm512_maskz_loadu_ps(in, sr + j), a = _mm512_maskz_loadu_ps(in, av + j);
+			_mm512_store_ps(cs + j, _mm512_add_ps(_mm512_load_ps(cs + j), sv));
+			__m512 y;
+			if (kind == 0) {
+				y = _mm512_fmsub_ps(_mm512_maskz_loadu_ps(in, er + j), vf, a);
+			} else {
+				__m512 dl = _mm512_maskz_mov_ps(bayes_vis512(vis, j, m8), _mm512_add_ps(_mm512_sub_ps(sv, vl), a));
+				y = _mm512_fnmadd_ps(_mm512_maskz_loadu_ps(in, er + j), vf, dl);
+			}
+			_mm512_mask_storeu_ps(xr + j, lanes16(m - j), _mm512_mul_ps(vg, y));
+		}
 	}
 }
 
 // bayes_ds_rows512 is bayes_attn_bwd512's dS rows on 16 lanes: with dP in
 // ds [n×m8] (columns from m on set to exactly 0 here), each row's dot
 // Σ_j P·dP over 8-lane blocks in order, then dS = P ⊙ (dP − dot) + gx·x,
-// p and x [n×m].
+// p and x [n×m]; the dots of all the rows first, then the second pass.
 __attribute__((noinline)) PF_AVX512
 static void bayes_ds_rows512(int n, int m, const float *p, const float *x, float gx, float *ds) {
 	const int m8 = (m + 7) & ~7;
 	const __m512 vgx = _mm512_set1_ps(gx);
+	float dots[MAXW * MAXW / 8];
 	for (int i = 0; i < n; i++) {
-		const float *pr = p + (size_t)i * m, *xr = x + (size_t)i * m;
+		const float *pr = p + (size_t)i * m;
 		float *dr = ds + (size_t)i * m8;
 		__m256 s = _mm256_setzero_ps();
 		for (int j = 0; j < m8; j += 16) {
@@ -1251,7 +1282,12 @@ static void bayes_ds_rows512(int n, int m, const float *p, const float *x, float
 			s = j + 8 < m8 ? fma_halves(pv, y, s)
 			               : _mm256_fmadd_ps(_mm512_castps512_ps256(pv), _mm512_castps512_ps256(y), s);
 		}
-		__m512 dot = _mm512_set1_ps(hsum(s));
+		dots[i] = hsum(s);
+	}
+	for (int i = 0; i < n; i++) {
+		const float *pr = p + (size_t)i * m, *xr = x + (size_t)i * m;
+		float *dr = ds + (size_t)i * m8;
+		const __m512 dot = _mm512_set1_ps(dots[i]);
 		for (int j = 0; j < m8; j += 16) {
 			const __mmask16 in = lanes16(m - j), row = lanes16(m8 - j);
 			__m512 pv = _mm512_maskz_loadu_ps(in, pr + j);
@@ -1391,17 +1427,15 @@ static double pf_bayes_attn_head(int level, const float *q, int ldq, const float
 	const __m256 vg = _mm256_set1_ps(g), vsa = _mm256_set1_ps(sa);
 	__m256 cs[MAXW / 8];
 	for (int c = 0; c < m8 / 8; c++) cs[c] = zero;
-	float cs16[MAXW] __attribute__((aligned(64))) = {0}; // level ≥ 2: the column sums
+	float cs16[MAXW] __attribute__((aligned(64))) = {0}; // level ≥ 2: the column sums,
+	float rf[MAXW * MAXW / 8], rlse[MAXW * MAXW / 8];      // and each row's coefficients
 	double total = 0, lsum = 0, agg1 = 0;
 	for (int i = 0; i < n; i++) {
 		float *xr = x + (size_t)i * m;
 		int last = i + 1 == n;
 		if (qmask && qmask[i] == 0) {
-			if (level >= 2) {
-				memset(xr, 0, sizeof(float) * (size_t)m);
-				continue;
-			}
-			for (int j = 0; j < m8; j += 8) store_row(xr, j, m, last, zero);
+			if (level < 2)
+				for (int j = 0; j < m8; j += 8) store_row(xr, j, m, last, zero);
 			continue;
 		}
 		const float *sr = s + (size_t)i * m8, *er = e + (size_t)i * m8;
@@ -1411,7 +1445,7 @@ static double pf_bayes_attn_head(int level, const float *q, int ldq, const float
 			total += (double)lse * sa - r1[i];
 			agg1 += r2[i];
 			__m256 vfs = _mm256_mul_ps(vf, vsa);
-			if (level >= 2) bayes_kl_x_row512(0, m, sr, er, vis, av, cs16, _mm256_cvtss_f32(vfs), 0, g, xr);
+			rf[i] = _mm256_cvtss_f32(vfs), rlse[i] = lse;
 			for (int j = 0; j < m8 && level < 2; j += 8) {
 				cs[j / 8] = _mm256_add_ps(cs[j / 8], _mm256_loadu_ps(sr + j));
 				__m256 y = _mm256_fmsub_ps(_mm256_loadu_ps(er + j), vfs, _mm256_loadu_ps(av + j));
@@ -1422,7 +1456,7 @@ static double pf_bayes_attn_head(int level, const float *q, int ldq, const float
 			total += (double)r2[i] - 2.0 * lz * r1[i] + (double)nv * lz * lz;
 			agg1 += di;
 			__m256 vl = _mm256_set1_ps(lse), vdf = _mm256_mul_ps(vf, _mm256_set1_ps(di));
-			if (level >= 2) bayes_kl_x_row512(1, m, sr, er, vis, av, cs16, _mm256_cvtss_f32(vdf), lse, g, xr);
+			rf[i] = _mm256_cvtss_f32(vdf), rlse[i] = lse;
 			for (int j = 0; j < m8 && level < 2; j += 8) {
 				__m256 sv = _mm256_loadu_ps(sr + j);
 				cs[j / 8] = _mm256_add_ps(cs[j / 8], sv);
@@ -1433,6 +1467,7 @@ static double pf_bayes_attn_head(int level, const float *q, int ldq, const float
 		}
 		lsum += lse;
 	}
+	if (level >= 2) bayes_kl_x_rows512(kind, n, m, s, e, vis, av, qmask, rf, rlse, g, cs16, x);
 	agg[0] = lsum;
 	agg[1] = agg1;
 	float csum[MAXW];

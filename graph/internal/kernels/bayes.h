@@ -1,4 +1,6 @@
-// log_pos, shared by bayes.c and attention.c (Bayesian attention's
+// log_pos, log_fast and the Weibull noise term (log_fast512 and
+// weibull_bias_fast512 their 16-lane twins, lane for lane the same
+// values), shared by bayes.c and attention.c (Bayesian attention's
 // Weibull noise, fusedbayes.go).
 #ifndef PF_BAYES_H
 #define PF_BAYES_H
