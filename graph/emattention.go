@@ -539,37 +539,28 @@ func emWrite[T float](k emKernel, out []T, p *kernels.EMProblem[T], tr *kernels.
 		out32, _ := any(out).([]float32)
 		r32, _ := any(r).([]float32)
 		rows8 := d.dv == 8 && out32 != nil && r32 != nil
-		for i := range d.n {
-			if s.Residual {
-				// q + v_i, as Add(q, readout) makes it; a padded
-				// query's readout is 0
-				dst, q := out[base+i*ld:base+i*ld+d.dv], p.Q[i*p.Ldq:i*p.Ldq+d.dv]
+		if s.Residual {
+			// q + v_i, as Add(q, readout) makes it; a padded query's
+			// readout is 0
+			emAddRows(out[base:], ld, p.Q, p.Ldq, r, d.dv, d.n, d.dv, p)
+		} else {
+			for i := range d.n {
+				if rows8 && p.RealQuery(i) {
+					row := *(*[8]float32)(r32[i*8:])
+					*(*[8]float32)(out32[base+i*ld:]) = row
+					continue
+				}
+				// element by element: a row of a narrow head is too short
+				// for a call to memmove or memclr to pay
+				dst, src := out[base+i*ld:base+i*ld+d.dv], r[i*d.dv:(i+1)*d.dv]
 				if p.RealQuery(i) {
-					for k, x := range r[i*d.dv : (i+1)*d.dv] {
-						dst[k] = q[k] + x
+					for k, x := range src {
+						dst[k] = x
 					}
 				} else {
 					for k := range dst {
-						dst[k] = q[k] + 0
+						dst[k] = 0
 					}
-				}
-				continue
-			}
-			if rows8 && p.RealQuery(i) {
-				row := *(*[8]float32)(r32[i*8:])
-				*(*[8]float32)(out32[base+i*ld:]) = row
-				continue
-			}
-			// element by element: a row of a narrow head is too short
-			// for a call to memmove or memclr to pay
-			dst, src := out[base+i*ld:base+i*ld+d.dv], r[i*d.dv:(i+1)*d.dv]
-			if p.RealQuery(i) {
-				for k, x := range src {
-					dst[k] = x
-				}
-			} else {
-				for k := range dst {
-					dst[k] = 0
 				}
 			}
 		}
@@ -837,10 +828,44 @@ func emAddResidualGrad[T float](k emKernel, gr []T, g *kernels.EMGrads[T], prob 
 	if !k.spec.SplitHeads {
 		base, ld = b*d.n*d.h*d.dv+h*d.dv, d.h*d.dv
 	}
-	for i := range d.n {
-		dst, src := g.Q[i*g.Ldq:i*g.Ldq+d.d], gr[base+i*ld:base+i*ld+d.d]
-		for c, x := range src {
-			dst[c] += x
+	emAddRows(g.Q, g.Ldq, g.Q, g.Ldq, gr[base:], ld, d.n, d.d, nil)
+}
+
+// emAddRows sets rows×w values dst = a + b element by element, each
+// operand's rows ld apart; dst may be a. With p set, the rows of p's
+// padded queries take a + 0 (their readout is 0). A float32 head of 8
+// (the maxnorm-em model's) goes a row at a time through fixed-size
+// arrays, without the general loop's bounds checks.
+func emAddRows[T float](dst []T, ldd int, a []T, lda int, b []T, ldb, rows, w int, p *kernels.EMProblem[T]) {
+	real := func(i int) bool { return p == nil || p.RealQuery(i) }
+	d32, ok1 := any(dst).([]float32)
+	a32, ok2 := any(a).([]float32)
+	b32, ok3 := any(b).([]float32)
+	if ok1 && ok2 && ok3 && w == 8 {
+		var zero [8]float32
+		for i := range rows {
+			x, y, z := (*[8]float32)(d32[i*ldd:]), (*[8]float32)(a32[i*lda:]), &zero
+			if real(i) {
+				z = (*[8]float32)(b32[i*ldb:])
+			}
+			// written out: Go does not unroll loops, and the loop's
+			// count and branch cost as much as the additions
+			x[0], x[1], x[2], x[3] = y[0]+z[0], y[1]+z[1], y[2]+z[2], y[3]+z[3]
+			x[4], x[5], x[6], x[7] = y[4]+z[4], y[5]+z[5], y[6]+z[6], y[7]+z[7]
+		}
+		return
+	}
+	for i := range rows {
+		x, y := dst[i*ldd:i*ldd+w], a[i*lda:i*lda+w]
+		if !real(i) {
+			for k := range x {
+				x[k] = y[k] + 0
+			}
+			continue
+		}
+		z := b[i*ldb : i*ldb+w]
+		for k := range x {
+			x[k] = y[k] + z[k]
 		}
 	}
 }
