@@ -15,7 +15,7 @@
 //	gemm.c       row-major sgemm/dgemm: AVX-512 and AVX2/FMA packed kernels, portable C otherwise (Gemm, GemmBias)
 //	softmax.c    row softmax, row exponentials, row max and sum, scale-and-shift (SoftmaxRows32, ExpRow, MaxSum32, ScaleShift32)
 //	layernorm.c  layer norm rows, forward and backward (LayerNormFwd32, LayerNormBwd32)
-//	vec.c        column sums, Adam, product, repeated add, ReLU and its gradient, bit for bit their Go loops (ColSum32, Adam32, ...)
+//	vec.c        column sums, Adam, product, repeated add, ReLU and its gradient, the finiteness check of Adam's gradients, bit for bit their Go loops (ColSum32, Adam32, Finite32, ...)
 //	attention.c  one attention head forward and backward, with dropout or a score bias; the Bayesian heads: KL rows, prior network, sampled head (AttnHead*, KLHead32, PriorHead32, BayesHead*)
 //	bayes.c      Weibull noise, scale·log(−log u) (WeibullLogNoise32, WeibullBiasFast32); the uniform and normal noise streams filled 8 and 16 hashes at a time with AVX-512, the Go loop's values bit for bit (UniformNoise32, NormalNoise32)
 //	dropout.c    counter-based dropout masks, portable and AVX2 (FillMask; FillMaskGo is the Go reference)
@@ -96,9 +96,23 @@
 // the AVX2 build's values bit for bit in the same way
 // (TestEMAVX512IsAVX2), so a float32 run, whatever its attention kind,
 // gives the same numbers on a CPU with AVX-512 and on one with AVX2
-// only. Layer norm, the Bayesian heads and the other rows stay AVX2:
-// layer norm's rows of 64, bound by the same chain of 8-lane sums, timed
-// no faster 16 lanes wide.
+// only. The Bayesian heads (pf_bayes_head, _bwd) take the level too:
+// their products and transposes, the sampled head's noise, maxima,
+// exponentials and quotients, the KL's passes and the backward's dS rows
+// run 16 lanes wide, pass by pass over a head's rows (a row at a time
+// waited on its own reductions and logarithms), each element the AVX2
+// loop's operations in the same order and the row reductions folded over
+// 8-lane blocks in the AVX2 order (TestBayesHeadAVX512IsAVX2). Layer norm
+// and the other rows stay AVX2: layer norm's rows of 64, bound by the
+// same chain of 8-lane sums, timed no faster 16 lanes wide.
+//
+// A worker's share of softmax heads (pf_attn_heads_fwd, _bwd) reads each
+// batch element's rows of 16 floats, one cache line each and far apart,
+// once: on AVX-512 it prefetches the next element's rows (q, k, v, the
+// readout and weights forward; q, G, k, v, P and the gradients backward)
+// in steps between the current heads' phases (pf_plan), where the
+// transposes and first products used to wait on each line in turn. A
+// prefetch loads no value, so the bits are the same.
 //
 // # Threads
 //
