@@ -828,7 +828,8 @@ void pf_sgemm(int level, int transA, int transB, int m, int n, int k, float alph
 // whatever block it falls in, so the values depend neither on the number
 // of threads nor on which took what.
 //
-// mode 0 (many rows): the threads take blocks of rb rows of C, each over
+// mode 0 (many rows): the threads take blocks of at most rb rows of C,
+// shrinking towards the end (row_block), each over
 // every column and every pass; a thread packs the whole of B (every pass
 // over k, panels of nr columns: pass t at own + t·KC·npad) into its own
 // part of bp, worker·k·npad floats in, when it takes its first block, so a
@@ -840,9 +841,11 @@ void pf_sgemm(int level, int transA, int transB, int m, int n, int k, float alph
 // to save a copy of B that costs 2/m of the product's work.) mode 1 (few rows
 // and many columns, a weight gradient say): the threads take blocks of cw
 // columns, each packing its block of B into its own part of bp,
-// worker·KC·cw floats in, and computing every row of it: no B is packed
-// twice. mode 2 (the direct path's products, n < 16 or k < 32, which
-// pf_sgemm does not pack): blocks of rb rows on sgemm_direct or
+// worker·KC·cw floats in, and computing every row of it (or, with rb >
+// 0, rb rows of it: tiles, for products with few columns): no B is
+// packed twice but for a tile's. mode 2 (the direct path's products, n <
+// 16 or k < 32, which pf_sgemm does not pack): blocks of at most rb rows,
+// shrinking as mode 0's, on sgemm_direct or
 // direct512_rows (direct_par), so that these go to the helpers in C too
 // rather than as a halving of the rows through Go's RunShares. mode 3
 // (parts_par: several weight gradients of one input, C in parts of rb
@@ -855,6 +858,31 @@ void pf_sgemm(int level, int transA, int transB, int m, int n, int k, float alph
 
 // claim takes the next block number from *c.
 static inline int claim(int *c) { return __atomic_fetch_add(c, 1, __ATOMIC_RELAXED); }
+
+// row_block gives block bl's rows [*i0, *i1) of a product of m rows
+// shared by blocks of at most rb rows (modes 0 and 2), or returns 0 past
+// the last block. The blocks shrink towards the end (guided
+// self-scheduling): each is a quarter of the rows left, rounded up to a
+// multiple of unit, at most rb and at least unit, so the threads' last
+// blocks are small and neither waits long for the other's; the first
+// ones stay rb (≈ m/8), so a thread whose core is taken leaves most of
+// the product to the other. The cut is a function of bl alone, and no
+// element's value depends on the rows beside it, so whoever takes what,
+// the values are pf_sgemm's.
+static int row_block(int bl, int m, int rb, int unit, int *i0, int *i1) {
+	int r = 0, sz = 0;
+	for (int b = 0;; b++) {
+		if (r >= m) return 0;
+		int left = m - r;
+		sz = (left / 4 + unit - 1) / unit * unit;
+		sz = sz > rb ? rb : sz < unit ? unit : sz;
+		if (sz > left) sz = left;
+		if (b == bl) break;
+		r += sz;
+	}
+	*i0 = r, *i1 = r + sz;
+	return 1;
+}
 
 // scale_block sets C[i0:i1, j0:j1] ← β·C, the β of pf_sgemm, before its
 // first pass (not with a bias, nor with β = 0, whose first passes do not
@@ -871,15 +899,14 @@ static void scale_block(int i0, int i1, int j0, int j1, float beta, float *C, in
 static void direct_par(int level, int worker, int transA, int transB, int m, int n, int k, float alpha,
                        const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                        const float *bias, float *bp, int rb, int *ctr) {
-	int blocks = (m + rb - 1) / rb, copied = 0;
+	int copied = 0, i0, i1;
 	size_t rsa = transA ? 1 : (size_t)lda, csa = transA ? (size_t)lda : 1;
-	for (int bl; (bl = claim(ctr + CTR_TILE)) < blocks;) {
+	for (int bl; row_block(bl = claim(ctr + CTR_TILE), m, rb, 24, &i0, &i1);) {
 		if (transB && !copied) {
 			float *own = bp + (size_t)worker * k * n;
 			transpose_b(B, ldb, n, k, own);
 			B = own, ldb = n, transB = 0, copied = 1;
 		}
-		int i0 = bl * rb, i1 = m - i0 < rb ? m : i0 + rb;
 		if (level >= 2) {
 			direct512_rows(i0, i1, n, k, alpha, A, rsa, csa, B, (size_t)ldb, beta, C, (size_t)ldc, bias);
 			continue;
@@ -981,9 +1008,9 @@ void pf_sgemm_par(int level, int mode, int worker, int transA, int transB, int m
 	int rsa = transA ? 1 : lda, csa = transA ? lda : 1;
 	int passes = (k + KC - 1) / KC, beta0 = !bias && beta == 0;
 	if (mode == 0) {
-		int npad = (n + nr - 1) / nr * nr, blocks = (m + rb - 1) / rb, packed = 0;
+		int npad = (n + nr - 1) / nr * nr, packed = 0, i0, i1;
 		float *own = bp + (size_t)worker * k * npad;
-		for (int bl; (bl = claim(ctr + CTR_TILE)) < blocks;) {
+		for (int bl; row_block(bl = claim(ctr + CTR_TILE), m, rb, 12, &i0, &i1);) {
 			if (!packed) { // B, whole, on the first block this thread takes
 				for (int t = 0; t < passes; t++) {
 					int p0 = t * KC, kc = k - p0 < KC ? k - p0 : KC;
@@ -993,7 +1020,6 @@ void pf_sgemm_par(int level, int mode, int worker, int transA, int transB, int m
 				}
 				packed = 1;
 			}
-			int i0 = bl * rb, i1 = m - i0 < rb ? m : i0 + rb;
 			if (!bias && !beta0) scale_block(i0, i1, 0, n, beta, C, ldc);
 			for (int j0 = 0; j0 < n; j0 += NC) {
 				int j1 = n - j0 < NC ? n : j0 + NC;
@@ -1014,23 +1040,32 @@ void pf_sgemm_par(int level, int mode, int worker, int transA, int transB, int m
 		direct_par(level, worker, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, bias, bp, rb, ctr);
 		return;
 	}
+	// mode 1: blocks of cw columns, or with rb > 0 tiles of rb rows × cw
+	// columns, a column's row tiles one after another (bl = column block
+	// · row blocks + row block), for products of so few columns that
+	// their column blocks alone are too few to keep both threads busy to
+	// the end (dW of 64×64 over k = 1024: two blocks). A tile is computed
+	// as a column block is, over its rows only: every pass over k in
+	// order, each element one micro-kernel's sum, so the same values.
 	float *own = bp + (size_t)worker * KC * cw;
-	int blocks = (n + cw - 1) / cw;
+	int rblocks = rb > 0 ? (m + rb - 1) / rb : 1, blocks = (n + cw - 1) / cw * rblocks;
 	for (int bl; (bl = claim(ctr + CTR_TILE)) < blocks;) {
-		int j0 = bl * cw, j1 = n - j0 < cw ? n : j0 + cw;
-		if (!bias && !beta0) scale_block(0, m, j0, j1, beta, C, ldc);
+		int cb = bl / rblocks, rbk = bl % rblocks;
+		int j0 = cb * cw, j1 = n - j0 < cw ? n : j0 + cw;
+		int i0 = rb > 0 ? rbk * rb : 0, i1 = rb > 0 && m - i0 > rb ? i0 + rb : m;
+		if (!bias && !beta0) scale_block(i0, i1, j0, j1, beta, C, ldc);
 		for (int t = 0; t < passes; t++) {
 			int p0 = t * KC, kc = k - p0 < KC ? k - p0 : KC;
 			if (wide && inplace_b(transB)) {
 				pack_tail32(B, ldb, p0, kc, j0, j1 - j0, own);
-				tile512(0, m, j0, j1, p0, kc, alpha, A, rsa, csa, own, C, ldc, bias, beta0,
+				tile512(i0, i1, j0, j1, p0, kc, alpha, A, rsa, csa, own, C, ldc, bias, beta0,
 				        B + (size_t)p0 * ldb + j0, (size_t)ldb);
 			} else if (wide) {
 				pack_b32(transB, B, ldb, p0, kc, j0, j1 - j0, own);
-				tile512(0, m, j0, j1, p0, kc, alpha, A, rsa, csa, own, C, ldc, bias, beta0, NULL, 0);
+				tile512(i0, i1, j0, j1, p0, kc, alpha, A, rsa, csa, own, C, ldc, bias, beta0, NULL, 0);
 			} else {
 				pack_b_block(transB, B, ldb, p0, kc, j0, j1 - j0, own);
-				tile256(0, m, j0, j1, p0, kc, alpha, A, rsa, csa, own, C, ldc, bias, beta0);
+				tile256(i0, i1, j0, j1, p0, kc, alpha, A, rsa, csa, own, C, ldc, bias, beta0);
 			}
 		}
 	}

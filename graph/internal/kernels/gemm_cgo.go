@@ -127,15 +127,20 @@ func (s *gemmShared) packed(n int) *C.float {
 }
 
 // gemmSplit is how a float32 product is shared between threads, or ok =
-// false to run it on one. mode 0 (many rows) hands out blocks of rb rows,
-// each thread packing all of B for itself; mode 1 (at most
-// 128 rows, four or more blocks of columns) hands out blocks of cw
-// columns, each thread packing only its blocks of B; mode 2 (the direct
-// path's products, n < 16 or k < 32, 48 rows or more) hands out blocks
-// of rb rows, each thread copying a transposed B for itself. Blocks are many
-// (≈16 of rows, ≈8 of columns), so that a thread whose core is taken by
-// another process for a while leaves its share to the other.
-func gemmSplit(level C.int, m, n, k int) (mode, rb, cw int, ok bool) {
+// false to run it on one. mode 0 (many rows) hands out blocks of at most
+// rb rows, smaller towards the end, each thread packing all of B for
+// itself; mode 1 (at most 128 rows, two or more blocks of columns) hands
+// out blocks of cw columns, each thread packing only its blocks of B, or
+// tiles of rb rows × cw columns when the columns make fewer than 8 blocks
+// and B is read in place (the AVX-512 kernel and a plain B: no tile packs
+// more than a narrow last panel), as in the weight gradients' 64×64 over
+// k = 1024, whose two column blocks left one thread idle while the other
+// finished the second; mode 2 (the direct path's products, n < 16 or k <
+// 32, 48 rows or more) hands out blocks of rows as mode 0, each thread
+// copying a transposed B for itself. Blocks are many (≈8 or more), so
+// that a thread whose core is taken by another process for a while
+// leaves its share to the other.
+func gemmSplit(level C.int, tB bool, m, n, k int) (mode, rb, cw int, ok bool) {
 	if level < 1 || m*n*k < 1<<18 {
 		return 0, 0, 0, false // portable C, or too small to repay a hand-over
 	}
@@ -155,6 +160,16 @@ func gemmSplit(level C.int, m, n, k int) (mode, rb, cw int, ok bool) {
 	colBlocks := (n + cw - 1) / cw
 	switch {
 	case m <= 128 && colBlocks >= 2:
+		if level >= 2 && !tB && colBlocks < 8 {
+			// Tiles: enough row blocks for ≈8 tiles, multiples of 12
+			// rows (the 12-row micro-kernel's blocks).
+			rows := (8 + colBlocks - 1) / colBlocks
+			rb = (m + rows - 1) / rows
+			rb = max(12, (rb+11)/12*12)
+			if rb < m {
+				return 1, rb, cw, true
+			}
+		}
 		return 1, 0, cw, true
 	case m >= 24:
 		// Multiples of 12 rows: whole blocks of both micro-kernels (12 and 6).
@@ -169,7 +184,7 @@ func gemmSplit(level C.int, m, n, k int) (mode, rb, cw int, ok bool) {
 // values are pf_sgemm's on one thread, bit for bit.
 func gemmShared32(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, bias []float32) bool {
 	level := gemmLevel()
-	mode, rb, cw, ok := gemmSplit(level, m, n, k)
+	mode, rb, cw, ok := gemmSplit(level, tB, m, n, k)
 	workers := min(runtime.GOMAXPROCS(0), 8)
 	if !ok || workers < 2 {
 		return false

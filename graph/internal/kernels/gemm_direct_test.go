@@ -107,7 +107,7 @@ func TestGemmDirectSharedIsOneThread(t *testing.T) {
 					for _, tA := range []bool{false, true} {
 						for _, tB := range []bool{false, true} {
 							cs := (m + n + k + workers + rb) % 3
-							compareShared(t, rng, level, workers, 2, rb, m, n, k, tA, tB, cs)
+							compareShared(t, rng, level, workers, 2, rb, 0, m, n, k, tA, tB, cs)
 							checked++
 						}
 					}

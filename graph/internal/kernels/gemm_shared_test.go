@@ -43,12 +43,13 @@ func TestGemmSharedIsOneThread(t *testing.T) {
 		m, n, k := sz[0], sz[1], sz[2]
 		for _, level := range levels {
 			nr := 16 * level
-			for _, split := range [][2]int{{0, 12}, {0, 24}, {0, 96}, {1, nr}, {1, 2 * nr}, {1, 3 * nr}} {
+			// {mode, rb, cw}: mode 1 with rb > 0 cuts tiles of rows too.
+			for _, split := range [][3]int{{0, 12, 0}, {0, 24, 0}, {0, 96, 0}, {1, 0, nr}, {1, 0, 2 * nr}, {1, 0, 3 * nr}, {1, 12, nr}, {1, 24, 2 * nr}} {
 				for _, workers := range []int{1, 2, 3} {
 					for _, tA := range []bool{false, true} {
 						for _, tB := range []bool{false, true} {
-							cs := (m + n + k + workers + split[1]) % 3
-							compareShared(t, rng, level, workers, split[0], split[1], m, n, k, tA, tB, cs)
+							cs := (m + n + k + workers + split[1] + split[2]) % 3
+							compareShared(t, rng, level, workers, split[0], split[1], split[2], m, n, k, tA, tB, cs)
 							checked++
 						}
 					}
@@ -77,11 +78,12 @@ func paddedOperands(rng *rand.Rand, m, n, k int, tA, tB bool) (a, b, c0 []float3
 	return a, b, c0, lda, ldb, ldc
 }
 
-// compareShared runs one float32 product through gemmSharedAt and through
-// gemmKernelAt (pf_sgemm on one thread) at the same level, and fails
-// unless they agree bit for bit, padding between C's rows untouched. cs
-// picks β = 0, β = 0.3 or a bias.
-func compareShared(t *testing.T, rng *rand.Rand, level, workers, mode, blk, m, n, k int, tA, tB bool, cs int) {
+// compareShared runs one float32 product through gemmSharedAt, in mode
+// with blocks of rb rows and cw columns, and through gemmKernelAt
+// (pf_sgemm on one thread) at the same level, and fails unless they agree
+// bit for bit, padding between C's rows untouched. cs picks β = 0, β =
+// 0.3 or a bias.
+func compareShared(t *testing.T, rng *rand.Rand, level, workers, mode, rb, cw, m, n, k int, tA, tB bool, cs int) {
 	t.Helper()
 	a, b, c0, lda, ldb, ldc := paddedOperands(rng, m, n, k, tA, tB)
 	alpha, beta := float32(0.7), float32(0)
@@ -94,12 +96,11 @@ func compareShared(t *testing.T, rng *rand.Rand, level, workers, mode, blk, m, n
 	}
 	one, shared := append([]float32(nil), c0...), append([]float32(nil), c0...)
 	gemmKernelAt(cInt(level), tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, one, ldc, bias)
-	rb, cw := blk, blk
 	gemmSharedAt(cInt(level), workers, mode, rb, cw, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, shared, ldc, bias)
 	for i := range one {
 		if math.Float32bits(one[i]) != math.Float32bits(shared[i]) {
-			t.Fatalf("level %d, %d workers, mode %d blocks of %d: m=%d n=%d k=%d tA=%v tB=%v case %d: element %d (row %d col %d) is %v on one thread, %v shared",
-				level, workers, mode, blk, m, n, k, tA, tB, cs, i, i/ldc, i%ldc, one[i], shared[i])
+			t.Fatalf("level %d, %d workers, mode %d blocks of %d rows, %d columns: m=%d n=%d k=%d tA=%v tB=%v case %d: element %d (row %d col %d) is %v on one thread, %v shared",
+				level, workers, mode, rb, cw, m, n, k, tA, tB, cs, i, i/ldc, i%ldc, one[i], shared[i])
 		}
 	}
 }
