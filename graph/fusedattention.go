@@ -406,18 +406,6 @@ func wholeElements(b, heads int) (workers int, ok bool) {
 	return max(1, min(procs, b)), b >= 2*procs || heads == 1
 }
 
-// forElementShares runs share(w, workers) on the workers of forHeads'
-// whole-element split: worker w takes the batch elements bi = w,
-// w + workers, …, as ParallelFor(b) gives them, in one call, so that a
-// kernel can run all of its share's heads in one call to C.
-func forElementShares(workers int, share func(w, workers int)) {
-	if workers <= 1 {
-		share(0, 1)
-		return
-	}
-	kernels.RunShares(workers, func(w int) { share(w, workers) })
-}
-
 // attnBatch32 is a's float32 heads as kernels.AttnBatch32 takes them, or
 // nil when T is not float32 or attention.c does not take the heads or
 // forHeads would share the heads of one batch element between workers
@@ -435,33 +423,32 @@ func attnBatch32[T float](a attentionKernel, g geometry, q, k, v, mask, bias, dr
 }
 
 // headsForward32 runs the forward of every float32 head in attention.c,
-// one call a worker's share of whole batch elements, where it applies
-// (see attnBatch32), and reports whether it did. saved, the weights
+// in one cgo call on the workers, whole batch elements at a time from a
+// shared counter (kernels.AttnHeadsFwdShared32), where it applies (see
+// attnBatch32), and reports whether it did. saved, the weights
 // [B, H, N, M], may be nil: each worker then has one head's scratch.
+// Where a worker took the elements bi ≡ w (mod workers), a helper thread
+// that started late or lost its core to another process on a shared
+// machine held the caller at the section's end with its whole share
+// (the heads' sections took 3.1-3.8 ms a Set Transformer step under
+// load); from a counter, the caller takes the elements the helper has
+// not reached. Each element's values depend on its inputs alone, so who
+// takes which changes no bit.
 func headsForward32[T float](a attentionKernel, g geometry, q, k, v, mask, bias, drop, saved, out []T) bool {
 	batch, workers := attnBatch32(a, g, q, k, v, mask, bias, drop, saved)
 	if batch == nil {
 		return false
 	}
-	out32 := any(out).([]float32)
-	ran := make([]bool, workers)
-	forElementShares(workers, func(w, step int) {
-		bw := batch
-		if saved == nil {
-			c := *batch
-			c.P = make([]float32, g.n*g.m)
-			bw = &c
-		}
-		ran[w] = kernels.AttnHeadsFwd32(bw, out32, w, step)
-	})
-	// the kernel checks the same sizes for every share, so all ran or
-	// none did (then the caller's Go loop writes every head)
-	return ran[0]
+	if saved == nil {
+		batch.P = make([]float32, workers*g.n*g.m)
+	}
+	return kernels.AttnHeadsFwdShared32(batch, any(out).([]float32), workers)
 }
 
 // headsBackward32 runs the backward of every float32 head in attention.c
-// from the saved weights [B, H, N, M], one call a worker's share of whole
-// batch elements, where it applies (see attnBatch32), and reports
+// from the saved weights [B, H, N, M], in one cgo call on the workers,
+// whole batch elements at a time from a shared counter (see
+// headsForward32), where it applies (see attnBatch32), and reports
 // whether it did.
 func headsBackward32[T float](a attentionKernel, geo geometry, q, k, v, gOut, saved, drop []T, scale T, dq, dk, dvv []T) bool {
 	batch, workers := attnBatch32(a, geo, q, k, v, nil, nil, drop, saved)
@@ -469,12 +456,8 @@ func headsBackward32[T float](a attentionKernel, geo geometry, q, k, v, gOut, sa
 		return false
 	}
 	batch.Scale = float32(scale)
-	g32, dq32, dk32, dv32 := any(gOut).([]float32), any(dq).([]float32), any(dk).([]float32), any(dvv).([]float32)
-	ran := make([]bool, workers)
-	forElementShares(workers, func(w, step int) {
-		ran[w] = kernels.AttnHeadsBwd32(batch, g32, dq32, dk32, dv32, w, step)
-	})
-	return ran[0]
+	return kernels.AttnHeadsBwdShared32(batch, any(gOut).([]float32), any(dq).([]float32), any(dk).([]float32),
+		any(dvv).([]float32), workers)
 }
 
 // addResidual adds the n rows of d values of x (strided by ldx) into y's

@@ -833,56 +833,107 @@ void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const
 	attn_head_bwd512(q, ldq, k, ldk, v, ldv, g, ldg, p, drop, n, m, d, dv, scale, dq, dk, dvv, res, ldr, NULL);
 }
 
+// heads_fwd_elem runs the forward of batch element bi's heads, all H in
+// order, as pf_attn_heads_fwd lays them out (below), with every head's
+// weights at p + i·pstride; with AVX-512 it prefetches element nb's
+// operands and results as they go (pf_plan), none when nb is not below
+// b. Each head is pf_attn_head_fwd(_bias)(512)'s call for it.
+static void heads_fwd_elem(const pf_attn_job *j, int bi, int nb, float *p, size_t pstride) {
+	const int heads = j->heads, n = j->n, m = j->m, d = j->d, dv = j->dv, ldq = j->ldq, ldk = j->ldk,
+	          ldv = j->ldv, ldo = j->ldo;
+	const size_t nm = (size_t)n * m, hn = (size_t)heads * nm;
+	const float *q = j->q, *k = j->k, *v = j->v, *bias = j->bias, *drop = j->drop;
+	float *out = j->out;
+	const float *mk = j->mask ? j->mask + (size_t)bi * m : NULL;
+	// the next element's operands and results, prefetched while this
+	// one's heads compute (see pf_plan)
+	pf_plan plan = {.steps = heads * FWD_STEPS}, *pl = NULL;
+	if (nb < j->b && j->level >= 2) {
+		plan_add(&plan, q + (size_t)nb * n * ldq, ldq, n, heads * d);
+		plan_add(&plan, k + (size_t)nb * m * ldk, ldk, m, heads * d);
+		plan_add(&plan, v + (size_t)nb * m * ldv, ldv, m, heads * dv);
+		plan_add(&plan, out + (size_t)nb * n * ldo, ldo, n, heads * dv);
+		if (bias) plan_add_span(&plan, bias + nb * hn, hn);
+		if (drop) plan_add_span(&plan, drop + nb * hn, hn);
+		if (pstride) plan_add_span(&plan, p + nb * hn, hn);
+		pl = &plan;
+	}
+	for (int h = 0; h < heads; h++) {
+		const size_t i = (size_t)bi * heads + h;
+		const float *qh = q + (size_t)bi * n * ldq + (size_t)h * d, *kh = k + (size_t)bi * m * ldk + (size_t)h * d,
+		            *vh = v + (size_t)bi * m * ldv + (size_t)h * dv;
+		const float *bh = bias ? bias + i * nm : NULL, *dh = drop ? drop + i * nm : NULL,
+		            *res = j->residual ? qh : NULL;
+		float *ph = p + i * pstride, *oh = out + (size_t)bi * n * ldo + (size_t)h * dv;
+		if (j->level >= 2)
+			attn_head_fwd512(qh, ldq, kh, ldk, vh, ldv, n, m, d, dv, j->scale, mk, j->causal, bh, dh, ph, oh, ldo, res,
+			                 ldq, pl);
+		else
+			attn_head_fwd(qh, ldq, kh, ldk, vh, ldv, n, m, d, dv, j->scale, mk, j->causal, bh, dh, ph, oh, ldo, res,
+			              ldq);
+	}
+	plan_rest(pl);
+}
+
+// heads_bwd_elem runs the backward of batch element bi's heads, all H,
+// as pf_attn_heads_bwd lays them out; with AVX-512 it prefetches element
+// nb's operands and results as they go (none when nb is not below b).
+static void heads_bwd_elem(const pf_attn_job *j, int bi, int nb) {
+	const int heads = j->heads, n = j->n, m = j->m, d = j->d, dv = j->dv, ldq = j->ldq, ldk = j->ldk,
+	          ldv = j->ldv, ldg = j->ldg;
+	const size_t nm = (size_t)n * m, hn = (size_t)heads * nm;
+	const float *q = j->q, *k = j->k, *v = j->v, *g = j->g, *p = j->p, *drop = j->drop;
+	float *dq = j->dq, *dk = j->dk, *dvv = j->dvv;
+	pf_plan plan = {.steps = heads * BWD_STEPS}, *pl = NULL;
+	if (nb < j->b && j->level >= 2) {
+		plan_add(&plan, q + (size_t)nb * n * ldq, ldq, n, heads * d);
+		plan_add(&plan, g + (size_t)nb * n * ldg, ldg, n, heads * dv);
+		plan_add(&plan, k + (size_t)nb * m * ldk, ldk, m, heads * d);
+		plan_add(&plan, v + (size_t)nb * m * ldv, ldv, m, heads * dv);
+		plan_add_span(&plan, p + nb * hn, hn);
+		if (drop) plan_add_span(&plan, drop + nb * hn, hn);
+		plan_add(&plan, dq + (size_t)nb * n * ldq, ldq, n, heads * d);
+		plan_add(&plan, dk + (size_t)nb * m * ldk, ldk, m, heads * d);
+		plan_add(&plan, dvv + (size_t)nb * m * ldv, ldv, m, heads * dv);
+		pl = &plan;
+	}
+	for (int h = 0; h < heads; h++) {
+		const size_t i = (size_t)bi * heads + h;
+		const size_t oq = (size_t)bi * n * ldq + (size_t)h * d, ok = (size_t)bi * m * ldk + (size_t)h * d,
+		             ov = (size_t)bi * m * ldv + (size_t)h * dv;
+		const float *gh = g + (size_t)bi * n * ldg + (size_t)h * dv, *dh = drop ? drop + i * nm : NULL;
+		if (j->level >= 2)
+			attn_head_bwd512(q + oq, ldq, k + ok, ldk, v + ov, ldv, gh, ldg, p + i * nm, dh, n, m, d, dv, j->scale,
+			                 dq + oq, dk + ok, dvv + ov, j->residual ? gh : NULL, ldg, pl);
+		else
+			pf_attn_head_bwd(q + oq, ldq, k + ok, ldk, v + ov, ldv, gh, ldg, p + i * nm, dh, n, m, d, dv, j->scale,
+			                 dq + oq, dk + ok, dvv + ov, j->residual ? gh : NULL, ldg);
+	}
+	plan_rest(pl);
+}
+
 // pf_attn_heads_fwd runs the heads of batch elements bi = b0, b0 + bstep,
-// … < b, all H of each in order, in one call: graph's forHeads gives a
-// worker its elements this way, and one cgo call a head (256 an op in the
-// Set Transformer) cost more in Go's cgo entry and exit than some heads'
-// arithmetic. The layout is fusedattention.go's: head (bi, h) is i =
-// bi·H + h; its q, k, v start at q + bi·n·ldq + h·d, k + bi·m·ldk + h·d,
-// v + bi·m·ldv + h·dv, its readout at out + bi·n·ldo + h·dv, its key mask
-// at mask + bi·m (mask NULL: none), its score bias, dropout mask and
-// weights at bias, drop, p + i·n·m (NULL: none; pstride 0: every head's
-// weights into the same p, a scratch). With residual set, out += q after
-// each head (dv = d). level ≥ 2 runs the AVX-512 heads. Each head is
-// pf_attn_head_fwd(_bias)(512)'s call for it, so the values are those
+// … < b, all H of each in order, in one call: one cgo call a head (256
+// an op in the Set Transformer) cost more in Go's cgo entry and exit than
+// some heads' arithmetic. The layout is fusedattention.go's: head (bi, h)
+// is i = bi·H + h; its q, k, v start at q + bi·n·ldq + h·d, k + bi·m·ldk
+// + h·d, v + bi·m·ldv + h·dv, its readout at out + bi·n·ldo + h·dv, its
+// key mask at mask + bi·m (mask NULL: none), its score bias, dropout mask
+// and weights at bias, drop, p + i·n·m (NULL: none; pstride 0: every
+// head's weights into the same p, a scratch). With residual set, out += q
+// after each head (dv = d). level ≥ 2 runs the AVX-512 heads. Each head
+// is pf_attn_head_fwd(_bias)(512)'s call for it, so the values are those
 // calls' bit for bit. The AVX-512 heads prefetch the next element's
 // operands and results as they go (pf_plan).
 void pf_attn_heads_fwd(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                        int b0, int bstep, int b, int heads, int n, int m, int d, int dv, float scale,
                        const float *mask, int causal, const float *bias, const float *drop, float *p, int pstride,
                        float *out, int ldo, int residual) {
-	const size_t nm = (size_t)n * m, hn = (size_t)heads * nm;
-	for (int bi = b0; bi < b; bi += bstep) {
-		const float *mk = mask ? mask + (size_t)bi * m : NULL;
-		// the next element's operands and results, prefetched while
-		// this one's heads compute (see pf_plan)
-		pf_plan plan = {.steps = heads * FWD_STEPS}, *pl = NULL;
-		const int nb = bi + bstep;
-		if (nb < b && level >= 2) {
-			plan_add(&plan, q + (size_t)nb * n * ldq, ldq, n, heads * d);
-			plan_add(&plan, k + (size_t)nb * m * ldk, ldk, m, heads * d);
-			plan_add(&plan, v + (size_t)nb * m * ldv, ldv, m, heads * dv);
-			plan_add(&plan, out + (size_t)nb * n * ldo, ldo, n, heads * dv);
-			if (bias) plan_add_span(&plan, bias + nb * hn, hn);
-			if (drop) plan_add_span(&plan, drop + nb * hn, hn);
-			if (pstride) plan_add_span(&plan, p + nb * hn, hn);
-			pl = &plan;
-		}
-		for (int h = 0; h < heads; h++) {
-			const size_t i = (size_t)bi * heads + h;
-			const float *qh = q + (size_t)bi * n * ldq + (size_t)h * d, *kh = k + (size_t)bi * m * ldk + (size_t)h * d,
-			            *vh = v + (size_t)bi * m * ldv + (size_t)h * dv;
-			const float *bh = bias ? bias + i * nm : NULL, *dh = drop ? drop + i * nm : NULL,
-			            *res = residual ? qh : NULL;
-			float *ph = p + i * (size_t)pstride, *oh = out + (size_t)bi * n * ldo + (size_t)h * dv;
-			if (level >= 2)
-				attn_head_fwd512(qh, ldq, kh, ldk, vh, ldv, n, m, d, dv, scale, mk, causal, bh, dh, ph, oh, ldo, res, ldq,
-				                 pl);
-			else
-				attn_head_fwd(qh, ldq, kh, ldk, vh, ldv, n, m, d, dv, scale, mk, causal, bh, dh, ph, oh, ldo, res, ldq);
-		}
-		plan_rest(pl);
-	}
+	const pf_attn_job j = {.level = level, .ldq = ldq, .ldk = ldk, .ldv = ldv, .ldo = ldo, .b = b, .heads = heads,
+	                       .n = n, .m = m, .d = d, .dv = dv, .causal = causal, .residual = residual,
+	                       .pstride = pstride, .scale = scale, .q = q, .k = k, .v = v, .mask = mask, .bias = bias,
+	                       .drop = drop, .p = p, .out = out};
+	for (int bi = b0; bi < b; bi += bstep) heads_fwd_elem(&j, bi, bi + bstep, p, (size_t)pstride);
 }
 
 // pf_attn_heads_bwd is pf_attn_head_bwd(512) over the heads of batch
@@ -894,35 +945,36 @@ void pf_attn_heads_fwd(int level, const float *q, int ldq, const float *k, int l
 void pf_attn_heads_bwd(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                        const float *g, int ldg, const float *p, const float *drop, int b0, int bstep, int b, int heads,
                        int n, int m, int d, int dv, float scale, float *dq, float *dk, float *dvv, int residual) {
-	const size_t nm = (size_t)n * m, hn = (size_t)heads * nm;
-	for (int bi = b0; bi < b; bi += bstep) {
-		pf_plan plan = {.steps = heads * BWD_STEPS}, *pl = NULL;
-		const int nb = bi + bstep;
-		if (nb < b && level >= 2) {
-			plan_add(&plan, q + (size_t)nb * n * ldq, ldq, n, heads * d);
-			plan_add(&plan, g + (size_t)nb * n * ldg, ldg, n, heads * dv);
-			plan_add(&plan, k + (size_t)nb * m * ldk, ldk, m, heads * d);
-			plan_add(&plan, v + (size_t)nb * m * ldv, ldv, m, heads * dv);
-			plan_add_span(&plan, p + nb * hn, hn);
-			if (drop) plan_add_span(&plan, drop + nb * hn, hn);
-			plan_add(&plan, dq + (size_t)nb * n * ldq, ldq, n, heads * d);
-			plan_add(&plan, dk + (size_t)nb * m * ldk, ldk, m, heads * d);
-			plan_add(&plan, dvv + (size_t)nb * m * ldv, ldv, m, heads * dv);
-			pl = &plan;
-		}
-		for (int h = 0; h < heads; h++) {
-			const size_t i = (size_t)bi * heads + h;
-			const size_t oq = (size_t)bi * n * ldq + (size_t)h * d, ok = (size_t)bi * m * ldk + (size_t)h * d,
-			             ov = (size_t)bi * m * ldv + (size_t)h * dv;
-			const float *gh = g + (size_t)bi * n * ldg + (size_t)h * dv, *dh = drop ? drop + i * nm : NULL;
-			if (level >= 2)
-				attn_head_bwd512(q + oq, ldq, k + ok, ldk, v + ov, ldv, gh, ldg, p + i * nm, dh, n, m, d, dv, scale,
-				                 dq + oq, dk + ok, dvv + ov, residual ? gh : NULL, ldg, pl);
-			else
-				pf_attn_head_bwd(q + oq, ldq, k + ok, ldk, v + ov, ldv, gh, ldg, p + i * nm, dh, n, m, d, dv, scale,
-				                 dq + oq, dk + ok, dvv + ov, residual ? gh : NULL, ldg);
-		}
-		plan_rest(pl);
+	const pf_attn_job j = {.level = level, .ldq = ldq, .ldk = ldk, .ldv = ldv, .ldg = ldg, .b = b, .heads = heads,
+	                       .n = n, .m = m, .d = d, .dv = dv, .residual = residual, .scale = scale, .q = q, .k = k,
+	                       .v = v, .g = g, .drop = drop, .p = (float *)p, .dq = dq, .dk = dk, .dvv = dvv};
+	for (int bi = b0; bi < b; bi += bstep) heads_bwd_elem(&j, bi, bi + bstep);
+}
+
+// pf_attn_heads_run is worker's share of j's heads, forward or (bwd)
+// backward, laid out as pf_attn_heads_fwd's and _bwd's: it takes batch
+// elements one at a time from the counter *j->ctr (shared by every
+// worker of the job, from 0) until none is left, so that on a shared
+// machine a worker whose thread is late or preempted leaves its
+// elements to the others rather than a fixed share the caller must wait
+// for. It claims each element before it computes the one it holds, so
+// that element's rows are prefetched while this one computes (pf_plan);
+// a worker holds at most two. With pstride 0 the forward's weights go to
+// the worker's own scratch, p + worker·n·m. Each element's values depend
+// on its own inputs alone (nothing is summed across elements: every
+// head's mask, bias, dropout mask, weights and rows of q, k, v, the
+// readout and their gradients are its element's), so they are the same
+// whichever worker takes it, in whatever order.
+void pf_attn_heads_run(const pf_attn_job *j, int bwd, int worker) {
+	float *p = j->pstride ? j->p : j->p + (size_t)worker * j->n * j->m;
+	int bi = __atomic_fetch_add(j->ctr, 1, __ATOMIC_RELAXED);
+	while (bi < j->b) {
+		const int nb = __atomic_fetch_add(j->ctr, 1, __ATOMIC_RELAXED);
+		if (bwd)
+			heads_bwd_elem(j, bi, nb);
+		else
+			heads_fwd_elem(j, bi, nb, p, (size_t)j->pstride);
+		bi = nb;
 	}
 }
 

@@ -311,6 +311,61 @@ func attnHeadsFwdAt(level int, a *AttnBatch32, out []float32, b0, bstep int) boo
 	return true
 }
 
+// AttnHeadsFwdShared32 runs the forward pass of all of a's heads, as
+// AttnHeadsFwd32 does, on up to workers threads (the caller and the
+// pool's helpers) in one cgo call (pf_pool_attn): the threads take whole
+// batch elements from a shared counter until none is left, so a helper
+// that starts late or is preempted on a shared machine leaves its
+// elements to the caller rather than a fixed share the caller waits for.
+// Each element's values depend on its inputs alone, so they are
+// AttnHeadsFwd32's whoever runs it. a.P holds every head's weights
+// [B·H·N·M] or, when none are saved, a scratch of N·M for each worker
+// [workers·N·M]. It reports whether it ran (see AttnHeadsFwd32).
+func AttnHeadsFwdShared32(a *AttnBatch32, out []float32, workers int) bool {
+	return attnHeadsShared(simdLevel(), false, a, out, nil, nil, nil, workers)
+}
+
+// AttnHeadsBwdShared32 runs the backward pass of all of a's heads, as
+// AttnHeadsBwd32 does, on up to workers threads taking whole batch
+// elements from a shared counter, as AttnHeadsFwdShared32 does.
+func AttnHeadsBwdShared32(a *AttnBatch32, g, dq, dk, dv []float32, workers int) bool {
+	return attnHeadsShared(simdLevel(), true, a, g, dq, dk, dv, workers)
+}
+
+// attnHeadsShared is AttnHeadsFwdShared32 (bwd false, x the readout) or
+// AttnHeadsBwdShared32 (x the readout's gradient) at the given simdLevel
+// (≥ 1).
+func attnHeadsShared(level int, bwd bool, a *AttnBatch32, x, dq, dk, dv []float32, workers int) bool {
+	workers = max(1, min(workers, a.B))
+	pstride, ok := a.fitsShared(x, bwd, workers)
+	if !ok || bwd && (len(dq) < len(a.Q) || len(dk) < len(a.K) || len(dv) < len(a.V)) {
+		return false
+	}
+	nh := 0
+	if workers > 1 {
+		nh = min(len(helpers.ensure(workers-1)), workers-1, poolSlots)
+	}
+	var mp, bp, dp, dqp, dkp, dvp *C.float
+	if a.Mask != nil && !bwd {
+		mp = (*C.float)(&a.Mask[0])
+	}
+	if a.Bias != nil && !bwd {
+		bp = (*C.float)(&a.Bias[0])
+	}
+	if a.Drop != nil {
+		dp = (*C.float)(&a.Drop[0])
+	}
+	if bwd {
+		dqp, dkp, dvp = (*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dv[0])
+	}
+	ld := C.int(a.H * a.DV) // the readout's and its gradient's row stride
+	C.pf_pool_attn(C.int(workers), C.int(nh), cbool(bwd), C.int(level), (*C.float)(&a.Q[0]), C.int(a.LdQ),
+		(*C.float)(&a.K[0]), C.int(a.LdK), (*C.float)(&a.V[0]), C.int(a.LdV), (*C.float)(&x[0]), ld, C.int(a.B),
+		C.int(a.H), C.int(a.N), C.int(a.M), C.int(a.D), C.int(a.DV), C.float(a.Scale), mp, cbool(a.Causal), bp, dp,
+		(*C.float)(&a.P[0]), C.int(pstride), (*C.float)(&x[0]), ld, dqp, dkp, dvp, cbool(a.Residual))
+	return true
+}
+
 // AttnHeadsBwd32 runs the backward pass of the heads of batch elements
 // bi = b0, b0+bstep, … < a.B, all a.H heads of each, in one call to C
 // (pf_attn_heads_bwd), from the saved weights a.P [B·H·N·M] and the

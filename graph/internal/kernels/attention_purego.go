@@ -62,3 +62,10 @@ func AttnHeadsFwd32(*AttnBatch32, []float32, int, int) bool { return false }
 func AttnHeadsBwd32(*AttnBatch32, []float32, []float32, []float32, []float32, int, int) bool {
 	return false
 }
+
+// AttnHeadsFwdShared32 and AttnHeadsBwdShared32 have no pure-Go fast
+// path either.
+func AttnHeadsFwdShared32(*AttnBatch32, []float32, int) bool { return false }
+func AttnHeadsBwdShared32(*AttnBatch32, []float32, []float32, []float32, []float32, int) bool {
+	return false
+}

@@ -55,3 +55,21 @@ func (a *AttnBatch32) fits(x []float32, saved bool) (pstride int, ok bool) {
 	}
 	return 0, false
 }
+
+// fitsShared is fits for the shared calls (AttnHeadsFwdShared32,
+// AttnHeadsBwdShared32) on workers threads: the backward reads every
+// head's saved weights; the forward writes them, or, when P is too short
+// for them but holds N·M for each worker, uses it as the workers'
+// scratches (pstride 0).
+func (a *AttnBatch32) fitsShared(x []float32, bwd bool, workers int) (pstride int, ok bool) {
+	nm := a.N * a.M
+	if bwd || len(a.P) >= a.B*a.H*nm {
+		return a.fits(x, true)
+	}
+	if len(a.P) < workers*nm {
+		return 0, false
+	}
+	one := *a
+	one.P = a.P[:nm]
+	return one.fits(x, false)
+}

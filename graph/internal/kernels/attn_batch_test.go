@@ -148,6 +148,87 @@ func TestAttnHeadsAreHeads(t *testing.T) {
 	}
 }
 
+// TestAttnHeadsSharedIsOneWorker: AttnHeadsFwdShared32 and
+// AttnHeadsBwdShared32, whose workers take batch elements from a shared
+// counter, give the bits of one worker's AttnHeadsFwd32 and
+// AttnHeadsBwd32 over the whole batch at 1-3 workers (and more workers
+// than elements), at both levels, with batch sizes that do not divide
+// among the workers, saved weights or the workers' scratches, and
+// several concurrent callers (one holds the pool; the others run every
+// element themselves). Run under GOMAXPROCS 1 and 2 and -race too.
+func TestAttnHeadsSharedIsOneWorker(t *testing.T) {
+	if hasAVX2() == 0 {
+		t.Skip("no AVX2")
+	}
+	levels := []int{1}
+	if hasAVX512() {
+		levels = append(levels, 2)
+	}
+	rng := rand.New(rand.NewPCG(5, 23))
+	cases := []attnBatchCase{
+		{b: 7, h: 4, n: 16, m: 32, d: 16, dv: 16, residual: true, save: true},
+		{b: 5, h: 4, n: 32, m: 16, d: 16, dv: 16, pad: 8, residual: true, save: true, mask: true},
+		{b: 11, h: 4, n: 11, m: 11, d: 16, dv: 16, pad: 3, causal: true, mask: true, drop: true, save: true},
+		{b: 3, h: 2, n: 7, m: 13, d: 8, dv: 24, pad: 5, bias: true, drop: true, save: true},
+		{b: 5, h: 3, n: 9, m: 9, d: 32, dv: 32, mask: true},
+		{b: 2, h: 1, n: 1, m: 1, d: 64, dv: 8, save: true},
+		{b: 1, h: 2, n: 4, m: 6, d: 8, dv: 8, save: true},
+	}
+	for _, c := range cases {
+		a, g := newAttnBatch(rng, c)
+		ldo := c.h * c.dv
+		for _, level := range levels {
+			wantOut, wantDQ, wantDK, wantDV := filled(c.b*c.n*ldo), filled(len(a.Q)), filled(len(a.K)), filled(len(a.V))
+			a.P = filled(len(a.P))
+			if !attnHeadsFwdAt(level, a, wantOut, 0, 1) {
+				t.Fatalf("%+v: one worker's forward did not run", c)
+			}
+			wantP := append([]float32(nil), a.P...)
+			if c.save && !attnHeadsBwdAt(level, a, g, wantDQ, wantDK, wantDV, 0, 1) {
+				t.Fatalf("%+v: one worker's backward did not run", c)
+			}
+			for _, workers := range []int{1, 2, 3, 4} {
+				what := fmt.Sprintf("%+v level %d workers %d", c, level, workers)
+				const callers = 3
+				type result struct {
+					p, out, dq, dk, dv []float32
+					okF, okB           bool
+				}
+				done := make(chan result, callers)
+				for range callers {
+					ac := *a
+					if c.save {
+						ac.P = filled(len(a.P))
+					} else {
+						ac.P = filled(min(workers, c.b) * c.n * c.m)
+					}
+					go func() {
+						r := result{p: ac.P, out: filled(len(wantOut)), dq: filled(len(a.Q)), dk: filled(len(a.K)),
+							dv: filled(len(a.V))}
+						r.okF = attnHeadsShared(level, false, &ac, r.out, nil, nil, nil, workers)
+						r.okB = !c.save || attnHeadsShared(level, true, &ac, g, r.dq, r.dk, r.dv, workers)
+						done <- r
+					}()
+				}
+				for range callers {
+					r := <-done
+					if !r.okF || !r.okB {
+						t.Fatalf("%s: did not run (forward %v, backward %v)", what, r.okF, r.okB)
+					}
+					sameBits(t, what+" out", wantOut, r.out)
+					if !c.save {
+						continue
+					}
+					sameBits(t, what+" p", wantP, r.p)
+					sameBits(t, what+" dq", wantDQ, r.dq)
+					sameBits(t, what+" dk", wantDK, r.dk)
+					sameBits(t, what+" dv", wantDV, r.dv)
+				}
+			}
+		}
+	}
+}
+
 // TestAttnHeadsRefuse: sizes attention.c does not take, and operands too
 // short for the batch, run nothing and report false.
 func TestAttnHeadsRefuse(t *testing.T) {

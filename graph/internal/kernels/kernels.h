@@ -53,6 +53,10 @@ long long *pf_pool_stats(void);
 int pf_pool_sgemm(int workers, int helpers, int level, int mode, int transA, int transB, int m, int n, int k,
                   float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                   const float *bias, float *bp, int rb, int cw, int *ctr);
+int pf_pool_attn(int workers, int helpers, int bwd, int level, const float *q, int ldq, const float *k, int ldk,
+                 const float *v, int ldv, const float *g, int ldg, int b, int heads, int n, int m, int d, int dv,
+                 float scale, const float *mask, int causal, const float *bias, const float *drop, float *p,
+                 int pstride, float *out, int ldo, float *dq, float *dk, float *dvv, int residual);
 // The kinds of pf_pool_range's jobs: vec.c's and layernorm.c's loops.
 enum {
 	PF_RANGE_ADD_REPEAT,
@@ -113,6 +117,18 @@ void pf_attn_heads_fwd(int level, const float *q, int ldq, const float *k, int l
 void pf_attn_heads_bwd(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                        const float *g, int ldg, const float *p, const float *drop, int b0, int bstep, int b, int heads,
                        int n, int m, int d, int dv, float scale, float *dq, float *dk, float *dvv, int residual);
+// pf_attn_job is a batch of softmax heads, pf_attn_heads_fwd's or _bwd's
+// arguments (g, ldg and dq, dk, dvv the backward's; ldo, out, bias, mask,
+// causal the forward's), and ctr, the counter from which its workers
+// take the batch elements (pf_attn_heads_run).
+typedef struct {
+	int level, ldq, ldk, ldv, ldg, ldo, b, heads, n, m, d, dv, causal, residual, pstride;
+	float scale;
+	const float *q, *k, *v, *g, *mask, *bias, *drop;
+	float *p, *out, *dq, *dk, *dvv;
+	int *ctr;
+} pf_attn_job;
+void pf_attn_heads_run(const pf_attn_job *j, int bwd, int worker);
 void pf_attn_head_fwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m,
                          int d, int dv, float scale, const float *mask, int causal, const float *drop, float *p,
                          float *out, int ldo, const float *res, int ldr);

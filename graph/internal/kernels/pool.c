@@ -1,7 +1,8 @@
 //go:build cgo && !purego
 
-// Float32 products, and element-wise and row-wise loops (range jobs:
-// vec.c's and layernorm.c's kernels on SplitRange's chunks), shared with
+// Float32 products, element-wise and row-wise loops (range jobs: vec.c's
+// and layernorm.c's kernels on SplitRange's chunks) and attention heads
+// (attention.c's, whole batch elements at a time), shared with
 // workers.go's helper goroutines in one cgo call, and the helpers' sleep.
 // A range job goes through the same slots as a product's shares
 // (pool_run): the helper takes chunks from the job's counter until none is
@@ -81,13 +82,18 @@ struct range_job {
 	int *ctr;
 };
 
-// job is what a slot's share runs: a product's share (pf_sgemm_par) or
-// chunks of a range job, until none is left.
+// The kinds of job.
+enum { JOB_GEMM, JOB_RANGE, JOB_ATTN_FWD, JOB_ATTN_BWD };
+
+// job is what a slot's share runs: a product's share (pf_sgemm_par),
+// chunks of a range job, or batch elements of attention heads
+// (pf_attn_heads_run), until none is left.
 struct job {
-	int range; // 0: g, 1: r
+	int kind; // JOB_GEMM: g, JOB_RANGE: r, JOB_ATTN_*: a
 	union {
 		struct sgemm_job g;
 		struct range_job r;
+		pf_attn_job a;
 	};
 };
 
@@ -102,7 +108,7 @@ struct slot {
 
 static struct {
 	_Alignas(64) int busy; // a caller holds the pool
-	struct job job;        // the product or range job under way, written before POSTED
+	struct job job;        // the job under way, written before POSTED
 	pthread_mutex_t mu;    // with the two conditions below, for sleeping
 	pthread_cond_t work;   // a slot became POSTED or got a Go job
 	pthread_cond_t done;   // a slot became DONE
@@ -137,9 +143,14 @@ static long long now_ns(void) {
 static void run_range(const struct range_job *r, int lo, int hi);
 
 // run_share runs worker's share of j: its blocks of a product, or the
-// range job's chunks it takes from the counter.
+// range job's chunks or the heads' batch elements it takes from the
+// counter.
 static void run_share(const struct job *jb, int worker) {
-	if (jb->range) {
+	if (jb->kind == JOB_ATTN_FWD || jb->kind == JOB_ATTN_BWD) {
+		pf_attn_heads_run(&jb->a, jb->kind == JOB_ATTN_BWD, worker);
+		return;
+	}
+	if (jb->kind == JOB_RANGE) {
 		const struct range_job *r = &jb->r;
 		for (;;) {
 			int c = __atomic_fetch_add(r->ctr, 1, __ATOMIC_SEQ_CST);
@@ -354,7 +365,7 @@ static int pool_run(const struct job *j, int workers, int helpers) {
 int pf_pool_sgemm(int workers, int helpers, int level, int mode, int transA, int transB, int m, int n, int k,
                   float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                   const float *bias, float *bp, int rb, int cw, int *ctr) {
-	struct job j = {.range = 0,
+	struct job j = {.kind = JOB_GEMM,
 	                .g = {level, mode, transA, transB, m, n, k, alpha, beta, A, B, bias, lda, ldb, ldc, rb, cw, C, bp,
 	                      ctr}};
 	return pool_run(&j, workers, helpers);
@@ -368,7 +379,29 @@ int pf_pool_sgemm(int workers, int helpers, int level, int mode, int transA, int
 int pf_pool_range(int workers, int helpers, int kind, int n, int d, int chunks, int units, int align, float eps,
                   void *p0, void *p1, void *p2, void *p3, void *p4, void *p5, void *p6, void *p7, void *p8) {
 	int ctr = 0;
-	struct job j = {.range = 1,
+	struct job j = {.kind = JOB_RANGE,
 	                .r = {kind, n, d, chunks, units, align, eps, {p0, p1, p2, p3, p4, p5, p6, p7, p8}, &ctr}};
+	return pool_run(&j, workers, helpers);
+}
+
+// pf_pool_attn runs the forward (bwd 0) or backward of softmax heads laid
+// out as pf_attn_heads_fwd's and _bwd's (their arguments, b0 and bstep
+// aside) on up to workers threads through pool_run, in the caller's one
+// cgo call: the workers take whole batch elements from one counter
+// (pf_attn_heads_run), so a helper that starts late, or whose core
+// another process takes, leaves its elements to the caller instead of a
+// fixed share the caller waits for. With pstride 0 the forward's p holds
+// a scratch of n·m weights for each of the workers. Each element's values
+// are its own calls', whoever runs it.
+int pf_pool_attn(int workers, int helpers, int bwd, int level, const float *q, int ldq, const float *k, int ldk,
+                 const float *v, int ldv, const float *g, int ldg, int b, int heads, int n, int m, int d, int dv,
+                 float scale, const float *mask, int causal, const float *bias, const float *drop, float *p,
+                 int pstride, float *out, int ldo, float *dq, float *dk, float *dvv, int residual) {
+	int ctr = 0;
+	struct job j = {.kind = bwd ? JOB_ATTN_BWD : JOB_ATTN_FWD,
+	                .a = {.level = level, .ldq = ldq, .ldk = ldk, .ldv = ldv, .ldg = ldg, .ldo = ldo, .b = b,
+	                      .heads = heads, .n = n, .m = m, .d = d, .dv = dv, .causal = causal, .residual = residual,
+	                      .pstride = pstride, .scale = scale, .q = q, .k = k, .v = v, .g = g, .mask = mask,
+	                      .bias = bias, .drop = drop, .p = p, .out = out, .dq = dq, .dk = dk, .dvv = dvv, .ctr = &ctr}};
 	return pool_run(&j, workers, helpers);
 }
