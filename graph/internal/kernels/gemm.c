@@ -863,19 +863,23 @@ static inline int claim(int *c) { return __atomic_fetch_add(c, 1, __ATOMIC_RELAX
 // shared by blocks of at most rb rows (modes 0 and 2), or returns 0 past
 // the last block. The blocks shrink towards the end (guided
 // self-scheduling): each is a quarter of the rows left, rounded up to a
-// multiple of unit, at most rb and at least unit, so the threads' last
-// blocks are small and neither waits long for the other's; the first
-// ones stay rb (≈ m/8), so a thread whose core is taken leaves most of
-// the product to the other. The cut is a function of bl alone, and no
+// multiple of unit, at most rb and at least a quarter of rb (a multiple
+// of unit), so the threads' last blocks are small and neither waits long
+// for the other's, but not so small that the counter's cache line,
+// passed between the cores at each claim, costs more than they save
+// (blocks of 12 rows slowed 512×64×64); the first ones stay rb (≈ m/8),
+// so a thread whose core is taken leaves most of the product to the
+// other. The cut is a function of bl alone, and no
 // element's value depends on the rows beside it, so whoever takes what,
 // the values are pf_sgemm's.
 static int row_block(int bl, int m, int rb, int unit, int *i0, int *i1) {
-	int r = 0, sz = 0;
+	int r = 0, sz = 0, lo = (rb / 4 + unit - 1) / unit * unit;
+	if (lo < unit) lo = unit;
 	for (int b = 0;; b++) {
 		if (r >= m) return 0;
 		int left = m - r;
 		sz = (left / 4 + unit - 1) / unit * unit;
-		sz = sz > rb ? rb : sz < unit ? unit : sz;
+		sz = sz > rb ? rb : sz < lo ? lo : sz;
 		if (sz > left) sz = left;
 		if (b == bl) break;
 		r += sz;

@@ -194,9 +194,10 @@ func gemmShared32(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
 }
 
 // gemmSharedAt runs pf_sgemm_par on kernel level (1 or 2) as workers
-// shares, in the given mode with blocks of rb rows or cw columns (cw a
-// multiple of the level's panel width, 16 or 32; rb of 12): gemmShared32's
-// choices, or a test's. Modes 0 and 1 need n ≥ 16 and k ≥ 32, the packed
+// shares, in the given mode with blocks of at most rb rows (modes 0 and
+// 2), cw columns (mode 1 with rb = 0) or tiles of rb rows × cw columns
+// (mode 1), cw a multiple of the level's panel width, 16 or 32, rb of 12:
+// gemmShared32's choices, or a test's. Modes 0 and 1 need n ≥ 16 and k ≥ 32, the packed
 // path's products; mode 2 is for the others (the direct path's). The shares run in one cgo call (pool.c's pf_pool_sgemm):
 // worker 0 on the caller, the others on workers.go's helpers waiting in
 // pool.c, or all on the caller when another product holds the pool. It
