@@ -136,12 +136,19 @@
 // at a time; a product started while another holds it runs every share
 // on its caller (TestPoolConcurrentCallers), and with GOMAXPROCS 1 no
 // product is shared.
-// With many rows the blocks are ≈8 runs of rows, multiples of 12, and
-// each thread packs all of B for itself when it takes its first block (so
-// neither waits on the other's packing); with at most 128 rows
-// and two or more blocks of columns (weight gradients), the blocks are
-// columns, 32 or more wide (≈8 of them where n allows), and each thread
-// packs only its own blocks of B. Every element is still one micro-kernel's sum, pass by pass over k
+// With many rows the blocks are runs of rows, multiples of 12, the first
+// ≈ m/8 and then each a quarter of the rows left (down to a quarter of
+// the first), so that the threads' last blocks are small and neither
+// waits long for the other's; each thread packs all of B for itself when
+// it takes its first block (so neither waits on the other's packing).
+// With at most 128 rows and two or more blocks of columns (weight
+// gradients), the blocks are columns, 32 or more wide (≈8 of them where
+// n allows), and each thread packs only its own blocks of B; where the
+// columns make fewer than 8 blocks and the AVX-512 kernel reads B in
+// place (the 64×64 weight gradients over k = 1024), the blocks are tiles
+// of rows × columns. Which thread takes which block is a matter of
+// timing; where the blocks are cut is a function of the block's number
+// alone (TestGemmSharedBlockEdges). Every element is still one micro-kernel's sum, pass by pass over k
 // in order, so the values are pf_sgemm's on one thread bit for bit
 // (TestGemmSharedIsOneThread, over both modes, block sizes, 1–3 workers
 // and both kernels; TestGemmThreadsSameBits, GOMAXPROCS 1 against 2).
