@@ -164,10 +164,12 @@
 // blocks of 32 columns, each summed alone down the rows) go to the
 // helpers this way, each chunk the kernel call it was, so the values are
 // those of the Go hand-over they replace (TestPoolRangeSameBits,
-// TestColSumSharedSameBits). The float32 attention heads take one cgo
-// call per worker share (pf_attn_heads_fwd, _bwd: the batch elements w,
-// w + workers, …, all their heads), not one per head (AttnBatch32,
-// TestAttnHeadsAreHeads). A helper that has not started its share when the caller
+// TestColSumSharedSameBits). The float32 attention heads of an op are
+// one pool.c job (pf_pool_attn): each thread takes whole batch elements,
+// all their heads, from a counter on the caller's C stack, claiming the
+// next before it computes the one it holds so that it can prefetch it
+// (AttnHeadsFwdShared32, _Bwd; TestAttnHeadsSharedIsOneWorker). Nothing
+// is summed across elements, so who takes which changes no bit. A helper that has not started its share when the caller
 // finishes its own gives the share back (RunShares, or pf_pool_sgemm,
 // runs it on the caller, where it finds no block left), so a product
 // never waits for a parked helper to wake.
