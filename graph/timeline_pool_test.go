@@ -191,6 +191,13 @@ func TestStepSerial(t *testing.T) {
 		}
 	}
 	kernels.CountPool(false)
+	// a switch that records nothing would log an empty split
+	if len(instrs) == 0 || len(wall) <= 2 {
+		t.Fatalf("no instruction timed: %d instructions in the program, %d kinds timed", len(instrs), len(wall))
+	}
+	if runtime.GOMAXPROCS(0) > 1 && totalPar == 0 {
+		t.Fatal("no time counted in parallel sections with GOMAXPROCS > 1")
+	}
 	kinds := make([]string, 0, len(wall))
 	var ser time.Duration
 	for k := range wall {
