@@ -493,6 +493,13 @@ func emRunForward[T float](k emKernel, in []*tensor.Dense, out []T) {
 	// (tens of KB a step at the maxnorm-em sizes), it cost page faults and
 	// clearing for nothing
 	inC := kernels.EMRunsC[T]()
+	// The trace is cut a problem only where something reads its parts:
+	// the Go path, or a mixture to write out. Otherwise em.c cuts it
+	// itself, and emWrite reads the last weights and readout at their
+	// offsets; cutting it each problem (slice headers of every part)
+	// showed among the Go side's costs of the width-32 EM step.
+	cut := !inC || k.want&EMMixture != 0
+	lastW, lastR := kernels.EMTraceLast(s, d.n, d.m, d.d, d.dv)
 	workers := make([]*worker, runtime.GOMAXPROCS(0))
 	emForProblems(d, func(w, g int) {
 		if workers[w] == nil {
@@ -504,29 +511,37 @@ func emRunForward[T float](k emKernel, in []*tensor.Dense, out []T) {
 		wk := workers[w]
 		scratch := wk.scratch
 		p := emProblemOf(k, x, g, &wk.p, wk.inS)
-		tr := kernels.CutTraceInto(s, d.n, d.m, d.d, d.dv, traces[g*size:(g+1)*size], &wk.tr, &wk.hdr)
+		buf := traces[g*size : (g+1)*size]
+		tr := &wk.tr
+		if cut {
+			tr = kernels.CutTraceInto(s, d.n, d.m, d.d, d.dv, buf, &wk.tr, &wk.hdr)
+		} else {
+			// em.c cuts the trace itself from its first element
+			*tr = kernels.EMTrace[T]{Lp0: buf}
+		}
 		if p.RealMemory > 0 {
 			kernels.EMForward(s, p, tr, scratch)
 		} else {
 			// No memory unit can explain a query: the problem reads out
 			// 0, and its backward pass is skipped (see EMAttention).
-			clear(traces[g*size : (g+1)*size])
+			clear(buf)
 		}
 		if out != nil {
-			emWrite(k, out, p, tr, g)
+			emWrite(k, out, p, tr, buf[lastR:lastR+d.n*d.dv], buf[lastW:lastW+d.n*d.m], g)
 		}
 	})
 	k.saved.fresh = true
 }
 
 // emWrite writes problem g's outputs into out (packed in the order of
-// EMResult's fields, each over all problems, when k wants several).
-func emWrite[T float](k emKernel, out []T, p *kernels.EMProblem[T], tr *kernels.EMTrace[T], g int) {
+// EMResult's fields, each over all problems, when k wants several): r
+// [N×dv] and w [N×M] are the trace's last readout and weights, the
+// mixture is read from tr (cut only when k wants it).
+func emWrite[T float](k emKernel, out []T, p *kernels.EMProblem[T], tr *kernels.EMTrace[T], r, w []T, g int) {
 	d, s := k.dims, k.spec
 	b, h := g/d.h, g%d.h
 	off := 0
 	if k.want&EMReadout != 0 {
-		r := tr.R[s.ValueIters]
 		base, ld := g*d.n*d.dv, d.dv
 		if !s.SplitHeads {
 			base, ld = b*d.n*d.h*d.dv+h*d.dv, d.h*d.dv
@@ -567,7 +582,7 @@ func emWrite[T float](k emKernel, out []T, p *kernels.EMProblem[T], tr *kernels.
 		off += d.g * d.n * d.dv
 	}
 	if k.want&EMWeights != 0 {
-		w, dst := tr.Wi[s.ValueIters], out[off+g*d.n*d.m:off+(g+1)*d.n*d.m]
+		dst := out[off+g*d.n*d.m : off+(g+1)*d.n*d.m]
 		for i := range d.n {
 			if p.RealQuery(i) {
 				copy(dst[i*d.m:(i+1)*d.m], w[i*d.m:(i+1)*d.m])

@@ -140,6 +140,18 @@ func CutTraceInto[T Float](s EMSpec, n, m, d, dv int, buf []T, tr *EMTrace[T], h
 	return tr
 }
 
+// EMTraceLast returns where the last value iteration's weights Wi[Tv]
+// [N×M] and readout R[Tv] [N×dv] start in a flat trace of EMTraceSize
+// values (the offsets CutTraceInto gives them), so that a caller that
+// reads only these two need not cut the whole trace a problem.
+func EMTraceLast(s EMSpec, n, m, d, dv int) (weights, readout int) {
+	nm := n * m
+	tk, tp, tv := s.KeyIters, s.PropagateIters, s.ValueIters
+	wi := 4*m + (tk+1)*nm + tk*m*d + (tk+1)*m + tk*(nm+m+m*d)
+	wi += tp*nm*2 + tp*m*dv + (tp+1)*2*m + tp*(nm+m+m*dv)
+	return wi + tv*nm, wi + (tv+1)*nm + tv*n*dv
+}
+
 // sqNorms sets out[i] = ‖x_i‖² for rows x_i of width w strided by ld.
 func sqNorms[T Float](x []T, rows, w, ld int, out []T) {
 	for i := range rows {
