@@ -520,6 +520,10 @@ func emRunForward[T float](k emKernel, in []*tensor.Dense, out []T) {
 			*tr = kernels.EMTrace[T]{Lp0: buf}
 		}
 		if p.RealMemory > 0 {
+			if inC && out != nil && k.want&EMReadout != 0 && k.spec.Residual {
+				// em.c adds the residual rows itself (emWrite skips them)
+				p.Out, p.Ldo = emReadoutRows(k, out, g)
+			}
 			kernels.EMForward(s, p, tr, scratch)
 		} else {
 			// No memory unit can explain a query: the problem reads out
@@ -531,6 +535,17 @@ func emRunForward[T float](k emKernel, in []*tensor.Dense, out []T) {
 		}
 	})
 	k.saved.fresh = true
+}
+
+// emReadoutRows returns where problem g's readout rows go in out [N×dv
+// at the returned stride], as emWrite writes them.
+func emReadoutRows[T float](k emKernel, out []T, g int) ([]T, int) {
+	d := k.dims
+	if k.spec.SplitHeads {
+		return out[g*d.n*d.dv:], d.dv
+	}
+	b, h := g/d.h, g%d.h
+	return out[b*d.n*d.h*d.dv+h*d.dv:], d.h * d.dv
 }
 
 // emWrite writes problem g's outputs into out (packed in the order of
@@ -556,8 +571,10 @@ func emWrite[T float](k emKernel, out []T, p *kernels.EMProblem[T], tr *kernels.
 		rows8 := d.dv == 8 && out32 != nil && r32 != nil
 		if s.Residual {
 			// q + v_i, as Add(q, readout) makes it; a padded query's
-			// readout is 0
-			emAddRows(out[base:], ld, p.Q, p.Ldq, r, d.dv, d.n, d.dv, p)
+			// readout is 0 (em.c wrote them when p.Out is set)
+			if p.Out == nil {
+				emAddRows(out[base:], ld, p.Q, p.Ldq, r, d.dv, d.n, d.dv, p)
+			}
 		} else {
 			for i := range d.n {
 				if rows8 && p.RealQuery(i) {

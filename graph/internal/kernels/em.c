@@ -1544,20 +1544,21 @@ static void add_rows_into(int rows, int w, const float *x, float *y, int ld) {
 // (annotated and real) and logits [M] may be NULL. trace holds
 // emTraceSize values, filled as emForward fills cutTrace's parts; scratch
 // holds ns values (emCScratchSize); iv[16] nonzero runs em512.c's build
-// (pf_em_forward_avx512). It returns 0, or −1 when the scratch is too
-// small.
+// (pf_em_forward_avx512); out, when not NULL, takes the residual
+// connection's readout rows (at ldo; EMProblem.Out). It returns 0, or −1
+// when the scratch is too small.
 #ifndef EM_AVX512
 int pf_em_forward_avx512(const int *iv, const float *fv, const float *q, const float *xi0, const float *mu0,
                   const float *vals, const float *km, const float *qm, const float *in_s, const float *logits,
-                  float *trace, float *scr, long ns);
+                  float *trace, float *scr, long ns, float *out, int ldo);
 #endif
 
 EM_TARGET
 int EM_ENTRY(pf_em_forward)(const int *iv, const float *fv, const float *q, const float *xi0, const float *mu0,
                   const float *vals, const float *km, const float *qm, const float *in_s, const float *logits,
-                  float *trace, float *scr, long ns) {
+                  float *trace, float *scr, long ns, float *out, int ldo) {
 #ifndef EM_AVX512
-	if (iv[16]) return pf_em_forward_avx512(iv, fv, q, xi0, mu0, vals, km, qm, in_s, logits, trace, scr, ns);
+	if (iv[16]) return pf_em_forward_avx512(iv, fv, q, xi0, mu0, vals, km, qm, in_s, logits, trace, scr, ns, out, ldo);
 #endif
 	em_p P, *p = &P;
 	unpack(p, iv, fv);
@@ -1656,6 +1657,22 @@ int EM_ENTRY(pf_em_forward)(const int *iv, const float *fv, const float *q, cons
 		mm(n, m, dv, 1, sbuf, m, 1, mu, ldmu, 0, r, dv);
 		for (int i = 0; i < n; i++)
 			for (int k = 0; k < dv; k++) r[(size_t)i * dv + k] /= pz[i];
+	}
+	// The residual connection, when out is given (EMSpec.Residual): row
+	// i of out [N×dv] (rows at ldo) is q_i + r_i, q_i + 0 for a padded
+	// query, the additions graph's emAddRows makes, here in the call that
+	// made r, where Go's scalar loop a row showed in profiles (~1% of the
+	// width-32 ratio benchmark). No multiply, so nothing to fuse.
+	if (out) {
+		const float *r = RO(tv);
+		for (int i = 0; i < n; i++) {
+			const float *qi = q + (size_t)i * p->ldq, *ri = r + (size_t)i * dv;
+			float *oi = out + (size_t)i * ldo;
+			if (qm && qm[i] == 0)
+				for (int k = 0; k < dv; k++) oi[k] = qi[k] + 0.0f;
+			else
+				for (int k = 0; k < dv; k++) oi[k] = qi[k] + ri[k];
+		}
 	}
 	return 0;
 }

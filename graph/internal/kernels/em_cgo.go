@@ -100,7 +100,7 @@ func EMForwardC[T Float](s EMSpec, p *EMProblem[T], tr *EMTrace[T]) bool {
 	c.setup(s, p32, tr32.Pr)
 	rc := C.pf_em_forward(&c.iv[0], &c.fv[0], cptr(p32.Q), cptr(p32.Xi0), cptr(p32.Mu0), cptr(p32.Vals),
 		cptr(p32.KeyMask), cptr(p32.QueryMask), cptr(p32.InS), cptr(p32.Logits), cptr(tr32.Lp0),
-		cptr(c.buf), C.long(len(c.buf)))
+		cptr(c.buf), C.long(len(c.buf)), cptr(p32.Out), C.int(p32.Ldo))
 	emCCalls.Put(c)
 	if rc != 0 {
 		panic(fmt.Sprintf("em.c forward: scratch of %d too small", len(c.buf)))

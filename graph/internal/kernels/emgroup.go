@@ -46,6 +46,13 @@ type EMProblem[T Float] struct {
 
 	SizeS      T // |S|
 	RealMemory T // number of real memory units
+
+	// Out [N×dv] (rows at Ldo), when not nil, takes the residual
+	// connection's readout q_i + r_i (q_i + 0 for a padded query) from
+	// em.c's forward, in the call that made r; the Go path ignores it (its
+	// caller adds the rows).
+	Out []T
+	Ldo int
 }
 
 func (p *EMProblem[T]) RealKey(j int) bool   { return p.KeyMask == nil || p.KeyMask[j] != 0 }

@@ -168,7 +168,7 @@ int pf_dropout_has_avx2(void);
 // em.c (em_cgo.go)
 int pf_em_forward(const int *iv, const float *fv, const float *q, const float *xi0, const float *mu0,
                   const float *vals, const float *km, const float *qm, const float *in_s, const float *logits,
-                  float *trace, float *scr, long ns);
+                  float *trace, float *scr, long ns, float *out, int ldo);
 int pf_em_backward(const int *iv, const float *fv, const float *q, const float *xi0, const float *mu0,
                    const float *vals, const float *km, const float *qm, const float *in_s, const float *logits,
                    float *trace, const float *sr, const float *sw, const float *sxi, const float *sal,
