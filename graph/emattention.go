@@ -822,8 +822,13 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 			seed.Beta = gOut[o.beta+g*d.m : o.beta+(g+1)*d.m]
 			seed.LogPi = gOut[o.logPi+g*d.m : o.logPi+(g+1)*d.m]
 		}
+		// em.c adds the residual connection's rows of the readout's seed
+		// to q's gradient itself, in the call that made the rows, where
+		// emAddRows's scalar loop showed in profiles
+		inCRes := inC && s.Residual && seed.Readout != nil
+		gr.AddReadoutSeed = inCRes
 		kernels.EMBackward(ks, p, tr, seed, gr, wk.sc)
-		if s.Residual {
+		if s.Residual && !inCRes {
 			emAddResidualGrad(k, gOut[seedOff.readout:], gr, g)
 		}
 	})

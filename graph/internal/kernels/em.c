@@ -1765,7 +1765,8 @@ static void add_weight_seed(const em_p *p, const float *sw, float *dw) {
 // pf_em_backward is emBackward for one problem: it adds the gradients of
 // the problem's inputs to gq [N×d], gxi0 [M×d], gmu0 [M×dv], gvals [N×dv]
 // (strided by gld[0…3]; gvals may be NULL; iv[17] nonzero zeroes their
-// rows first, EMGrads.Zero), glogits [M] (NULL for the
+// rows first, EMGrads.Zero; iv[18] nonzero adds sr's rows to gq's at
+// the end, EMGrads.AddReadoutSeed), glogits [M] (NULL for the
 // linked prior) and gh [9], given the seeds (the gradients of the
 // outputs, each NULL when 0): sr [N×dv] strided by iv[15], sw [N×M], and
 // the mixture's sxi [M×d], sal, smu [M×dv], sbe and slp [M]. iv, fv and
@@ -1955,5 +1956,10 @@ int EM_ENTRY(pf_em_backward)(const int *iv, const float *fv, const float *q, con
 		for (int k = 0; k < dv; k++) gmu0[(size_t)j * gldv + k] += fb * mu0[(size_t)j * p->ldv + k];
 	}
 	gh[H_ALPHA0] = ga, gh[H_BETA0] = gb;
+	// the residual connection's q gradient (iv[18]): gq_i + sr_i, last,
+	// as graph's emAddRows added them after this call
+	if (iv[18])
+		for (int i = 0; i < n; i++)
+			for (int k = 0; k < d; k++) gq[(size_t)i * gldq + k] += sr[(size_t)i * ldr + k];
 	return 0;
 }

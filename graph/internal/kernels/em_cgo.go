@@ -47,7 +47,7 @@ func EMAVX512() bool { return EMCAvailable() && EMUseAVX512 && hasAVX512() }
 // and allocating its scratch (or letting the scalars escape) would cost a
 // visible part of it.
 type emCCall struct {
-	iv  [18]C.int
+	iv  [19]C.int
 	fv  [11]C.float
 	gld [4]C.int
 	buf []float32
@@ -66,9 +66,9 @@ func emCScratchSize(n, m, d, dv int) int {
 // setup fills c's scalars for p (em.c's unpack has their order) and sizes
 // its scratch.
 func (c *emCCall) setup(s EMSpec, p *EMProblem[float32], pr bool) {
-	c.iv = [18]C.int{C.int(p.N), C.int(p.M), C.int(p.D), C.int(p.Dv), C.int(p.Ldq), C.int(p.Ldk), C.int(p.Ldv), C.int(p.Ldx),
+	c.iv = [19]C.int{C.int(p.N), C.int(p.M), C.int(p.D), C.int(p.Dv), C.int(p.Ldq), C.int(p.Ldk), C.int(p.Ldv), C.int(p.Ldx),
 		C.int(s.KeyIters), C.int(s.PropagateIters), C.int(s.ValueIters), cbool(s.AdaptAlpha), cbool(s.AdaptBeta), cbool(s.AdaptPi), cbool(pr),
-		0, cbool(EMAVX512()), 0}
+		0, cbool(EMAVX512()), 0, 0}
 	for i, x := range p.H {
 		c.fv[i] = C.float(x)
 	}
@@ -120,6 +120,7 @@ func EMBackwardC[T Float](s EMSpec, p *EMProblem[T], tr *EMTrace[T], seed *EMSee
 	c.setup(s, p32, tr32.Pr)
 	c.iv[15] = C.int(s32.Ldr)
 	c.iv[17] = cbool(g32.Zero)
+	c.iv[18] = cbool(g32.AddReadoutSeed && s32.Readout != nil)
 	c.gld = [4]C.int{C.int(g32.Ldq), C.int(g32.Ldk), C.int(g32.Ldv), C.int(g32.Ldx)}
 	rc := C.pf_em_backward(&c.iv[0], &c.fv[0], cptr(p32.Q), cptr(p32.Xi0), cptr(p32.Mu0), cptr(p32.Vals),
 		cptr(p32.KeyMask), cptr(p32.QueryMask), cptr(p32.InS), cptr(p32.Logits), cptr(tr32.Lp0),

@@ -26,6 +26,11 @@ type EMGrads[T Float] struct {
 	// not: em.c zeroes them in the call that fills them, where a row of
 	// a narrow head is one store, rather than one Go clear a row.
 	Zero bool
+	// AddReadoutSeed asks em.c's backward to add the readout's seed rows
+	// to Q's after the rest (the residual connection's q gradient, as
+	// graph's emAddRows adds them), in the call that made Q's rows; the
+	// Go path ignores it (its caller adds them).
+	AddReadoutSeed bool
 }
 
 // EMBackScratch is one worker's adjoint buffers, cut from one slice.
