@@ -275,17 +275,14 @@ func bayesHeadBwd32At(level int, q []float32, ld int, k, v []float32, ldv int, g
 	return true
 }
 
-// AttnHeadsFwd32 runs the forward pass of the heads of batch elements
-// bi = b0, b0+bstep, … < a.B, all a.H heads of each, in one call to C
-// (pf_attn_heads_fwd): each head as AttnHeadFwdRes32 runs it, so the same
-// values bit for bit, without a cgo call a head. out [B, N, H·DV] gets
-// the readouts. It reports whether it ran; it runs nothing when it does
-// not (a size attention.c does not take, or operands too short).
-func AttnHeadsFwd32(a *AttnBatch32, out []float32, b0, bstep int) bool {
-	return attnHeadsFwdAt(simdLevel(), a, out, b0, bstep)
-}
-
-// attnHeadsFwdAt is AttnHeadsFwd32 at the given simdLevel (≥ 1).
+// attnHeadsFwdAt runs, at simdLevel level (≥ 1), the forward pass of
+// the heads of batch elements bi = b0, b0+bstep, … < a.B, all a.H heads
+// of each, in one call to C (pf_attn_heads_fwd): each head as
+// AttnHeadFwdRes32 runs it, so the same values bit for bit. out
+// [B, N, H·DV] gets the readouts. It reports whether it ran; it runs
+// nothing when it does not (a size attention.c does not take, or
+// operands too short). graph runs the heads through AttnHeadsFwdShared32;
+// this fixed split is the tests' one-worker reference.
 func attnHeadsFwdAt(level int, a *AttnBatch32, out []float32, b0, bstep int) bool {
 	pstride, ok := a.fits(out, false)
 	if !ok || b0 < 0 || bstep < 1 {
@@ -311,23 +308,29 @@ func attnHeadsFwdAt(level int, a *AttnBatch32, out []float32, b0, bstep int) boo
 	return true
 }
 
-// AttnHeadsFwdShared32 runs the forward pass of all of a's heads, as
-// AttnHeadsFwd32 does, on up to workers threads (the caller and the
+// AttnHeadsFwdShared32 runs the forward pass of all of a's heads, each
+// head as AttnHeadFwdRes32 runs it, so the same values bit for bit,
+// without a cgo call a head, on up to workers threads (the caller and the
 // pool's helpers) in one cgo call (pf_pool_attn): the threads take whole
 // batch elements from a shared counter until none is left, so a helper
 // that starts late or is preempted on a shared machine leaves its
 // elements to the caller rather than a fixed share the caller waits for.
 // Each element's values depend on its inputs alone, so they are
-// AttnHeadsFwd32's whoever runs it. a.P holds every head's weights
+// the same whoever runs it. out [B, N, H·DV] gets the readouts. a.P holds every head's weights
 // [B·H·N·M] or, when none are saved, a scratch of N·M for each worker
-// [workers·N·M]. It reports whether it ran (see AttnHeadsFwd32).
+// [workers·N·M]. It reports whether it ran; it runs nothing when it does
+// not (a size attention.c does not take, or operands too short).
 func AttnHeadsFwdShared32(a *AttnBatch32, out []float32, workers int) bool {
 	return attnHeadsShared(simdLevel(), false, a, out, nil, nil, nil, workers)
 }
 
-// AttnHeadsBwdShared32 runs the backward pass of all of a's heads, as
-// AttnHeadsBwd32 does, on up to workers threads taking whole batch
-// elements from a shared counter, as AttnHeadsFwdShared32 does.
+// AttnHeadsBwdShared32 runs the backward pass of all of a's heads, from
+// the saved weights a.P [B·H·N·M] and the readout's gradient g
+// [B, N, H·DV]: dq, dk, dv laid out as Q, K, V (the same offsets and
+// strides), each head as AttnHeadBwdRes32 computes it (a.Bias is not
+// read: the weights already hold it), on up to workers threads taking
+// whole batch elements from a shared counter, as AttnHeadsFwdShared32
+// does. It reports whether it ran.
 func AttnHeadsBwdShared32(a *AttnBatch32, g, dq, dk, dv []float32, workers int) bool {
 	return attnHeadsShared(simdLevel(), true, a, g, dq, dk, dv, workers)
 }
@@ -366,18 +369,15 @@ func attnHeadsShared(level int, bwd bool, a *AttnBatch32, x, dq, dk, dv []float3
 	return true
 }
 
-// AttnHeadsBwd32 runs the backward pass of the heads of batch elements
-// bi = b0, b0+bstep, … < a.B, all a.H heads of each, in one call to C
-// (pf_attn_heads_bwd), from the saved weights a.P [B·H·N·M] and the
-// readout's gradient g [B, N, H·DV]: dq, dk, dv laid out as Q, K, V (the
-// same offsets and strides), each head as AttnHeadBwdRes32 computes it.
-// a.Bias is not read (the weights already hold it). It reports whether
-// it ran; it runs nothing when it does not.
-func AttnHeadsBwd32(a *AttnBatch32, g, dq, dk, dv []float32, b0, bstep int) bool {
-	return attnHeadsBwdAt(simdLevel(), a, g, dq, dk, dv, b0, bstep)
-}
-
-// attnHeadsBwdAt is AttnHeadsBwd32 at the given simdLevel (≥ 1).
+// attnHeadsBwdAt runs, at simdLevel level (≥ 1), the backward pass of
+// the heads of batch elements bi = b0, b0+bstep, … < a.B, all a.H heads
+// of each, in one call to C (pf_attn_heads_bwd), from the saved weights
+// a.P [B·H·N·M] and the readout's gradient g [B, N, H·DV]: dq, dk, dv
+// laid out as Q, K, V (the same offsets and strides), each head as
+// AttnHeadBwdRes32 computes it. a.Bias is not read (the weights already
+// hold it). It reports whether it ran; it runs nothing when it does not.
+// graph runs the heads through AttnHeadsBwdShared32; this fixed split is
+// the tests' one-worker reference.
 func attnHeadsBwdAt(level int, a *AttnBatch32, g, dq, dk, dv []float32, b0, bstep int) bool {
 	_, ok := a.fits(g, true)
 	if !ok || b0 < 0 || bstep < 1 || len(dq) < len(a.Q) || len(dk) < len(a.K) || len(dv) < len(a.V) {

@@ -56,13 +56,6 @@ func AttnHeadBwdRes32([]float32, int, []float32, int, []float32, int, []float32,
 	return false
 }
 
-// AttnHeadsFwd32 and AttnHeadsBwd32 have no pure-Go fast path: graph
-// runs its heads one by one in Go.
-func AttnHeadsFwd32(*AttnBatch32, []float32, int, int) bool { return false }
-func AttnHeadsBwd32(*AttnBatch32, []float32, []float32, []float32, []float32, int, int) bool {
-	return false
-}
-
 // AttnHeadsFwdShared32 and AttnHeadsBwdShared32 have no pure-Go fast
 // path either.
 func AttnHeadsFwdShared32(*AttnBatch32, []float32, int) bool { return false }

@@ -1,7 +1,8 @@
 package kernels
 
 // AttnBatch32 is a batch of float32 softmax attention heads as graph's
-// fused attention lays them out, for AttnHeadsFwd32 and AttnHeadsBwd32:
+// fused attention lays them out, for AttnHeadsFwdShared32 and
+// AttnHeadsBwdShared32:
 // B batch elements of H heads, head (bi, h) numbered i = bi·H + h, with N
 // queries and M keys of widths D (queries, keys) and DV (values).
 type AttnBatch32 struct {

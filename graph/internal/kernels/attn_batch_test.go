@@ -54,7 +54,7 @@ func newAttnBatch(rng *rand.Rand, c attnBatchCase) (a *AttnBatch32, g []float32)
 	return a, g
 }
 
-// TestAttnHeadsAreHeads: AttnHeadsFwd32 and AttnHeadsBwd32 over a worker
+// TestAttnHeadsAreHeads: attnHeadsFwdAt and attnHeadsBwdAt over a worker
 // split of the batch elements (b0, bstep) give each head's values bit for
 // bit as the one-head calls (attnHeadFwdAt, attnHeadBwdAt) do, at both
 // levels, and write nothing outside the heads.
@@ -150,8 +150,8 @@ func TestAttnHeadsAreHeads(t *testing.T) {
 
 // TestAttnHeadsSharedIsOneWorker: AttnHeadsFwdShared32 and
 // AttnHeadsBwdShared32, whose workers take batch elements from a shared
-// counter, give the bits of one worker's AttnHeadsFwd32 and
-// AttnHeadsBwd32 over the whole batch at 1-3 workers (and more workers
+// counter, give the bits of one worker's attnHeadsFwdAt and
+// attnHeadsBwdAt over the whole batch at 1-3 workers (and more workers
 // than elements), at both levels, with batch sizes that do not divide
 // among the workers, saved weights or the workers' scratches, and
 // several concurrent callers (one holds the pool; the others run every
@@ -245,7 +245,7 @@ func TestAttnHeadsRefuse(t *testing.T) {
 		a, g := newAttnBatch(rng, c)
 		bad(a)
 		out := filled(len(g))
-		if AttnHeadsFwd32(a, out, 0, 1) || AttnHeadsBwd32(a, g, filled(len(a.Q)), filled(len(a.K)), filled(len(a.V)), 0, 1) {
+		if attnHeadsFwdAt(simdLevel(), a, out, 0, 1) || attnHeadsBwdAt(simdLevel(), a, g, filled(len(a.Q)), filled(len(a.K)), filled(len(a.V)), 0, 1) {
 			t.Fatalf("ran on B=%d H=%d N=%d M=%d D=%d DV=%d len(Q)=%d len(P)=%d len(Mask)=%d", a.B, a.H, a.N, a.M, a.D, a.DV, len(a.Q), len(a.P), len(a.Mask))
 		}
 		for _, x := range out {
@@ -260,7 +260,7 @@ func TestAttnHeadsRefuse(t *testing.T) {
 // (ISAB: 64 sets, 4 heads of 16, 16 inducing points over sets of 32 and
 // back, with the residual) forward and backward on one thread: "heads"
 // makes one cgo call a head, as graph did, "batch" one call for all of
-// them (AttnHeadsFwd32, AttnHeadsBwd32), at the CPU's level.
+// them (attnHeadsFwdAt, attnHeadsBwdAt), at the CPU's level.
 func BenchmarkAttnHeads(b *testing.B) {
 	if hasAVX2() == 0 {
 		b.Skip("no AVX2")
@@ -290,8 +290,8 @@ func BenchmarkAttnHeads(b *testing.B) {
 		})
 		b.Run("batch/"+name, func(b *testing.B) {
 			for range b.N {
-				AttnHeadsFwd32(a, out, 0, 1)
-				AttnHeadsBwd32(a, g, dq, dk, dv, 0, 1)
+				attnHeadsFwdAt(simdLevel(), a, out, 0, 1)
+				attnHeadsBwdAt(simdLevel(), a, g, dq, dk, dv, 0, 1)
 			}
 		})
 	}
