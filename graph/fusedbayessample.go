@@ -584,13 +584,10 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 		ph, xhd := p[xh*n*m:(xh+1)*n*m], x[xh*n*m:(xh+1)*n*m]
 		qh, kh, vh := o.q[bi*n*hd+hh*d:], o.k[bi*m*hd+hh*d:], o.v[bi*m*hv+hh*dv:]
 		dqh, dkh, dvh := dq[bi*n*hd+hh*d:], dk[bi*m*hd+hh*d:], dvv[bi*m*hv+hh*dv:]
-		var dch []T // ∂L/∂c of the head's keys
+		var dch, xch []T // ∂L/∂c of the head's keys, and the KL's unit one
 		var part []float64
 		if a.contextual {
-			dch, part = sc.c, st.partial[xh*np:(xh+1)*np]
-			for j := range m {
-				dch[j] = T(g * float64(xc[xh*m+j]))
-			}
+			dch, xch, part = sc.c, xc[xh*m:(xh+1)*m], st.partial[xh*np:(xh+1)*np]
 		}
 		if gOut != nil && !bayesSampleGoOnly && (!a.contextual || pad != nil) {
 			var net *kernels.PriorNet32
@@ -600,9 +597,12 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 				*net = kernels.PriorNet32{W1: w1p, W1t: w1t, B1: b1p, W2: w2p}
 			}
 			if sampleHeadBwd32(qh, kh, vh, gOut[bi*n*hv+hh*dv:], ph, xhd, hd, hv, n, m, d, dv, z.scale, g, dqh, dkh, dvh,
-				net, dch, part, r, sc.pg) {
+				net, xch, part, r, sc.pg) {
 				return
 			}
+		}
+		for j := range dch {
+			dch[j] = T(g * float64(xch[j]))
 		}
 		ds := sc.ds[:n*m]
 		if gOut != nil {
@@ -642,10 +642,14 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 	dw1, db1, dw2, db2 := next(len(o.w1)), next(len(o.b1)), next(len(o.w2)), next(len(o.b2))
 	sum := make([]float64, np)
 	for hh := range h {
-		clear(sum)
-		for bi := range b {
-			for i, v := range st.partial[(bi*h+hh)*np : (bi*h+hh+1)*np] {
-				sum[i] += v
+		// this loop is serial (after the heads' parallel section): C's
+		// vector loop adds each element's parts in the same order
+		if !kernels.SumParts64(st.partial[hh*np:], h*np, b, np, sum) {
+			clear(sum)
+			for bi := range b {
+				for i, v := range st.partial[(bi*h+hh)*np : (bi*h+hh+1)*np] {
+					sum[i] += v
+				}
 			}
 		}
 		for i, v := range sum[:d*r] {
@@ -708,35 +712,23 @@ func priorHeadHidden[T float](o sampleOperands[T], z sampleDims, h, hh int, kh, 
 
 // sampleHeadBwd32 runs one float32 head's backward pass in attention.c
 // (pf_bayes_head_bwd) where it applies, and reports whether it did; with
-// net, also the prior network's, from dc = ∂L/∂c [m], its parameters'
-// gradients into part as priorHeadBackward sets them.
+// net, also the prior network's, from dc = g·xc (∂L/∂c [m], xc the KL's
+// saved unit gradient), its parameters' gradients into part as
+// priorHeadBackward sets them. C makes dc and part as the Go loops did
+// (kernels.BayesHeadBwdPart32), one head's work fewer in Go.
 func sampleHeadBwd32[T float](q, k, v, g, p, x []T, hd, hv, n, m, d, dv int, scale, gx float64, dq, dk, dvOut []T,
-	net *kernels.PriorNet32, dc []T, part []float64, r int, pg []float32) bool {
+	net *kernels.PriorNet32, xc []T, part []float64, r int, pg []float32) bool {
 	q32, ok := any(q).([]float32)
 	if !ok {
 		return false
 	}
-	var dc32 []float32
+	var xc32 []float32
 	if net != nil {
-		dc32 = any(dc).([]float32)
+		xc32 = any(xc).([]float32)
 	}
-	if !kernels.BayesHeadBwd32(q32, hd, any(k).([]float32), any(v).([]float32), hv, any(g).([]float32),
+	return kernels.BayesHeadBwdPart32(q32, hd, any(k).([]float32), any(v).([]float32), hv, any(g).([]float32),
 		any(p).([]float32), any(x).([]float32), n, m, d, dv, float32(scale), float32(gx),
-		any(dq).([]float32), any(dk).([]float32), any(dvOut).([]float32), net, dc32, pg) {
-		return false
-	}
-	if net != nil {
-		for e := range d {
-			for t := range r {
-				part[e*r+t] = float64(pg[e*16+t])
-			}
-		}
-		for t := range r {
-			part[d*r+t], part[d*r+r+t] = float64(pg[16*d+t]), float64(pg[16*d+16+t])
-		}
-		part[d*r+2*r] = float64(pg[16*d+32])
-	}
-	return true
+		any(dq).([]float32), any(dk).([]float32), any(dvOut).([]float32), net, xc32, gx, part, r, pg)
 }
 
 // bayesReadoutKernel is a BayesAttentionSample node's readout: its input

@@ -1813,19 +1813,30 @@ static void bayes_attn_bwd512(const float *q, int ldq, const float *k, int ldk, 
 //   du = dc w2 [u > 0],  dk += du w1ᵀ (w1t [16×d]),  dw1 [d×16] = kᵀ du,
 //   db1 [16] = Σ du,  dw2 [16] = Σ dc ReLU(u),  *db2 = Σ dc,
 // over the head's m keys; level ≥ 2 runs the prior network's products
-// with AVX-512 (bayes_axpy), the same bits.
+// with AVX-512 (bayes_axpy), the same bits. With dc NULL and xc given, dc
+// is the KL's saved unit gradient xc [m] times gd, each product in double
+// rounded to float (graph's T(g·float64(xc_j))); with part given, the
+// parameters' gradients are also written to part [d·r + 2r + 1] in
+// graph's layout for a hidden width r ≤ 16, [dW1 (d×r) | db1 | dw2 | db2]
+// converted to double (exact): the per-head work fusedbayessample.go did
+// in Go around each call.
 __attribute__((target("avx2,fma")))
 void pf_bayes_head_bwd(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g, int ldg,
                        const float *p, int n, int m, int d, int dv, float scale, const float *x, float gx, float *dq,
                        float *dk, float *dvv, const float *w1, const float *w1t, const float *b1, const float *w2,
-                       const float *dc, float *dw1, float *db1, float *dw2, float *db2) {
+                       const float *dc, float *dw1, float *db1, float *dw2, float *db2, const float *xc, double gd,
+                       double *part, int r) {
 	if (level >= 2) {
 		bayes_attn_bwd512(q, ldq, k, ldk, v, ldv, g, ldg, p, n, m, d, dv, scale, dq, dk, dvv, x, gx);
 	} else {
 		attn_head_bwd(q, ldq, k, ldk, v, ldv, g, ldg, p, NULL, n, m, d, dv, scale, dq, dk, dvv, x, gx);
 	}
 	if (!w1) return;
-	float u[MAXW * 16], dkp[MAXW * MAXW];
+	float u[MAXW * 16], dkp[MAXW * MAXW], dcl[MAXW];
+	if (!dc) {
+		for (int j = 0; j < m; j++) dcl[j] = (float)(gd * (double)xc[j]);
+		dc = dcl;
+	}
 	bayes_axpy(level, m, d, 16, 1, k, ldk, 1, w1, 16, u, 16);
 	const __m256 zero = _mm256_setzero_ps();
 	const __m256 b10 = _mm256_loadu_ps(b1), b11 = _mm256_loadu_ps(b1 + 8);
@@ -1846,4 +1857,12 @@ void pf_bayes_head_bwd(int level, const float *q, int ldq, const float *k, int l
 	for (int j = 0; j < m; j++) add_rows(dkp + (size_t)j * d, dk + (size_t)j * ldk, d);
 	// dw1 [d×16]: row e = Σ_j k[j][e] du[j]
 	bayes_axpy(level, d, m, 16, 1, k, 1, ldk, u, 16, dw1, 16);
+	if (!part) return;
+	for (int e = 0; e < d; e++)
+		for (int t = 0; t < r; t++) part[e * r + t] = dw1[e * 16 + t];
+	for (int t = 0; t < r; t++) {
+		part[d * r + t] = db1[t];
+		part[d * r + r + t] = dw2[t];
+	}
+	part[d * r + 2 * r] = *db2;
 }

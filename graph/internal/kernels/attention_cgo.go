@@ -259,19 +259,56 @@ func BayesHeadBwd32(q []float32, ld int, k, v []float32, ldv int, g, p, x []floa
 // bayesHeadBwd32At is BayesHeadBwd32 at the given simdLevel (≥ 1).
 func bayesHeadBwd32At(level int, q []float32, ld int, k, v []float32, ldv int, g, p, x []float32, n, m, d, dv int,
 	scale, gx float32, dq, dk, dvv []float32, net *PriorNet32, dc, pg []float32) bool {
-	if !AttnHeadOK(n, m, d, dv) || len(p) < n*m || len(x) < n*m || (net != nil && (len(dc) < m || len(pg) < 16*d+33)) {
+	if net != nil && len(dc) < m {
 		return false
 	}
-	var w1, w1t, b1, w2, dcp, dw1, db1, dw2, db2 *C.float
+	return bayesHeadBwdPart32At(level, q, ld, k, v, ldv, g, p, x, n, m, d, dv, scale, gx, dq, dk, dvv, net, dc, nil, 0,
+		nil, 0, pg)
+}
+
+// BayesHeadBwdPart32 is BayesHeadBwd32 with the work graph does around
+// each head in C: with net, dc [m] is xc [m] (the KL's saved unit
+// gradients) times g, each product in float64 rounded to float32 (graph's
+// T(g·float64(xc_j))), and the prior network's gradients also go to part
+// [d·r + 2r + 1] in graph's layout for a hidden width r ≤ 16 (dW1 [d×r],
+// db1 [r], dw2 [r], db2, converted to float64, exact). The same values
+// bit for bit as BayesHeadBwd32 and graph's loops.
+func BayesHeadBwdPart32(q []float32, ld int, k, v []float32, ldv int, g, p, x []float32, n, m, d, dv int, scale,
+	gx float32, dq, dk, dvv []float32, net *PriorNet32, xc []float32, gd float64, part []float64, r int, pg []float32) bool {
+	if net != nil && (len(xc) < m || r < 1 || r > 16 || len(part) < d*r+2*r+1) {
+		return false
+	}
+	return bayesHeadBwdPart32At(simdLevel(), q, ld, k, v, ldv, g, p, x, n, m, d, dv, scale, gx, dq, dk, dvv, net, nil,
+		xc, gd, part, r, pg)
+}
+
+// bayesHeadBwdPart32At is the call to pf_bayes_head_bwd at simdLevel
+// level (≥ 1), with net dc [m] or else xc and gd, and part or nil; the
+// callers have checked dc, xc and part.
+func bayesHeadBwdPart32At(level int, q []float32, ld int, k, v []float32, ldv int, g, p, x []float32, n, m, d, dv int,
+	scale, gx float32, dq, dk, dvv []float32, net *PriorNet32, dc, xc []float32, gd float64, part []float64, r int,
+	pg []float32) bool {
+	if !AttnHeadOK(n, m, d, dv) || len(p) < n*m || len(x) < n*m || (net != nil && len(pg) < 16*d+33) {
+		return false
+	}
+	var w1, w1t, b1, w2, dcp, xcp, dw1, db1, dw2, db2 *C.float
+	var pp *C.double
 	if net != nil {
 		w1, w1t, b1, w2 = (*C.float)(&net.W1[0]), (*C.float)(&net.W1t[0]), (*C.float)(&net.B1[0]), (*C.float)(&net.W2[0])
-		dcp, dw1, db1, dw2, db2 = (*C.float)(&dc[0]), (*C.float)(&pg[0]), (*C.float)(&pg[16*d]), (*C.float)(&pg[16*d+16]),
-			(*C.float)(&pg[16*d+32])
+		dw1, db1, dw2, db2 = (*C.float)(&pg[0]), (*C.float)(&pg[16*d]), (*C.float)(&pg[16*d+16]), (*C.float)(&pg[16*d+32])
+		if dc != nil {
+			dcp = (*C.float)(&dc[0])
+		} else {
+			xcp = (*C.float)(&xc[0])
+		}
+		if part != nil {
+			pp = (*C.double)(&part[0])
+		}
 	}
 	C.pf_bayes_head_bwd(C.int(level), (*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld), (*C.float)(&v[0]), C.int(ldv),
 		(*C.float)(&g[0]), C.int(ldv), (*C.float)(&p[0]), C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale),
 		(*C.float)(&x[0]), C.float(gx), (*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dvv[0]),
-		w1, w1t, b1, w2, dcp, dw1, db1, dw2, db2)
+		w1, w1t, b1, w2, dcp, dw1, db1, dw2, db2, xcp, C.double(gd), pp, C.int(r))
 	return true
 }
 

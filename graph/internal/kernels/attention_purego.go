@@ -43,6 +43,12 @@ func BayesHeadBwd32([]float32, int, []float32, []float32, int, []float32, []floa
 	return false
 }
 
+func BayesHeadBwdPart32([]float32, int, []float32, []float32, int, []float32, []float32, []float32, int, int, int,
+	int, float32, float32, []float32, []float32, []float32, *PriorNet32, []float32, float64, []float64, int,
+	[]float32) bool {
+	return false
+}
+
 func SampleHeadFits(int, int, int, int) bool { return false }
 
 // AttnHeadFwdRes32 and AttnHeadBwdRes32 have no pure-Go fast path either:

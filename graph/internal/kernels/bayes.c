@@ -151,3 +151,50 @@ long pf_normal_noise512(float *d, long len, unsigned long long seed, long lo, lo
 	}
 	return nrej;
 }
+
+// add_pd4 and add_sd are a + b with a the instruction's first source,
+// written out so that gcc cannot swap the operands: where both are NaN the
+// first source's payload is the result's, and Go's loop in
+// fusedbayessample.go adds sum[i] += v as v + sum[i].
+__attribute__((always_inline, target("avx2,fma")))
+static inline __m256d add_pd4(__m256d a, __m256d b) {
+	__m256d r;
+	__asm__("vaddpd %2, %1, %0" : "=x"(r) : "x"(a), "x"(b));
+	return r;
+}
+__attribute__((always_inline, target("avx2,fma")))
+static inline double add_sd(double a, double b) {
+	double r;
+	__asm__("vaddsd %2, %1, %0" : "=x"(r) : "x"(a), "x"(b));
+	return r;
+}
+
+// pf_sum_parts sets sum [np] to Σ_r part[r·stride + i] over the rows
+// r = 0 … rows−1 in order, from +0, each element alone: the prior
+// network's gradients per example summed over the batch
+// (fusedbayessample.go), as Go's loop adds them (part + sum, see
+// add_pd4), four elements to a vector (the lanes never meet), so the same
+// values bit for bit.
+__attribute__((target("avx2,fma")))
+void pf_sum_parts(const double *part, long stride, int rows, int np, double *sum) {
+	int i = 0;
+	for (; i + 16 <= np; i += 16) {
+		__m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+		for (int r = 0; r < rows; r++) {
+			const double *p = part + (size_t)r * stride + i;
+			s0 = add_pd4(_mm256_loadu_pd(p), s0);
+			s1 = add_pd4(_mm256_loadu_pd(p + 4), s1);
+			s2 = add_pd4(_mm256_loadu_pd(p + 8), s2);
+			s3 = add_pd4(_mm256_loadu_pd(p + 12), s3);
+		}
+		_mm256_storeu_pd(sum + i, s0);
+		_mm256_storeu_pd(sum + i + 4, s1);
+		_mm256_storeu_pd(sum + i + 8, s2);
+		_mm256_storeu_pd(sum + i + 12, s3);
+	}
+	for (; i < np; i++) {
+		double s = 0;
+		for (int r = 0; r < rows; r++) s = add_sd(part[(size_t)r * stride + i], s);
+		sum[i] = s;
+	}
+}

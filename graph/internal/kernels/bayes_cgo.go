@@ -62,3 +62,15 @@ func NormalNoise32(d []float32, seed uint64, lo, hi, first int, w []float64, k [
 		C.long(first), (*C.double)(&w[0]), (*C.unsigned)(&k[0]), (*C.int)(&rej[0]))
 	return int(r), true
 }
+
+// SumParts64 sets sum [np] to the sums over rows r < rows of part[r·stride
+// + i], each from +0 in the order of r (bayes.c's pf_sum_parts, Go's loop
+// bit for bit), and reports whether it did (it needs AVX2, and operands
+// long enough).
+func SumParts64(part []float64, stride, rows, np int, sum []float64) bool {
+	if hasAVX2() == 0 || rows < 1 || np < 1 || stride < np || len(sum) < np || (rows-1)*stride+np > len(part) {
+		return false
+	}
+	C.pf_sum_parts((*C.double)(&part[0]), C.long(stride), C.int(rows), C.int(np), (*C.double)(&sum[0]))
+	return true
+}

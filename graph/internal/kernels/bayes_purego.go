@@ -15,3 +15,6 @@ func UniformNoise32([]float32, uint64, int, int, int) bool { return false }
 func NormalNoise32([]float32, uint64, int, int, int, []float64, []uint32, []int32) (int, bool) {
 	return 0, false
 }
+
+// SumParts64 has no pure-Go fast path: graph sums the parts in Go.
+func SumParts64([]float64, int, int, int, []float64) bool { return false }

@@ -148,7 +148,8 @@ int pf_bayes_head(int level, const float *q, int ldq, const float *k, int ldk, c
 void pf_bayes_head_bwd(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g,
                        int ldg, const float *p, int n, int m, int d, int dv, float scale, const float *x, float gx,
                        float *dq, float *dk, float *dvv, const float *w1, const float *w1t, const float *b1,
-                       const float *w2, const float *dc, float *dw1, float *db1, float *dw2, float *db2);
+                       const float *w2, const float *dc, float *dw1, float *db1, float *dw2, float *db2,
+                       const float *xc, double gd, double *part, int r);
 void pf_prior_head(const float *k, int ldk, int rows, int m, int d, const float *w1, const float *w1t,
                    const float *b1, const float *w2, float b2, float *c, const float *gc, int ldc,
                    float *scratch, float *dk, float *dw1, float *db1, float *dw2, float *db2);
@@ -158,6 +159,7 @@ void pf_weibull_log_noise(const float *u, float *b, int n, float scale);
 void pf_uniform_noise512(float *d, long len, unsigned long long seed, long lo, long hi, long first);
 long pf_normal_noise512(float *d, long len, unsigned long long seed, long lo, long hi, long first, const double *w,
                         const unsigned *k, int *rej);
+void pf_sum_parts(const double *part, long stride, int rows, int np, double *sum);
 void pf_weibull_bias_fast(const float *u, float *b, int n, float scale);
 
 // dropout.c (dropout_cgo.go)

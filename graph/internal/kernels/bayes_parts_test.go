@@ -1,0 +1,138 @@
+//go:build cgo && !purego
+
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestSumPartsIsGoLoop holds pf_sum_parts to graph's Go loop bit for bit
+// (each element from +0 over the rows in order), with signed zeros,
+// huge and tiny values whose sums depend on the order, NaN and
+// infinities, at widths around its 16-element blocks and strides past
+// the width.
+func TestSumPartsIsGoLoop(t *testing.T) {
+	if hasAVX2() == 0 {
+		t.Skip("no AVX2")
+	}
+	rng := rand.New(rand.NewPCG(3, 5))
+	specials := []float64{math.Copysign(0, -1), 0, 1e300, -1e300, 1e-300, math.NaN(), math.Inf(1), math.Inf(-1)}
+	for _, np := range []int{1, 3, 15, 16, 17, 31, 32, 33, 181} {
+		for _, rows := range []int{1, 2, 7, 64} {
+			for _, extra := range []int{0, 5} {
+				stride := np + extra
+				part := make([]float64, (rows-1)*stride+np)
+				for i := range part {
+					part[i] = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(20)-10))
+					if rng.IntN(20) == 0 {
+						part[i] = specials[rng.IntN(len(specials))]
+					}
+				}
+				want := make([]float64, np)
+				for r := range rows {
+					for i, v := range part[r*stride : r*stride+np] {
+						want[i] += v
+					}
+				}
+				got := make([]float64, np+1)
+				got[np] = 42
+				if !SumParts64(part, stride, rows, np, got) {
+					t.Fatalf("np %d rows %d: pf_sum_parts did not run", np, rows)
+				}
+				for i, w := range want {
+					if math.Float64bits(got[i]) != math.Float64bits(w) {
+						t.Fatalf("np %d rows %d stride %d: sum[%d] = %v, Go's loop %v", np, rows, stride, i, got[i], w)
+					}
+				}
+				if got[np] != 42 {
+					t.Fatalf("np %d rows %d: wrote past sum", np, rows)
+				}
+			}
+		}
+	}
+	if SumParts64(make([]float64, 10), 5, 3, 5, make([]float64, 5)) {
+		t.Fatal("ran on a part too short")
+	}
+}
+
+// TestBayesHeadBwdPartIsBwd holds BayesHeadBwdPart32 (dc made from the
+// KL's unit gradient in C, the prior network's gradients also written
+// out as graph's float64 part) to BayesHeadBwd32 fed graph's dc, and its
+// part to graph's conversion of pg, bit for bit, at both levels, hidden
+// widths 1, 10 (the layers' width) and 16, with and without masks.
+func TestBayesHeadBwdPartIsBwd(t *testing.T) {
+	if hasAVX2() == 0 {
+		t.Skip("no AVX2")
+	}
+	rng := rand.New(rand.NewPCG(9, 2))
+	levels := []int{1}
+	if simdLevel() >= 2 {
+		levels = append(levels, 2)
+	}
+	for _, sz := range [][4]int{{16, 50, 16, 16}, {50, 16, 16, 16}, {1, 50, 16, 16}, {5, 7, 8, 8}, {33, 47, 40, 24}} {
+		for kind := range 2 {
+			for _, masked := range []bool{false, true} {
+				for _, r := range []int{1, 10, 16} {
+					for _, level := range levels {
+						n, m, d, dv := sz[0], sz[1], sz[2], sz[3]
+						c := newBayesHeadCase(rng, n, m, d, dv, kind, masked, true)
+						o := c.run(t, level) // p and x from the forward pass
+						xc := make([]float32, m)
+						for j := range xc {
+							xc[j] = float32(rng.NormFloat64())
+						}
+						gd := rng.Float64() / 3
+						dc := make([]float32, m)
+						for j := range dc {
+							dc[j] = float32(gd * float64(xc[j]))
+						}
+						name := fmt.Sprintf("n%d-m%d-d%d-kind%d-mask%v-r%d-level%d", n, m, d, kind, masked, r, level)
+						type res struct{ dq, dk, dv, pg []float32 }
+						mk := func() res {
+							return res{make([]float32, max(n, m)*c.ld), make([]float32, max(n, m)*c.ld),
+								make([]float32, m*c.ldv), make([]float32, 16*d+33)}
+						}
+						a, b := mk(), mk()
+						if !bayesHeadBwd32At(level, c.q, c.ld, c.k, c.v, c.ldv, c.g, o.p, o.x, n, m, d, dv, 0.25, 0.01,
+							a.dq, a.dk, a.dv, c.net, dc, a.pg) {
+							t.Fatalf("%s: pf_bayes_head_bwd did not run", name)
+						}
+						part := make([]float64, d*r+2*r+2)
+						part[len(part)-1] = 42
+						if !bayesHeadBwdPart32At(level, c.q, c.ld, c.k, c.v, c.ldv, c.g, o.p, o.x, n, m, d, dv, 0.25, 0.01,
+							b.dq, b.dk, b.dv, c.net, nil, xc, gd, part, r, b.pg) {
+							t.Fatalf("%s: pf_bayes_head_bwd with part did not run", name)
+						}
+						for _, f := range []struct {
+							what string
+							x, y []float32
+						}{{"dq", a.dq, b.dq}, {"dk", a.dk, b.dk}, {"dv", a.dv, b.dv}, {"prior grads", a.pg, b.pg}} {
+							sameBits(t, name+": "+f.what, f.x, f.y)
+						}
+						want := make([]float64, d*r+2*r+1)
+						for e := range d {
+							for t := range r {
+								want[e*r+t] = float64(a.pg[e*16+t])
+							}
+						}
+						for t := range r {
+							want[d*r+t], want[d*r+r+t] = float64(a.pg[16*d+t]), float64(a.pg[16*d+16+t])
+						}
+						want[d*r+2*r] = float64(a.pg[16*d+32])
+						for i, w := range want {
+							if math.Float64bits(part[i]) != math.Float64bits(w) {
+								t.Fatalf("%s: part[%d] = %v, want %v", name, i, part[i], w)
+							}
+						}
+						if part[len(want)] != 42 {
+							t.Fatalf("%s: wrote past part", name)
+						}
+					}
+				}
+			}
+		}
+	}
+}
