@@ -168,13 +168,13 @@ func (k tokenEmbedKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 // operands returns the table, ids, positional encoding and mask of a
 // node's inputs (nil where k has none).
 func tokenOperands[T float](k tokenEmbedKernel, in []*tensor.Dense) (table []T, ids []int, pos, drop []T) {
-	table, ids = in[0].Data().([]T), in[1].Data().([]int)
+	table, ids = floats[T](in[0]), in[1].Data().([]int)
 	i := 2
 	if k.pos {
-		pos, i = in[i].Data().([]T), i+1
+		pos, i = floats[T](in[i]), i+1
 	}
 	if k.dropout {
-		drop = in[i].Data().([]T)
+		drop = floats[T](in[i])
 	}
 	return table, ids, pos, drop
 }
@@ -186,7 +186,7 @@ func (k tokenEmbedKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 			return fmt.Errorf("index %d at position %d outside [0, %d)", id, i, v)
 		}
 	}
-	switch o := out.Data().(type) {
+	switch o := data(out).(type) {
 	case []float32:
 		tokenEmbedForward(k, in, d, o)
 	case []float64:
@@ -249,7 +249,7 @@ func (g tokenEmbedGradKernel) outShape([]tensor.Shape) (tensor.Shape, error) {
 	return g.table.get(), nil
 }
 func (g tokenEmbedGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch o := out.Data().(type) {
+	switch o := data(out).(type) {
 	case []float32:
 		tokenEmbedBackward(g, in, o)
 	case []float64:
@@ -259,10 +259,10 @@ func (g tokenEmbedGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func tokenEmbedBackward[T float](g tokenEmbedGradKernel, in []*tensor.Dense, dt []T) {
-	ids, gOut := in[0].Data().([]int), in[1].Data().([]T)
+	ids, gOut := in[0].Data().([]int), floats[T](in[1])
 	var drop []T
 	if g.k.dropout {
-		drop = in[2].Data().([]T)
+		drop = floats[T](in[2])
 	}
 	d := g.table.get()[1]
 	sc := T(g.k.scale)

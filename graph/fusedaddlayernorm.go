@@ -96,12 +96,12 @@ func (k addLayerNormKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 // arithmetic. It reports false, having set nothing fresh, where the C
 // kernel does not run (no AVX2, d not a multiple of 8).
 func (k addLayerNormKernel) fused32(in []*tensor.Dense, out *tensor.Dense) bool {
-	x, ok := in[0].Data().([]float32)
-	y, ok2 := out.Data().([]float32)
+	x, ok := data(in[0]).([]float32)
+	y, ok2 := data(out).([]float32)
 	if !ok || !ok2 {
 		return false
 	}
-	f, g, b := in[1].Data().([]float32), in[2].Data().([]float32), in[3].Data().([]float32)
+	f, g, b := floats[float32](in[1]), floats[float32](in[2]), floats[float32](in[3])
 	d := len(g)
 	if d == 0 || len(x)%d != 0 || len(f) != len(x) || len(y) != len(x) {
 		return false
@@ -138,14 +138,14 @@ func (k addLayerNormKernel) fused32(in []*tensor.Dense, out *tensor.Dense) bool 
 // tensor of x's shape.
 func (k addLayerNormKernel) sumOf(in []*tensor.Dense) *tensor.Dense {
 	k.sum.fresh = false
-	switch x := in[0].Data().(type) {
+	switch x := data(in[0]).(type) {
 	case []float32:
 		s := keep[float32](&k.sum.s, len(x))
-		addDropped(x, in[1].Data().([]float32), dropMask[float32](k, in), s)
+		addDropped(x, floats[float32](in[1]), dropMask[float32](k, in), s)
 		return tensor.New(tensor.WithShape(in[0].Shape()...), tensor.WithBacking(s))
 	case []float64:
 		s := keep[float64](&k.sum.s, len(x))
-		addDropped(x, in[1].Data().([]float64), dropMask[float64](k, in), s)
+		addDropped(x, floats[float64](in[1]), dropMask[float64](k, in), s)
 		return tensor.New(tensor.WithShape(in[0].Shape()...), tensor.WithBacking(s))
 	}
 	return nil
@@ -155,7 +155,7 @@ func dropMask[T float](k addLayerNormKernel, in []*tensor.Dense) []T {
 	if !k.dropout {
 		return nil
 	}
-	return in[2].Data().([]T)
+	return floats[T](in[2])
 }
 
 // keep returns the buffer of n values kept in *p, made anew when it is
@@ -238,11 +238,11 @@ func (g addLayerNormGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error 
 		return err
 	}
 	if k.dropout {
-		switch o := out.Data().(type) {
+		switch o := data(out).(type) {
 		case []float32:
-			mulInto(o[:n], in[2].Data().([]float32), o[n+2*d:])
+			mulInto(o[:n], floats[float32](in[2]), o[n+2*d:])
 		case []float64:
-			mulInto(o[:n], in[2].Data().([]float64), o[n+2*d:])
+			mulInto(o[:n], floats[float64](in[2]), o[n+2*d:])
 		}
 	}
 	return nil
@@ -250,7 +250,7 @@ func (g addLayerNormGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error 
 
 // sliceDense returns a 1-D view of t's first n values.
 func sliceDense(t *tensor.Dense, n int) *tensor.Dense {
-	switch d := t.Data().(type) {
+	switch d := data(t).(type) {
 	case []float32:
 		return tensor.New(tensor.WithShape(n), tensor.WithBacking(d[:n:n]))
 	case []float64:

@@ -112,27 +112,27 @@ func operands[T float](a attentionKernel, in []*tensor.Dense, hasV bool) (q, k, 
 	switch a.packed {
 	case packKV:
 		hd := in[0].Shape()[2]
-		q, k = in[0].Data().([]T), in[1].Data().([]T)
+		q, k = floats[T](in[0]), floats[T](in[1])
 		v, i = k[hd:], 2
 	case packQKV:
 		hd := in[0].Shape()[2] / 3
-		q = in[0].Data().([]T)
+		q = floats[T](in[0])
 		k, v, i = q[hd:], q[2*hd:], 1
 	default:
-		q, k = in[0].Data().([]T), in[1].Data().([]T)
+		q, k = floats[T](in[0]), floats[T](in[1])
 		i = 2
 		if hasV {
-			v, i = in[2].Data().([]T), 3
+			v, i = floats[T](in[2]), 3
 		}
 	}
 	if a.masked {
-		mask, i = in[i].Data().([]T), i+1
+		mask, i = floats[T](in[i]), i+1
 	}
 	if a.biased {
-		bias, i = in[i].Data().([]T), i+1
+		bias, i = floats[T](in[i]), i+1
 	}
 	if a.dropout {
-		drop = in[i].Data().([]T)
+		drop = floats[T](in[i])
 	}
 	return q, k, v, mask, bias, drop
 }
@@ -243,7 +243,7 @@ func (a attentionKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 }
 
 func (a attentionKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch o := out.Data().(type) {
+	switch o := data(out).(type) {
 	case []float32:
 		attentionForward(a, in, o, nil)
 	case []float64:
@@ -533,7 +533,7 @@ func (g attentionGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	return tensor.Shape{n}, nil
 }
 func (g attentionGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch o := out.Data().(type) {
+	switch o := data(out).(type) {
 	case []float32:
 		attentionBackward(g.a, in, o)
 	case []float64:
@@ -543,7 +543,7 @@ func (g attentionGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func attentionBackward[T float](a attentionKernel, in []*tensor.Dense, packed []T) {
-	ops, gOut := in[:len(in)-1], in[len(in)-1].Data().([]T)
+	ops, gOut := in[:len(in)-1], floats[T](in[len(in)-1])
 	q, k, v, mask, bias, drop := operands[T](a, ops, true)
 	geo, _ := a.geometry(shapes(ops), true)
 	b, n, m, d, dv := geo.b, geo.n, geo.m, geo.d, geo.dv
@@ -662,7 +662,7 @@ func (w attentionWeightsKernel) outShape(in []tensor.Shape) (tensor.Shape, error
 	return tensor.Shape{b, w.a.heads, n, m}, nil
 }
 func (w attentionWeightsKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch o := out.Data().(type) {
+	switch o := data(out).(type) {
 	case []float32:
 		attentionForward(w.a, in, nil, o)
 	case []float64:

@@ -50,7 +50,7 @@ func (k bmmKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 }
 
 func (k bmmKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch c := out.Data().(type) {
+	switch c := data(out).(type) {
 	case []float32:
 		bmm(k, in[0], in[1], c)
 	case []float64:
@@ -61,7 +61,7 @@ func (k bmmKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 
 func bmm[T float](k bmmKernel, ad, bd *tensor.Dense, c []T) {
 	batch, m, n, kk, _ := k.dims(ad.Shape(), bd.Shape())
-	a, b := ad.Data().([]T), bd.Data().([]T)
+	a, b := floats[T](ad), floats[T](bd)
 	sa, sb := ad.Shape(), bd.Shape()
 	lda, ldb := sa[len(sa)-1], sb[len(sb)-1]
 	kernels.ParallelFor(batch, func(_, i int) {

@@ -38,11 +38,11 @@ func (k crossEntropyKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 func (k crossEntropyKernel) constInput(i int) bool { return i == 1 }
 
 func (k crossEntropyKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch o := out.Data().(type) {
+	switch o := data(out).(type) {
 	case []float32:
-		return crossEntropy(k.smoothing, in[0].Data().([]float32), in[1].Data().([]int), nil, o)
+		return crossEntropy(k.smoothing, floats[float32](in[0]), in[1].Data().([]int), nil, o)
 	case []float64:
-		return crossEntropy(k.smoothing, in[0].Data().([]float64), in[1].Data().([]int), nil, o)
+		return crossEntropy(k.smoothing, floats[float64](in[0]), in[1].Data().([]int), nil, o)
 	}
 	return nil
 }
@@ -58,11 +58,11 @@ func (g crossEntropyGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error
 	return in[0].Clone(), nil
 }
 func (g crossEntropyGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch o := out.Data().(type) {
+	switch o := data(out).(type) {
 	case []float32:
-		return crossEntropy(g.k.smoothing, in[0].Data().([]float32), in[1].Data().([]int), in[2].Data().([]float32), o)
+		return crossEntropy(g.k.smoothing, floats[float32](in[0]), in[1].Data().([]int), floats[float32](in[2]), o)
 	case []float64:
-		return crossEntropy(g.k.smoothing, in[0].Data().([]float64), in[1].Data().([]int), in[2].Data().([]float64), o)
+		return crossEntropy(g.k.smoothing, floats[float64](in[0]), in[1].Data().([]int), floats[float64](in[2]), o)
 	}
 	return nil
 }

@@ -36,11 +36,11 @@ func isSuffix(s, t tensor.Shape) bool {
 }
 
 func (addKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch y := out.Data().(type) {
+	switch y := data(out).(type) {
 	case []float32:
-		addRepeat(in[0].Data().([]float32), in[1].Data().([]float32), y)
+		addRepeat(floats[float32](in[0]), floats[float32](in[1]), y)
 	case []float64:
-		addRepeat(in[0].Data().([]float64), in[1].Data().([]float64), y)
+		addRepeat(floats[float64](in[0]), floats[float64](in[1]), y)
 	}
 	return nil
 }
@@ -94,11 +94,11 @@ func (k sumLeadingKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	return s, nil
 }
 func (sumLeadingKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch s := out.Data().(type) {
+	switch s := data(out).(type) {
 	case []float32:
-		colSum(in[0].Data().([]float32), s)
+		colSum(floats[float32](in[0]), s)
 	case []float64:
-		colSum(in[0].Data().([]float64), s)
+		colSum(floats[float64](in[0]), s)
 	}
 	return nil
 }
@@ -115,11 +115,11 @@ func (mulKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	return in[0].Clone(), nil
 }
 func (mulKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch y := out.Data().(type) {
+	switch y := data(out).(type) {
 	case []float32:
-		mulInto(in[0].Data().([]float32), in[1].Data().([]float32), y)
+		mulInto(floats[float32](in[0]), floats[float32](in[1]), y)
 	case []float64:
-		mulInto(in[0].Data().([]float64), in[1].Data().([]float64), y)
+		mulInto(floats[float64](in[0]), floats[float64](in[1]), y)
 	}
 	return nil
 }
@@ -163,11 +163,11 @@ type scaleKernel struct{ c float64 }
 func (k scaleKernel) name() string                                   { return fmt.Sprintf("scale(%g)", k.c) }
 func (scaleKernel) outShape(in []tensor.Shape) (tensor.Shape, error) { return in[0].Clone(), nil }
 func (k scaleKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch y := out.Data().(type) {
+	switch y := data(out).(type) {
 	case []float32:
-		scaleInto(in[0].Data().([]float32), float32(k.c), y)
+		scaleInto(floats[float32](in[0]), float32(k.c), y)
 	case []float64:
-		scaleInto(in[0].Data().([]float64), k.c, y)
+		scaleInto(floats[float64](in[0]), k.c, y)
 	}
 	return nil
 }

@@ -50,12 +50,12 @@ func (k layerNormKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 		s = &savedStats{} // statistics of this run only
 	}
 	s.fresh = false
-	switch y := out.Data().(type) {
+	switch y := data(out).(type) {
 	case []float32:
 		if len(s.mean32) != rows {
 			s.mean32, s.rstd32 = make([]float32, rows), make([]float32, rows)
 		}
-		x, g, b := in[0].Data().([]float32), in[1].Data().([]float32), in[2].Data().([]float32)
+		x, g, b := floats[float32](in[0]), floats[float32](in[1]), floats[float32](in[2])
 		if layerNormFwdRows32(x, g, b, y, k.eps, s.mean32, s.rstd32) {
 			s.fresh, s.fast = true, true
 			return nil
@@ -64,7 +64,7 @@ func (k layerNormKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 		layerNormForward(k.eps, x, g, b, y, mean, rstd)
 	case []float64:
 		mean, rstd := s.stats64(rows)
-		layerNormForward(k.eps, in[0].Data().([]float64), in[1].Data().([]float64), in[2].Data().([]float64), y, mean, rstd)
+		layerNormForward(k.eps, floats[float64](in[0]), floats[float64](in[1]), floats[float64](in[2]), y, mean, rstd)
 	}
 	s.fresh, s.fast = true, false
 	return nil
@@ -216,9 +216,9 @@ func (g layerNormGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 	if s != nil {
 		s.fresh = false
 	}
-	switch o := out.Data().(type) {
+	switch o := data(out).(type) {
 	case []float32:
-		x, gam, gOut := in[0].Data().([]float32), in[1].Data().([]float32), in[2].Data().([]float32)
+		x, gam, gOut := floats[float32](in[0]), floats[float32](in[1]), floats[float32](in[2])
 		n, d := len(x), len(gam)
 		dx, dgamma, dbeta := o[:n], o[n:n+d], o[n+d:]
 		if fresh && s.fast && len(s.mean32) == rows {
@@ -238,7 +238,7 @@ func (g layerNormGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 		if fresh && !s.fast && len(s.mean) == rows {
 			mean, rstd = s.mean, s.rstd
 		}
-		layerNormBackward(g.k.eps, in[0].Data().([]float64), in[1].Data().([]float64), in[2].Data().([]float64), o, mean, rstd)
+		layerNormBackward(g.k.eps, floats[float64](in[0]), floats[float64](in[1]), floats[float64](in[2]), o, mean, rstd)
 	}
 	return nil
 }

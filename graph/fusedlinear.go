@@ -48,7 +48,7 @@ func (k linearKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 }
 
 func (k linearKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch y := out.Data().(type) {
+	switch y := data(out).(type) {
 	case []float32:
 		linearForward(k.bias, in, y)
 		activate(k, in, y)
@@ -69,7 +69,7 @@ func activate[T float](k linearKernel, in []*tensor.Dense, y []T) {
 		relu(y, nil, y)
 		return
 	}
-	d := in[k.maskInput()].Data().([]T)
+	d := floats[T](in[k.maskInput()])
 	kernels.SplitRange(len(y), 8, func(lo, hi int) {
 		y, d := y[lo:hi], d[lo:hi]
 		reluPart(y, nil, y)
@@ -81,11 +81,11 @@ func activate[T float](k linearKernel, in []*tensor.Dense, y []T) {
 }
 
 func linearForward[T float](bias bool, in []*tensor.Dense, y []T) {
-	x, w := in[0].Data().([]T), in[1].Data().([]T)
+	x, w := floats[T](in[0]), floats[T](in[1])
 	din, dout := in[1].Shape()[0], in[1].Shape()[1]
 	rows := len(x) / din
 	if bias {
-		kernels.GemmBias(false, false, rows, dout, din, 1, x, din, w, dout, 0, y, dout, in[2].Data().([]T))
+		kernels.GemmBias(false, false, rows, dout, din, 1, x, din, w, dout, 0, y, dout, floats[T](in[2]))
 		return
 	}
 	kernels.Gemm(false, false, rows, dout, din, 1, x, din, w, dout, 0, y, dout)
@@ -125,11 +125,11 @@ func (reluDropGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	return in[0].Clone(), nil
 }
 func (reluDropGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch o := out.Data().(type) {
+	switch o := data(out).(type) {
 	case []float32:
-		reluDropGrad(in[0].Data().([]float32), in[1].Data().([]float32), in[2].Data().([]float32), o)
+		reluDropGrad(floats[float32](in[0]), floats[float32](in[1]), floats[float32](in[2]), o)
 	case []float64:
-		reluDropGrad(in[0].Data().([]float64), in[1].Data().([]float64), in[2].Data().([]float64), o)
+		reluDropGrad(floats[float64](in[0]), floats[float64](in[1]), floats[float64](in[2]), o)
 	}
 	return nil
 }
@@ -175,11 +175,11 @@ func (k matmulKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 	if kk != inner || m*n != out.Shape().TotalSize() {
 		return fmt.Errorf("shapes %v and %v give %d values, want %v", a, b, m*n, out.Shape())
 	}
-	switch c := out.Data().(type) {
+	switch c := data(out).(type) {
 	case []float32:
-		kernels.Gemm(k.transA, k.transB, m, n, kk, 1, in[0].Data().([]float32), aCols, in[1].Data().([]float32), bCols, 0, c, n)
+		kernels.Gemm(k.transA, k.transB, m, n, kk, 1, floats[float32](in[0]), aCols, floats[float32](in[1]), bCols, 0, c, n)
 	case []float64:
-		kernels.Gemm(k.transA, k.transB, m, n, kk, 1, in[0].Data().([]float64), aCols, in[1].Data().([]float64), bCols, 0, c, n)
+		kernels.Gemm(k.transA, k.transB, m, n, kk, 1, floats[float64](in[0]), aCols, floats[float64](in[1]), bCols, 0, c, n)
 	}
 	return nil
 }
@@ -192,11 +192,11 @@ func (colSumKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	return tensor.Shape{in[0][len(in[0])-1]}, nil
 }
 func (colSumKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch s := out.Data().(type) {
+	switch s := data(out).(type) {
 	case []float32:
-		colSum(in[0].Data().([]float32), s)
+		colSum(floats[float32](in[0]), s)
 	case []float64:
-		colSum(in[0].Data().([]float64), s)
+		colSum(floats[float64](in[0]), s)
 	}
 	return nil
 }

@@ -116,7 +116,7 @@ func sum(ds []int) int {
 }
 
 func (k linearConcatKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch y := out.Data().(type) {
+	switch y := data(out).(type) {
 	case []float32:
 		linearConcatForward(k, in, y)
 	case []float64:
@@ -129,13 +129,13 @@ func (k linearConcatKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 func datas[T float](ts []*tensor.Dense) [][]T {
 	d := make([][]T, len(ts))
 	for i, t := range ts {
-		d[i] = t.Data().([]T)
+		d[i] = floats[T](t)
 	}
 	return d
 }
 
 func linearConcatForward[T float](k linearConcatKernel, in []*tensor.Dense, y []T) {
-	x := in[0].Data().([]T)
+	x := floats[T](in[0])
 	din := in[1].Shape()[0]
 	w := pack(&k.packed.w, din, datas[T](in[1:1+k.parts]))
 	total := len(w) / din
@@ -177,7 +177,7 @@ func (k linearConcatDxKernel) outShape([]tensor.Shape) (tensor.Shape, error) {
 	return k.shape.get(), nil
 }
 func (k linearConcatDxKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch dx := out.Data().(type) {
+	switch dx := data(out).(type) {
 	case []float32:
 		linearConcatDx(k, in, dx)
 	case []float64:
@@ -187,7 +187,7 @@ func (k linearConcatDxKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func linearConcatDx[T float](k linearConcatDxKernel, in []*tensor.Dense, dx []T) {
-	g := in[0].Data().([]T)
+	g := floats[T](in[0])
 	din := in[1].Shape()[0]
 	w := pack(&k.packed.w, din, datas[T](in[1:]))
 	total := len(w) / din
@@ -212,7 +212,7 @@ func (k linearConcatDwKernel) outShape([]tensor.Shape) (tensor.Shape, error) {
 	return tensor.Shape{n}, nil
 }
 func (k linearConcatDwKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch p := out.Data().(type) {
+	switch p := data(out).(type) {
 	case []float32:
 		linearConcatDw(k, in, p)
 	case []float64:
@@ -222,7 +222,7 @@ func (k linearConcatDwKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func linearConcatDw[T float](k linearConcatDwKernel, in []*tensor.Dense, packed []T) {
-	x, g := in[0].Data().([]T), in[1].Data().([]T)
+	x, g := floats[T](in[0]), floats[T](in[1])
 	shapes := k.shapes.get()
 	parts := len(shapes)
 	if k.bias {

@@ -124,7 +124,7 @@ func (k projXentKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 func (k projXentKernel) constInput(i int) bool { return i >= 3 }
 
 func (k projXentKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch o := out.Data().(type) {
+	switch o := data(out).(type) {
 	case []float32:
 		l, err := projXentForward[float32](k, in)
 		o[0] = float32(l)
@@ -161,11 +161,11 @@ func (k projXentKernel) grads(in []*Node, _, g *Node) []*Node {
 func projXentForward[T float](k projXentKernel, in []*tensor.Dense) (float64, error) {
 	s := k.saved
 	s.fresh, s.grads = false, false
-	h, w, bias := in[0].Data().([]T), in[1].Data().([]T), in[2].Data().([]T)
+	h, w, bias := floats[T](in[0]), floats[T](in[1]), floats[T](in[2])
 	targets := in[3].Data().([]int)
 	var mask []T
 	if k.masked {
-		mask = in[4].Data().([]T)
+		mask = floats[T](in[4])
 	}
 	d, v := in[1].Shape()[0], in[1].Shape()[1]
 	if err := gatherLive(s, h, targets, mask, d, v); err != nil {
@@ -241,7 +241,7 @@ func (g projXentGradW) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	return in[1].Clone(), nil
 }
 func (g projXentGradW) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch o := out.Data().(type) {
+	switch o := data(out).(type) {
 	case []float32:
 		return projXentBackward(g.k, in, o)
 	case []float64:
@@ -261,7 +261,7 @@ func projXentBackward[T float](k projXentKernel, in []*tensor.Dense, dW []T) err
 		}
 	}
 	s.fresh = false
-	gOut := float64(in[len(in)-1].Data().([]T)[0])
+	gOut := float64(floats[T](in[len(in)-1])[0])
 	d, v := in[1].Shape()[0], in[1].Shape()[1]
 	targets := in[3].Data().([]int)
 	n := len(s.rows)
@@ -305,11 +305,11 @@ func (g projXentGradH) do(in []*tensor.Dense, out *tensor.Dense) error {
 	if !g.k.saved.grads {
 		return errors.New("∂L/∂z of this run is not ready")
 	}
-	switch o := out.Data().(type) {
+	switch o := data(out).(type) {
 	case []float32:
-		projXentGradHidden(g.k.saved, in[0].Data().([]float32), in[0].Shape()[1], o)
+		projXentGradHidden(g.k.saved, floats[float32](in[0]), in[0].Shape()[1], o)
 	case []float64:
-		projXentGradHidden(g.k.saved, in[0].Data().([]float64), in[0].Shape()[1], o)
+		projXentGradHidden(g.k.saved, floats[float64](in[0]), in[0].Shape()[1], o)
 	default:
 		return fmt.Errorf("unsupported dtype %v", out.Dtype())
 	}
@@ -350,7 +350,7 @@ func (g projXentGradB) do(in []*tensor.Dense, out *tensor.Dense) error {
 		return errors.New("∂L/∂z of this run is not ready")
 	}
 	chunks := (len(s.rows) + xentChunk - 1) / xentChunk
-	switch o := out.Data().(type) {
+	switch o := data(out).(type) {
 	case []float32:
 		sumChunks(s.dbPart.([]float32), chunks, o)
 	case []float64:

@@ -16,11 +16,11 @@ type reluKernel struct{}
 func (reluKernel) name() string                                     { return "relu" }
 func (reluKernel) outShape(in []tensor.Shape) (tensor.Shape, error) { return in[0].Clone(), nil }
 func (reluKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch y := out.Data().(type) {
+	switch y := data(out).(type) {
 	case []float32:
-		relu(in[0].Data().([]float32), nil, y)
+		relu(floats[float32](in[0]), nil, y)
 	case []float64:
-		relu(in[0].Data().([]float64), nil, y)
+		relu(floats[float64](in[0]), nil, y)
 	}
 	return nil
 }
@@ -33,11 +33,11 @@ type reluGradKernel struct{}
 func (reluGradKernel) name() string                                     { return "grad-relu" }
 func (reluGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error) { return in[0].Clone(), nil }
 func (reluGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch y := out.Data().(type) {
+	switch y := data(out).(type) {
 	case []float32:
-		relu(in[0].Data().([]float32), in[1].Data().([]float32), y)
+		relu(floats[float32](in[0]), floats[float32](in[1]), y)
 	case []float64:
-		relu(in[0].Data().([]float64), in[1].Data().([]float64), y)
+		relu(floats[float64](in[0]), floats[float64](in[1]), y)
 	}
 	return nil
 }

@@ -27,11 +27,11 @@ type lgammaKernel struct{}
 func (lgammaKernel) name() string                                     { return "lgamma" }
 func (lgammaKernel) outShape(in []tensor.Shape) (tensor.Shape, error) { return in[0].Clone(), nil }
 func (lgammaKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch y := out.Data().(type) {
+	switch y := data(out).(type) {
 	case []float32:
-		return lgammaSlice(in[0].Data().([]float32), y)
+		return lgammaSlice(floats[float32](in[0]), y)
 	case []float64:
-		return lgammaSlice(in[0].Data().([]float64), y)
+		return lgammaSlice(floats[float64](in[0]), y)
 	}
 	return fmt.Errorf("unsupported dtype %v", out.Dtype())
 }
@@ -58,11 +58,11 @@ type lgammaGradKernel struct{}
 func (lgammaGradKernel) name() string                                     { return "grad-lgamma" }
 func (lgammaGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error) { return in[0].Clone(), nil }
 func (lgammaGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch y := out.Data().(type) {
+	switch y := data(out).(type) {
 	case []float32:
-		digammaSlice(in[0].Data().([]float32), in[1].Data().([]float32), y)
+		digammaSlice(floats[float32](in[0]), floats[float32](in[1]), y)
 	case []float64:
-		digammaSlice(in[0].Data().([]float64), in[1].Data().([]float64), y)
+		digammaSlice(floats[float64](in[0]), floats[float64](in[1]), y)
 	default:
 		return fmt.Errorf("unsupported dtype %v", out.Dtype())
 	}
@@ -74,11 +74,11 @@ type digammaKernel struct{}
 func (digammaKernel) name() string                                     { return "digamma" }
 func (digammaKernel) outShape(in []tensor.Shape) (tensor.Shape, error) { return in[0].Clone(), nil }
 func (digammaKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch y := out.Data().(type) {
+	switch y := data(out).(type) {
 	case []float32:
-		digammaSlice(in[0].Data().([]float32), nil, y)
+		digammaSlice(floats[float32](in[0]), nil, y)
 	case []float64:
-		digammaSlice(in[0].Data().([]float64), nil, y)
+		digammaSlice(floats[float64](in[0]), nil, y)
 	default:
 		return fmt.Errorf("unsupported dtype %v", out.Dtype())
 	}

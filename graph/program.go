@@ -7,6 +7,7 @@ import (
 	"log"
 
 	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 )
 
 // timeline, set only by tests (timeline_test.go), gives the programs
@@ -246,6 +247,9 @@ func (p *Program) gradient(i int) (any, error) {
 	g, err := p.usedN[i].Grad()
 	if err != nil {
 		return nil, fmt.Errorf("gradient of %s: %w", p.used[i].Name, err)
+	}
+	if d, ok := g.(*tensor.Dense); ok {
+		return data(d), nil // without Data's reflection, as the ops read theirs
 	}
 	return g.Data(), nil
 }

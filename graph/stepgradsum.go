@@ -168,11 +168,11 @@ func (gradSumKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 }
 
 func (gradSumKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
-	switch y := out.Data().(type) {
+	switch y := data(out).(type) {
 	case []float32:
-		addSame(in[0].Data().([]float32), in[1].Data().([]float32), y)
+		addSame(floats[float32](in[0]), floats[float32](in[1]), y)
 	case []float64:
-		addSame(in[0].Data().([]float64), in[1].Data().([]float64), y)
+		addSame(floats[float64](in[0]), floats[float64](in[1]), y)
 	default:
 		return fmt.Errorf("unsupported dtype %v", out.Dtype())
 	}
