@@ -1116,18 +1116,6 @@ static inline void store_row(float *row, int j, int m, int last, __m256 y) {
 	}
 }
 
-// bayes_prefetch asks for the cache lines of a [len] (a prefetch loads no
-// value and faults on no address, so it changes nothing but timing): the
-// heads' operands written long before the head runs (the noise, the
-// forward's p and x) came from L3 or memory line by line as the loops
-// reached them.
-__attribute__((always_inline)) static inline void bayes_prefetch(const float *a, size_t len) {
-	if (len == 0) return;
-	const char *b = (const char *)a, *e = (const char *)(a + len - 1);
-	for (; b <= e; b += 64) _mm_prefetch(b, _MM_HINT_T0);
-	_mm_prefetch(e, _MM_HINT_T0); // the last line, where a is not line-aligned
-}
-
 // bayes_axpy is rows_axpy (w a multiple of 8), or rows_axpy512 at
 // level ≥ 2: per element of out the same fused multiply-adds from +0 in
 // the same order of t, then the same product by α, so the same bits; the
@@ -1689,9 +1677,6 @@ int pf_bayes_head(int level, const float *q, int ldq, const float *k, int ldk, c
                   const float *b1, const float *w2, float b2, const double *kc, float *p, float *x, float *out, int ldo, float *dc, double *sum) {
 	const int kind = (int)kc[0];
 	const double rate = kc[2], A = kc[3], c0 = kc[4], shift = kc[5], inv2s02 = kc[6];
-	// the noise was filled at the step's start: its lines are requested
-	// now and arrive while the prior and the scores are made
-	bayes_prefetch(noise, (size_t)n * m);
 	const float floor_ = 1e-8f; // BayesAlphaFloor
 	int nr = n, nv = 0;
 	if (qmask) {
@@ -1841,54 +1826,43 @@ void pf_bayes_head_bwd(int level, const float *q, int ldq, const float *k, int l
                        float *dk, float *dvv, const float *w1, const float *w1t, const float *b1, const float *w2,
                        const float *dc, float *dw1, float *db1, float *dw2, float *db2, const float *xc, double gd,
                        double *part, int r) {
-	// p and x were written in the forward pass and g by the op after it:
-	// their lines are requested now, the prior network's part (which
-	// reads none of them) runs first, and the attention's products find
-	// them in cache
-	bayes_prefetch(p, (size_t)n * m);
-	bayes_prefetch(x, (size_t)n * m);
-	for (int i = 0; i < n; i++) bayes_prefetch(g + (size_t)i * ldg, dv);
-	float u[MAXW * 16], dkp[MAXW * MAXW], dcl[MAXW];
-	if (w1) {
-		if (!dc) {
-			for (int j = 0; j < m; j++) dcl[j] = (float)(gd * (double)xc[j]);
-			dc = dcl;
-		}
-		bayes_axpy(level, m, d, 16, 1, k, ldk, 1, w1, 16, u, 16);
-		const __m256 zero = _mm256_setzero_ps();
-		const __m256 b10 = _mm256_loadu_ps(b1), b11 = _mm256_loadu_ps(b1 + 8);
-		const __m256 w20 = _mm256_loadu_ps(w2), w21 = _mm256_loadu_ps(w2 + 8);
-		__m256 sb0 = zero, sb1 = zero, sw0 = zero, sw1 = zero;
-		float sg = 0;
-		for (int j = 0; j < m; j++) {
-			prior_unit_back(u + 16 * j, dc[j], b10, b11, w20, w21, &sb0, &sb1, &sw0, &sw1);
-			sg += dc[j];
-		}
-		_mm256_storeu_ps(db1, sb0);
-		_mm256_storeu_ps(db1 + 8, sb1);
-		_mm256_storeu_ps(dw2, sw0);
-		_mm256_storeu_ps(dw2 + 8, sw1);
-		*db2 = sg;
-		// du w1ᵀ, added to dk's rows below
-		bayes_axpy(level, m, 16, d, 1, u, 16, 1, w1t, d, dkp, d);
-		// dw1 [d×16]: row e = Σ_j k[j][e] du[j]
-		bayes_axpy(level, d, m, 16, 1, k, 1, ldk, u, 16, dw1, 16);
-		if (part) {
-			for (int e = 0; e < d; e++)
-				for (int t = 0; t < r; t++) part[e * r + t] = dw1[e * 16 + t];
-			for (int t = 0; t < r; t++) {
-				part[d * r + t] = db1[t];
-				part[d * r + r + t] = dw2[t];
-			}
-			part[d * r + 2 * r] = *db2;
-		}
-	}
 	if (level >= 2) {
 		bayes_attn_bwd512(q, ldq, k, ldk, v, ldv, g, ldg, p, n, m, d, dv, scale, dq, dk, dvv, x, gx);
 	} else {
 		attn_head_bwd(q, ldq, k, ldk, v, ldv, g, ldg, p, NULL, n, m, d, dv, scale, dq, dk, dvv, x, gx);
 	}
-	// dk rows += du w1ᵀ, after the attention's dk as before
-	if (w1)
-		for (int j = 0; j < m; j++) add_rows(dkp + (size_t)j * d, dk + (size_t)j * ldk, d);
+	if (!w1) return;
+	float u[MAXW * 16], dkp[MAXW * MAXW], dcl[MAXW];
+	if (!dc) {
+		for (int j = 0; j < m; j++) dcl[j] = (float)(gd * (double)xc[j]);
+		dc = dcl;
+	}
+	bayes_axpy(level, m, d, 16, 1, k, ldk, 1, w1, 16, u, 16);
+	const __m256 zero = _mm256_setzero_ps();
+	const __m256 b10 = _mm256_loadu_ps(b1), b11 = _mm256_loadu_ps(b1 + 8);
+	const __m256 w20 = _mm256_loadu_ps(w2), w21 = _mm256_loadu_ps(w2 + 8);
+	__m256 sb0 = zero, sb1 = zero, sw0 = zero, sw1 = zero;
+	float sg = 0;
+	for (int j = 0; j < m; j++) {
+		prior_unit_back(u + 16 * j, dc[j], b10, b11, w20, w21, &sb0, &sb1, &sw0, &sw1);
+		sg += dc[j];
+	}
+	_mm256_storeu_ps(db1, sb0);
+	_mm256_storeu_ps(db1 + 8, sb1);
+	_mm256_storeu_ps(dw2, sw0);
+	_mm256_storeu_ps(dw2 + 8, sw1);
+	*db2 = sg;
+	// dk rows += du w1ᵀ
+	bayes_axpy(level, m, 16, d, 1, u, 16, 1, w1t, d, dkp, d);
+	for (int j = 0; j < m; j++) add_rows(dkp + (size_t)j * d, dk + (size_t)j * ldk, d);
+	// dw1 [d×16]: row e = Σ_j k[j][e] du[j]
+	bayes_axpy(level, d, m, 16, 1, k, 1, ldk, u, 16, dw1, 16);
+	if (!part) return;
+	for (int e = 0; e < d; e++)
+		for (int t = 0; t < r; t++) part[e * r + t] = dw1[e * 16 + t];
+	for (int t = 0; t < r; t++) {
+		part[d * r + t] = db1[t];
+		part[d * r + r + t] = dw2[t];
+	}
+	part[d * r + 2 * r] = *db2;
 }
