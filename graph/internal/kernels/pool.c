@@ -91,6 +91,15 @@ struct range_job {
 	int *ctr;
 };
 
+// counter is a range or heads job's counter, on a cache line of its
+// own in the caller's frame: each claim by the other core takes the line
+// away, and the job's arguments and the caller's locals beside it would
+// go with it (the caller reads them at each chunk or batch element).
+struct counter {
+	_Alignas(64) int n;
+	char pad[60];
+};
+
 // The kinds of job.
 enum { JOB_GEMM, JOB_RANGE, JOB_ATTN_FWD, JOB_ATTN_BWD };
 
@@ -269,20 +278,37 @@ static int take(struct slot *s, int w, int woke) {
 // posted to slot i, runs it, polls for SERVE_SPIN_NS for the next one
 // and sleeps again if none comes, and returns when
 // workers.go has posted a Go job to the slot (gojob), clearing it.
+//
+// A share its caller took back before the helper, woken for it, could
+// start (the wake-up takes some 25 µs, longer than many sections) is
+// followed by the same poll: its caller is in a run of sections, and
+// the next is likely to come within the span, where sleeping at once
+// had the next section wake the helper again and, as often, take its
+// share back too. The helper sleeps only when nothing is posted: a post
+// found by the poll is taken without going through the mutex, so that
+// sleeping is never set, even briefly, while the helper is awake (a
+// caller seeing it would broadcast for nothing).
 void pf_pool_serve(int i) {
 	struct slot *s = &pool.slots[i];
 	for (;;) {
-		// sleeping is set before state and gojob are read again, and
-		// the posters store those before they read sleeping (all
-		// sequentially consistent), so one side sees the other.
-		pthread_mutex_lock(&pool.mu);
-		if (load(&stats_on) && i == 0) stats[PF_PS_SLEEPS]++;
-		store(&s->sleeping, 1);
-		while (load(&s->state) != POSTED && !load(&s->gojob)) pthread_cond_wait(&pool.work, &pool.mu);
-		store(&s->sleeping, 0);
-		pthread_mutex_unlock(&pool.mu);
+		int slept = 0;
+		if (load(&s->state) != POSTED && !load(&s->gojob)) {
+			// sleeping is set before state and gojob are read again,
+			// and the posters store those before they read sleeping
+			// (all sequentially consistent), so one side sees the
+			// other.
+			pthread_mutex_lock(&pool.mu);
+			store(&s->sleeping, 1);
+			while (load(&s->state) != POSTED && !load(&s->gojob)) {
+				if (!slept && load(&stats_on) && i == 0) stats[PF_PS_SLEEPS]++;
+				slept = 1;
+				pthread_cond_wait(&pool.work, &pool.mu);
+			}
+			store(&s->sleeping, 0);
+			pthread_mutex_unlock(&pool.mu);
+		}
 		if (load(&s->gojob) && __atomic_exchange_n(&s->gojob, 0, __ATOMIC_SEQ_CST)) return;
-		if (!take(s, i + 1, 1)) continue;
+		take(s, i + 1, slept); // or its caller took it back
 		// Sections come back to back, or after short serial gaps:
 		// poll for the next post before sleeping again.
 		long long start = 0;
@@ -398,9 +424,9 @@ int pf_pool_sgemm(int workers, int helpers, int level, int mode, int transA, int
 // arrays (range_job's kinds say which), unused ones NULL.
 int pf_pool_range(int workers, int helpers, int kind, int n, int d, int chunks, int units, int align, float eps,
                   void *p0, void *p1, void *p2, void *p3, void *p4, void *p5, void *p6, void *p7, void *p8) {
-	int ctr = 0;
+	struct counter ctr = {0};
 	struct job j = {.kind = JOB_RANGE,
-	                .r = {kind, n, d, chunks, units, align, eps, {p0, p1, p2, p3, p4, p5, p6, p7, p8}, &ctr}};
+	                .r = {kind, n, d, chunks, units, align, eps, {p0, p1, p2, p3, p4, p5, p6, p7, p8}, &ctr.n}};
 	return pool_run(&j, workers, helpers);
 }
 
@@ -417,11 +443,11 @@ int pf_pool_attn(int workers, int helpers, int bwd, int level, const float *q, i
                  const float *v, int ldv, const float *g, int ldg, int b, int heads, int n, int m, int d, int dv,
                  float scale, const float *mask, int causal, const float *bias, const float *drop, float *p,
                  int pstride, float *out, int ldo, float *dq, float *dk, float *dvv, int residual) {
-	int ctr = 0;
+	struct counter ctr = {0};
 	struct job j = {.kind = bwd ? JOB_ATTN_BWD : JOB_ATTN_FWD,
 	                .a = {.level = level, .ldq = ldq, .ldk = ldk, .ldv = ldv, .ldg = ldg, .ldo = ldo, .b = b,
 	                      .heads = heads, .n = n, .m = m, .d = d, .dv = dv, .causal = causal, .residual = residual,
 	                      .pstride = pstride, .scale = scale, .q = q, .k = k, .v = v, .g = g, .mask = mask,
-	                      .bias = bias, .drop = drop, .p = p, .out = out, .dq = dq, .dk = dk, .dvv = dvv, .ctr = &ctr}};
+	                      .bias = bias, .drop = drop, .p = p, .out = out, .dq = dq, .dk = dk, .dvv = dvv, .ctr = &ctr.n}};
 	return pool_run(&j, workers, helpers);
 }

@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestPoolSameBits: a product shared through pool.c's helper threads gives
@@ -109,5 +111,64 @@ func TestPoolConcurrentCallers(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Fatal(e)
+	}
+}
+
+// TestPoolHelperSleepsWhenIdle: once the sections stop, the pool's helper
+// goes to sleep in pool.c (its slot's sleeping word set) instead of
+// polling on, so that an idle or evaluating trainer spins no core; asleep,
+// it is woken by the next product's post and by a Go job (RunShares),
+// and the product still has its one-thread values. The deadline only
+// bounds a failure: the helper polls for tens of µs before it sleeps.
+func TestPoolHelperSleepsWhenIdle(t *testing.T) {
+	if hasAVX2() == 0 {
+		t.Skip("no AVX2 on this CPU")
+	}
+	prev := runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0)))
+	defer runtime.GOMAXPROCS(prev)
+	level := int(gemmLevel())
+	rng := rand.New(rand.NewPCG(43, 47))
+	m, n, k := 512, 256, 64
+	a := to32(normal(1)(rng, []int{m * k}))
+	b := to32(normal(1)(rng, []int{k * n}))
+	one := make([]float32, m*n)
+	gemmKernelAt(cInt(level), false, false, m, n, k, 1, a, k, b, n, 0, one, n, nil)
+	w := poolWords(0)
+	asleep := func() bool {
+		for end := time.Now().Add(10 * time.Second); atomic.LoadInt32(&w[2]) == 0; {
+			if time.Now().After(end) {
+				return false
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		return true
+	}
+	for round := range 5 {
+		// Products back to back until the helper has run a share, so
+		// that it is awake (unless the machine never lets it start).
+		helped := 0
+		for try := 0; try < 200 && helped == 0; try++ {
+			got := make([]float32, m*n)
+			helped = gemmSharedAt(cInt(level), 2, 0, 24, 16*level, false, false, m, n, k, 1, a, k, b, n, 0, got, n, nil)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(one[i]) {
+					t.Fatalf("round %d: element %d is %v through the pool, %v on one thread", round, i, got[i], one[i])
+				}
+			}
+		}
+		if helped == 0 {
+			t.Logf("round %d: the helper took no share in 200 products", round)
+		}
+		if !asleep() {
+			t.Fatalf("round %d: the helper still polls 10 s after the last product", round)
+		}
+		var ran [2]atomic.Int32
+		RunShares(2, func(w int) { ran[w].Add(1) })
+		if ran[0].Load() != 1 || ran[1].Load() != 1 {
+			t.Fatalf("round %d: RunShares ran its shares %d and %d times", round, ran[0].Load(), ran[1].Load())
+		}
+		if !asleep() {
+			t.Fatalf("round %d: the helper still polls 10 s after a Go job", round)
+		}
 	}
 }
