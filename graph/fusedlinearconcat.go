@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"gorgonia.org/tensor"
 
@@ -30,8 +31,42 @@ func LinearConcat(x *Node, ws, bs []*Node) *Node {
 }
 
 // packedWeights is a kernel's scratch for the weights [din, Σdᵢ] (and the
-// biases [Σdᵢ]) packed side by side, refilled at every run.
-type packedWeights struct{ w, b any }
+// biases [Σdᵢ]) packed side by side, refilled at every run. src records
+// the weights' backings w was packed from (first element, length), so that
+// the backward's dx, which runs later in the same run on the same weights
+// (parameters change only between runs), reads the forward's packing
+// rather than copying the same values again (packedBy).
+type packedWeights struct {
+	w, b any
+	src  []uintptr // the weights' first element and length, in turn
+}
+
+// packedBy returns the weights the forward packed (p.w) when ws are the
+// very backings it packed, else nil.
+func packedBy[T float](p *packedWeights, ws [][]T) []T {
+	w, ok := p.w.([]T)
+	if !ok || len(p.src) != 2*len(ws) {
+		return nil
+	}
+	for i, x := range ws {
+		if len(x) == 0 || p.src[2*i] != uintptr(unsafe.Pointer(&x[0])) || p.src[2*i+1] != uintptr(len(x)) {
+			return nil
+		}
+	}
+	return w
+}
+
+// packFrom records in p which backings ws its w was packed from.
+func packFrom[T float](p *packedWeights, ws [][]T) {
+	p.src = p.src[:0]
+	for _, x := range ws {
+		if len(x) == 0 {
+			p.src = p.src[:0]
+			return
+		}
+		p.src = append(p.src, uintptr(unsafe.Pointer(&x[0])), uintptr(len(x)))
+	}
+}
 
 // pack copies ws (each [din, dᵢ]) side by side into a [din, Σdᵢ] buffer
 // kept in *keep, and returns it.
@@ -137,7 +172,10 @@ func datas[T float](ts []*tensor.Dense) [][]T {
 func linearConcatForward[T float](k linearConcatKernel, in []*tensor.Dense, y []T) {
 	x := floats[T](in[0])
 	din := in[1].Shape()[0]
-	w := pack(&k.packed.w, din, datas[T](in[1:1+k.parts]))
+	ws := datas[T](in[1 : 1+k.parts])
+	k.packed.src = k.packed.src[:0] // a packing half made records no weights
+	w := pack(&k.packed.w, din, ws)
+	packFrom(k.packed, ws)
 	total := len(w) / din
 	rows := len(x) / din
 	if !k.bias {
@@ -153,7 +191,7 @@ func linearConcatForward[T float](k linearConcatKernel, in []*tensor.Dense, y []
 // gradients packed by one op and read as views: dwᵢ = xᵀ·gᵢ, dbᵢ =
 // Σ_rows gᵢ, with gᵢ the columns of g that part i wrote.
 func (k linearConcatKernel) grads(in []*Node, _, g *Node) []*Node {
-	dx := apply(linearConcatDxKernel{parts: k.parts, shape: fix(in[0].Shape()), packed: &packedWeights{}},
+	dx := apply(linearConcatDxKernel{parts: k.parts, shape: fix(in[0].Shape()), packed: &packedWeights{}, fwd: k.packed},
 		append([]*Node{g}, in[1:1+k.parts]...)...)
 	shapes := make([]tensor.Shape, 0, len(in)-1)
 	for _, n := range in[1:] {
@@ -164,10 +202,13 @@ func (k linearConcatKernel) grads(in []*Node, _, g *Node) []*Node {
 }
 
 // linearConcatDxKernel is g [..., Σdᵢ], w₁…wₙ → g·[w₁ … wₙ]ᵀ of x's shape.
+// It reads the weights its forward op packed this run (fwd) when they are
+// packed from the same backings, else packs its own (packed).
 type linearConcatDxKernel struct {
 	parts  int
 	shape  fixedShape
 	packed *packedWeights
+	fwd    *packedWeights // the forward op's packing; nil: none
 }
 
 func (k linearConcatDxKernel) name() string {
@@ -189,7 +230,14 @@ func (k linearConcatDxKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 func linearConcatDx[T float](k linearConcatDxKernel, in []*tensor.Dense, dx []T) {
 	g := floats[T](in[0])
 	din := in[1].Shape()[0]
-	w := pack(&k.packed.w, din, datas[T](in[1:]))
+	ws := datas[T](in[1:])
+	var w []T
+	if k.fwd != nil {
+		w = packedBy(k.fwd, ws)
+	}
+	if w == nil {
+		w = pack(&k.packed.w, din, ws)
+	}
 	total := len(w) / din
 	kernels.Gemm(false, true, len(g)/total, din, total, 1, g, total, w, total, 0, dx, din)
 }

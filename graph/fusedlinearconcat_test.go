@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"gorgonia.org/tensor"
+
 	"github.com/probformer/probformer/graph/graphtest"
 	"github.com/probformer/probformer/graph/internal/kernels"
 )
@@ -378,5 +380,57 @@ func expectResidualAttentionIsAdd(t *testing.T, label string, c packedCase) {
 			})
 		}
 		graphtest.ExpectRunsClose(t, fmt.Sprintf("%s%+v %v", label, c, dt), run(true), run(false), 0, nil)
+	}
+}
+
+// TestLinearConcatDxReadsForwardPacking: dx reads the weights its forward
+// packed only when they were packed from the very backings it is given;
+// from other backings (the same values or not) it packs its own, and
+// either way its values are those of a packing of its own inputs.
+func TestLinearConcatDxReadsForwardPacking(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	vals := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	const rows, din = 5, 4
+	dense := func(v []float32, s ...int) *tensor.Dense {
+		return tensor.New(tensor.WithShape(s...), tensor.WithBacking(v))
+	}
+	w1, w2, x := dense(vals(din*3), din, 3), dense(vals(din*2), din, 2), dense(vals(rows*din), rows, din)
+	fwd := linearConcatKernel{parts: 2, packed: &packedWeights{}}
+	if err := fwd.do([]*tensor.Dense{x, w1, w2}, dense(make([]float32, rows*5), rows, 5)); err != nil {
+		t.Fatal(err)
+	}
+	g := dense(vals(rows*5), rows, 5)
+	dx := func(k linearConcatDxKernel, ws ...*tensor.Dense) []float32 {
+		out := dense(make([]float32, rows*din), rows, din)
+		if err := k.do(append([]*tensor.Dense{g}, ws...), out); err != nil {
+			t.Fatal(err)
+		}
+		return floats[float32](out)
+	}
+	alone := linearConcatDxKernel{parts: 2, shape: fix(tensor.Shape{rows, din}), packed: &packedWeights{}}
+	shared := alone
+	shared.packed, shared.fwd = &packedWeights{}, fwd.packed
+	want := dx(alone, w1, w2)
+	if got := dx(shared, w1, w2); !slices.Equal(got, want) {
+		t.Fatalf("dx on the forward's packing %v, want %v", got, want)
+	}
+	if shared.packed.w != nil {
+		t.Fatal("dx packed the weights its forward had packed")
+	}
+	// other backings: new weights, then copies of the packed ones
+	v1, v2 := dense(vals(din*3), din, 3), dense(vals(din*2), din, 2)
+	if got, want := dx(shared, v1, v2), dx(alone, v1, v2); !slices.Equal(got, want) {
+		t.Fatalf("dx of other weights %v, want %v", got, want)
+	}
+	c1 := dense(slices.Clone(floats[float32](w1)), din, 3)
+	if got := dx(shared, c1, w2); !slices.Equal(got, want) || shared.packed.w == nil {
+		t.Fatalf("dx of a copy: %v, want %v (packed its own: %v)", got, want, shared.packed.w != nil)
 	}
 }
