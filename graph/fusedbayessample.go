@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sync/atomic"
 
 	"gorgonia.org/tensor"
 
@@ -293,7 +294,7 @@ func bayesSampleForward[T float](a bayesSampleKernel, in []*tensor.Dense) float6
 	scratch := sampleScratch[T](st, z.n, z.m, z.r)
 	pad := priorPad(st, o, z, h)
 	cs := cfg.consts()
-	forHeads(z.b, h, func(w, xh int) {
+	forBayesHeads(z.b, h, func(w, xh int) {
 		if scratch[w] == nil {
 			scratch[w] = newSampleScratch[T](z.n, z.m, z.r)
 		}
@@ -308,6 +309,37 @@ func bayesSampleForward[T float](a bayesSampleKernel, in []*tensor.Dense) float6
 		total += s
 	}
 	return total / float64(st.count)
+}
+
+// forBayesHeads runs head(w, xh) for the b·heads heads xh = bi·heads + hh
+// on the workers as forHeads does, but where forHeads would give each
+// worker the fixed batch elements bi ≡ w, the workers take whole
+// elements in turn from a shared counter, as the softmax heads' pool.c
+// job does (7ce9102): on a machine shared with other processes a helper
+// that starts late or is preempted mid-share no longer holds the caller
+// at the section's end with the rest of its fixed share, nor a helper
+// the caller. Each head writes its own outputs and slots only (the KL
+// sums st.sums[xh], the prior's parts st.partial's row xh), and a
+// worker's scratch carries no value from one head to the next, so the
+// values do not depend on who runs which element.
+func forBayesHeads(b, heads int, head func(w, xh int)) {
+	workers, whole := wholeElements(b, heads)
+	if !whole || workers < 2 {
+		forHeads(b, heads, head)
+		return
+	}
+	var next atomic.Int64
+	kernels.RunShares(workers, func(w int) {
+		for {
+			bi := int(next.Add(1) - 1)
+			if bi >= b {
+				return
+			}
+			for xh := bi * heads; xh < (bi+1)*heads; xh++ {
+				head(w, xh)
+			}
+		}
+	})
 }
 
 // priorPad lays out the prior network's parameters for attention.c, per
@@ -575,7 +607,7 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 	hd, hv := h*d, h*dv
 	scratch := sampleScratch[T](st, n, m, r)
 	pad := priorPad(st, o, z, h)
-	forHeads(b, h, func(w, xh int) {
+	forBayesHeads(b, h, func(w, xh int) {
 		if scratch[w] == nil {
 			scratch[w] = newSampleScratch[T](n, m, r)
 		}

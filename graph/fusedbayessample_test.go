@@ -365,3 +365,34 @@ func BenchmarkBayesHead(b *testing.B) {
 		})
 	}
 }
+
+// TestBayesAttentionSampleSharedElements: with batches of two or more
+// elements a worker, where forBayesHeads has the workers take whole
+// elements from a shared counter, the fused op's readout, KL̄ and
+// gradients are the same bits at GOMAXPROCS 1, 2 and 3 (uneven batches,
+// both posteriors, the contextual prior, key and query masks, the
+// maxnorm model's head sizes, float32 through attention.c and float64 in
+// Go).
+func TestBayesAttentionSampleSharedElements(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	rng := rand.New(rand.NewPCG(37, 41))
+	for _, post := range []BayesPosterior{BayesWeibull, BayesLogNormal} {
+		for _, nm := range [][2]int{{16, 50}, {50, 16}, {1, 50}} {
+			for _, b := range []int{7, 9} {
+				c := klCase{b: b, h: 2, n: nm[0], m: nm[1], d: 16, keyMasked: true, queryMasked: nm[0] > 1,
+					contextual: true, post: post, k: 10, rate: 1, sigma: 1, sigma0: 1, qScale: 1}
+				x := newSampleData(rng, c, 16)
+				for _, dt := range []DType{Float32, Float64} {
+					var runs []graphtest.Result
+					for _, procs := range []int{1, 2, 3} {
+						runtime.GOMAXPROCS(procs)
+						runs = append(runs, runSampleGraph(t, dt, c, x, true, lossBoth))
+					}
+					what := fmt.Sprintf("%v b=%d %v", c, b, dt)
+					graphtest.ExpectRunsClose(t, what+" (2 cores)", runs[1], runs[0], 0, sampleNames)
+					graphtest.ExpectRunsClose(t, what+" (3 cores)", runs[2], runs[0], 0, sampleNames)
+				}
+			}
+		}
+	}
+}
