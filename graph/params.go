@@ -74,7 +74,7 @@ type Param struct {
 }
 
 // Values returns a float64 copy of the parameter's values, row-major.
-func (p *Param) Values() []float64 { return toFloat64(p.value.Data()) }
+func (p *Param) Values() []float64 { return toFloat64(data(p.value)) }
 
 // SetValues overwrites the parameter in place, so that every graph sharing
 // it sees the new values.
@@ -86,8 +86,9 @@ func (p *Param) SetValues(v []float64) error {
 }
 
 // Data returns the live backing, a []float32 or []float64. Writes to it
-// change the parameter.
-func (p *Param) Data() any { return p.value.Data() }
+// change the parameter. It is read without Dense.Data's reflection
+// (data), as an optimizer reads every parameter each step.
+func (p *Param) Data() any { return data(p.value) }
 
 // Params is the set of a model's parameters by hierarchical name. Layers ask
 // for a parameter by name and shape; the first request creates it from the
