@@ -294,12 +294,25 @@ func bayesSampleForward[T float](a bayesSampleKernel, in []*tensor.Dense) float6
 	scratch := sampleScratch[T](st, z.n, z.m, z.r)
 	pad := priorPad(st, o, z, h)
 	cs := cfg.consts()
-	forBayesHeads(z.b, h, func(w, xh int) {
+	head := func(w, xh int) {
 		if scratch[w] == nil {
 			scratch[w] = newSampleScratch[T](z.n, z.m, z.r)
 		}
 		st.sums[xh] = sampleHead(cfg, cs, scratch[w], o, z, pad, xh, p, x, out, dc)
-	})
+	}
+	if !sampleElementsC(cfg, o, z, pad) || !forBayesElements(z.b, h, func(w, bi int) {
+		if scratch[w] == nil {
+			scratch[w] = newSampleScratch[T](z.n, z.m, z.r)
+		}
+		skipped := sampleElementC(cfg, cs, scratch[w], o, z, pad, bi, p, x, out, dc, st.sums)
+		for hh := range h {
+			if skipped&(1<<hh) != 0 {
+				head(w, bi*h+hh)
+			}
+		}
+	}) {
+		forBayesHeads(z.b, h, head)
+	}
 	st.fresh = true
 	if st.count == 0 {
 		return 0
@@ -309,6 +322,35 @@ func bayesSampleForward[T float](a bayesSampleKernel, in []*tensor.Dense) float6
 		total += s
 	}
 	return total / float64(st.count)
+}
+
+// forBayesElements runs elem(w, bi) for the batch elements bi < b on the
+// workers, who take them in turn from a shared counter (see
+// forBayesHeads), and reports whether it did: it runs nothing where
+// forHeads would share one element's heads between workers (fewer than
+// two elements a worker).
+func forBayesElements(b, heads int, elem func(w, bi int)) bool {
+	workers, whole := wholeElements(b, heads)
+	if !whole {
+		return false
+	}
+	if workers < 2 {
+		for bi := range b {
+			elem(0, bi)
+		}
+		return true
+	}
+	var next atomic.Int64
+	kernels.RunShares(workers, func(w int) {
+		for {
+			bi := int(next.Add(1) - 1)
+			if bi >= b {
+				return
+			}
+			elem(w, bi)
+		}
+	})
+	return true
 }
 
 // forBayesHeads runs head(w, xh) for the b·heads heads xh = bi·heads + hh
@@ -323,23 +365,13 @@ func bayesSampleForward[T float](a bayesSampleKernel, in []*tensor.Dense) float6
 // worker's scratch carries no value from one head to the next, so the
 // values do not depend on who runs which element.
 func forBayesHeads(b, heads int, head func(w, xh int)) {
-	workers, whole := wholeElements(b, heads)
-	if !whole || workers < 2 {
-		forHeads(b, heads, head)
-		return
-	}
-	var next atomic.Int64
-	kernels.RunShares(workers, func(w int) {
-		for {
-			bi := int(next.Add(1) - 1)
-			if bi >= b {
-				return
-			}
-			for xh := bi * heads; xh < (bi+1)*heads; xh++ {
-				head(w, xh)
-			}
+	if workers, whole := wholeElements(b, heads); !whole || workers < 2 || !forBayesElements(b, heads, func(w, bi int) {
+		for xh := bi * heads; xh < (bi+1)*heads; xh++ {
+			head(w, xh)
 		}
-	})
+	}) {
+		forHeads(b, heads, head)
+	}
 }
 
 // priorPad lays out the prior network's parameters for attention.c, per
@@ -518,6 +550,50 @@ func sampleHeadC[T float](cfg BayesKL, cs klConsts, sc *klScratch[T], o sampleOp
 	return kernels.BayesHead32(q32, h*z.d, any(kh).([]float32), any(vh).([]float32), h*z.dv, z.n, z.m, z.d, z.dv,
 		float32(z.scale), mr, qr, any(uh).([]float32), net, kc, any(ph).([]float32), any(xh).([]float32),
 		any(oh).([]float32), dc)
+}
+
+// sampleElementsC reports whether the forward pass's float32 heads go to
+// attention.c a batch element at a time (sampleElementC): where
+// sampleHead would try sampleHeadC first for every head.
+func sampleElementsC[T float](cfg BayesKL, o sampleOperands[T], z sampleDims, pad []float32) bool {
+	_, ok := any(o.q).([]float32)
+	return ok && !cfg.Causal && !bayesSampleGoOnly && (o.w1 == nil || pad != nil) && cfg.Heads <= 32 &&
+		kernels.SampleHeadFits(z.n, z.m, z.d, z.dv)
+}
+
+// sampleElementC runs the heads of batch element bi in one call to
+// attention.c (kernels.BayesHeads32: each head as sampleHeadC runs it, so
+// the same values), their Σ KL_ij into sums, and returns the bit mask of
+// the heads it did not run, which sampleHead takes.
+func sampleElementC[T float](cfg BayesKL, cs klConsts, sc *klScratch[T], o sampleOperands[T], z sampleDims,
+	pad []float32, bi int, p, x, out, dc []T, sums []float64) uint32 {
+	h := cfg.Heads
+	n, m, hd, hv := z.n, z.m, h*z.d, h*z.dv
+	all := uint32(1)<<h - 1
+	kc := &sc.kc
+	*kc = [7]float64{1, cfg.Sigma, cfg.PriorRate, cs.a, cs.c0, cs.shift, cs.inv2s02}
+	if cfg.Posterior == BayesWeibull {
+		kc[0], kc[1] = 0, 1/cfg.K
+	}
+	var mr, qr, b2, dce []float32
+	if o.keyMask != nil {
+		mr = any(o.keyMask[bi*m : (bi+1)*m]).([]float32)
+	}
+	if o.queryMask != nil {
+		qr = any(o.queryMask[bi*n : (bi+1)*n]).([]float32)
+	}
+	if pad != nil {
+		b2, dce = any(o.b2).([]float32), any(dc[bi*h*m:(bi+1)*h*m]).([]float32)
+	}
+	e := bi * h * n * m // the element's first head's weights, noise, x
+	skipped, ok := kernels.BayesHeads32(h, any(o.q[bi*n*hd:]).([]float32), hd, any(o.k[bi*m*hd:]).([]float32),
+		any(o.v[bi*m*hv:]).([]float32), hv, n, m, z.d, z.dv, float32(z.scale), mr, qr,
+		any(o.noise[e:e+h*n*m]).([]float32), pad, priorPadSize(z.d), b2, kc, any(p[e:e+h*n*m]).([]float32),
+		any(x[e:e+h*n*m]).([]float32), any(out[bi*n*hv:]).([]float32), dce, sums[bi*h:(bi+1)*h])
+	if !ok {
+		return all
+	}
+	return skipped
 }
 
 // bayesSampleGradKernel computes the gradients of a BayesAttentionSample

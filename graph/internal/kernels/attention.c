@@ -1780,6 +1780,39 @@ int pf_bayes_head(int level, const float *q, int ldq, const float *k, int ldk, c
 	return 1;
 }
 
+// pf_bayes_heads runs pf_bayes_head on the h heads of one batch element
+// in one call, where graph made one call a head: head hh's operands at
+// its offsets (q and k columns hh·d, v and out columns hh·dv, noise, p and
+// x rows hh·n·m, dc hh·m, the prior network at pad + hh·padsize in
+// fusedbayessample.go's priorPad layout, w1 [d×16], w1ᵀ [16×d], b1 and
+// w2 [16], and b2[hh]; pad NULL for no network), its Σ KL_ij into
+// sums[hh]. It returns the bit mask of the heads pf_bayes_head did not
+// run (no visible key or no real query: graph's Go loop takes those);
+// every head's values are pf_bayes_head's.
+__attribute__((target("avx2,fma")))
+unsigned pf_bayes_heads(int level, int h, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                        int n, int m, int d, int dv, float scale, const float *mask, const float *qmask,
+                        const float *noise, const float *pad, int padsize, const float *b2, const double *kc, float *p,
+                        float *x, float *out, int ldo, float *dc, double *sums) {
+	unsigned skipped = 0;
+	const size_t nm = (size_t)n * m;
+	for (int hh = 0; hh < h; hh++) {
+		const float *w1 = NULL, *b1 = NULL, *w2 = NULL;
+		float b2h = 0;
+		if (pad) {
+			w1 = pad + (size_t)hh * padsize;
+			b1 = w1 + 32 * d;
+			w2 = b1 + 16;
+			b2h = b2[hh];
+		}
+		if (!pf_bayes_head(level, q + (size_t)hh * d, ldq, k + (size_t)hh * d, ldk, v + (size_t)hh * dv, ldv, n, m, d,
+		                   dv, scale, mask, qmask, noise + hh * nm, w1, b1, w2, b2h, kc, p + hh * nm, x + hh * nm,
+		                   out + (size_t)hh * dv, ldo, pad ? dc + (size_t)hh * m : NULL, sums + hh))
+			skipped |= 1u << hh;
+	}
+	return skipped;
+}
+
 // bayes_attn_bwd512 is attn_head_bwd without dropout and with x, its
 // products and transpose AVX-512's (rows_axpy512, transpose_rows512) and
 // its dS rows bayes_ds_rows512: each element gets the same operations in

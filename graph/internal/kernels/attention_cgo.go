@@ -245,6 +245,47 @@ func bayesHead32At(level int, q []float32, ld int, k, v []float32, ldv, n, m, d,
 	return float64(sum), ran != 0
 }
 
+// BayesHeads32 runs BayesHead32 on the h ≤ 32 heads of one batch element
+// in one call (attention.c's pf_bayes_heads): q, k, v and out are the
+// element's rows (head hh at columns hh·d, or hh·dv), noise, p and x its
+// heads' [h·n×m], dc [h·m]; pad holds the heads' prior networks, padSize
+// apart, each W1 [d×16], W1ᵀ [16×d], B1 and W2 [16] (graph's priorPad),
+// and b2 [h] their B2, or pad is nil; sums [h] gets each head's Σ KL_ij.
+// It returns the bit mask of the heads it did not run (BayesHead32's
+// false), and ok false when it ran nothing.
+func BayesHeads32(h int, q []float32, ld int, k, v []float32, ldv, n, m, d, dv int, scale float32, mask, qmask,
+	noise, pad []float32, padSize int, b2 []float32, kc *[7]float64, p, x, out, dc []float32, sums []float64) (uint32, bool) {
+	return bayesHeads32At(simdLevel(), h, q, ld, k, v, ldv, n, m, d, dv, scale, mask, qmask, noise, pad, padSize, b2, kc,
+		p, x, out, dc, sums)
+}
+
+// bayesHeads32At is BayesHeads32 at the given simdLevel (≥ 1).
+func bayesHeads32At(level, h int, q []float32, ld int, k, v []float32, ldv, n, m, d, dv int, scale float32, mask, qmask,
+	noise, pad []float32, padSize int, b2 []float32, kc *[7]float64, p, x, out, dc []float32, sums []float64) (uint32, bool) {
+	hm := h * n * m
+	if h < 1 || h > 32 || !AttnHeadOK(n, m, d, dv) || len(noise) < hm || len(p) < hm || len(x) < hm || len(sums) < h ||
+		len(q) < (n-1)*ld+h*d || len(k) < (m-1)*ld+h*d || len(v) < (m-1)*ldv+h*dv || len(out) < (n-1)*ldv+h*dv ||
+		(mask != nil && len(mask) < m) || (qmask != nil && len(qmask) < n) ||
+		(pad != nil && (padSize < 32*d+32 || len(pad) < h*padSize || len(b2) < h || len(dc) < h*m)) {
+		return 0, false
+	}
+	var mp, qp, pp, b2p, dcp *C.float
+	if mask != nil {
+		mp = (*C.float)(&mask[0])
+	}
+	if qmask != nil {
+		qp = (*C.float)(&qmask[0])
+	}
+	if pad != nil {
+		pp, b2p, dcp = (*C.float)(&pad[0]), (*C.float)(&b2[0]), (*C.float)(&dc[0])
+	}
+	skipped := C.pf_bayes_heads(C.int(level), C.int(h), (*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld),
+		(*C.float)(&v[0]), C.int(ldv), C.int(n), C.int(m), C.int(d), C.int(dv), C.float(scale), mp, qp,
+		(*C.float)(&noise[0]), pp, C.int(padSize), b2p, (*C.double)(&kc[0]), (*C.float)(&p[0]), (*C.float)(&x[0]),
+		(*C.float)(&out[0]), C.int(ldv), dcp, (*C.double)(&sums[0]))
+	return uint32(skipped), true
+}
+
 // BayesHeadBwd32 runs attention.c's pf_bayes_head_bwd on one float32
 // head: attention's backward pass from the weights p [n×m] and the
 // readout's gradient g (strided as v), with gx·x [n×m] added to dS, and

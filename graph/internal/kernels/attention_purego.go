@@ -49,6 +49,11 @@ func BayesHeadBwdPart32([]float32, int, []float32, []float32, int, []float32, []
 	return false
 }
 
+func BayesHeads32(int, []float32, int, []float32, []float32, int, int, int, int, int, float32, []float32, []float32,
+	[]float32, []float32, int, []float32, *[7]float64, []float32, []float32, []float32, []float32, []float64) (uint32, bool) {
+	return 0, false
+}
+
 func SampleHeadFits(int, int, int, int) bool { return false }
 
 // AttnHeadFwdRes32 and AttnHeadBwdRes32 have no pure-Go fast path either:

@@ -136,3 +136,122 @@ func TestBayesHeadBwdPartIsBwd(t *testing.T) {
 		}
 	}
 }
+
+// TestBayesHeadsAreHeads holds BayesHeads32 (one call for a batch
+// element's heads) to BayesHead32 a head bit for bit: every head's p, x,
+// readout, dc and KL sum, at both levels, both kernels, with and without
+// the prior network and masks; an element without a visible key runs no
+// head and writes nothing.
+func TestBayesHeadsAreHeads(t *testing.T) {
+	if hasAVX2() == 0 {
+		t.Skip("no AVX2")
+	}
+	rng := rand.New(rand.NewPCG(13, 17))
+	levels := []int{1}
+	if simdLevel() >= 2 {
+		levels = append(levels, 2)
+	}
+	fill := func(x []float32, s float64) []float32 {
+		for i := range x {
+			x[i] = float32(s * rng.NormFloat64())
+		}
+		return x
+	}
+	for _, sz := range [][4]int{{16, 50, 16, 16}, {50, 16, 16, 16}, {1, 50, 16, 16}, {5, 7, 8, 8}} {
+		for _, h := range []int{1, 4} {
+			for kind := range 2 {
+				for _, masked := range []bool{false, true} {
+					for _, prior := range []bool{false, true} {
+						for _, level := range levels {
+							n, m, d, dv := sz[0], sz[1], sz[2], sz[3]
+							name := fmt.Sprintf("n%d-m%d-d%d-h%d-kind%d-mask%v-prior%v-level%d", n, m, d, h, kind, masked, prior, level)
+							ld, ldv := h*d, h*dv
+							q, k, v := fill(make([]float32, n*ld), 1), fill(make([]float32, m*ld), 1), fill(make([]float32, m*ldv), 1)
+							noise := make([]float32, h*n*m)
+							for i := range noise {
+								if kind == 0 {
+									noise[i] = float32((float64(rng.Uint32()>>9) + 0.5) / (1 << 23))
+								} else {
+									noise[i] = float32(rng.NormFloat64())
+								}
+							}
+							var mask, qmask []float32
+							if masked {
+								mask, qmask = randMask(rng, m, false), randMask(rng, n, false)
+								mask[rng.IntN(m)], qmask[rng.IntN(n)] = 1, 1
+							}
+							padSize := 32*d + 32
+							var pad, b2 []float32
+							if prior {
+								pad, b2 = make([]float32, h*padSize), fill(make([]float32, h), 0.1)
+								for hh := range h {
+									hp := pad[hh*padSize:]
+									for e := range d {
+										for t := range 10 {
+											w := float32(0.3 * rng.NormFloat64())
+											hp[e*16+t], hp[16*d+t*d+e] = w, w
+										}
+									}
+									fill(hp[32*d:32*d+10], 0.5)
+									fill(hp[32*d+16:32*d+26], 0.5)
+								}
+							}
+							kc := [7]float64{0, 0.1, 1, 0.3, -1.2, 0, 0.5}
+							if kind == 1 {
+								kc = [7]float64{1, 1, 1, 0, 0.2, 0.05, 0.5}
+							}
+							type res struct {
+								p, x, out, dc []float32
+								sums          []float64
+							}
+							mk := func() res {
+								return res{make([]float32, h*n*m), make([]float32, h*n*m), make([]float32, n*ldv),
+									make([]float32, h*m), make([]float64, h)}
+							}
+							a, b := mk(), mk()
+							for hh := range h {
+								var net *PriorNet32
+								if prior {
+									hp := pad[hh*padSize:]
+									net = &PriorNet32{W1: hp[:16*d], W1t: hp[16*d : 32*d], B1: hp[32*d : 32*d+16],
+										W2: hp[32*d+16 : 32*d+32], B2: b2[hh]}
+								}
+								kk := kc
+								s, ok := bayesHead32At(level, q[hh*d:], ld, k[hh*d:], v[hh*dv:], ldv, n, m, d, dv, 0.25, mask,
+									qmask, noise[hh*n*m:], net, &kk, a.p[hh*n*m:], a.x[hh*n*m:], a.out[hh*dv:], a.dc[hh*m:])
+								if !ok {
+									t.Fatalf("%s: head %d did not run", name, hh)
+								}
+								a.sums[hh] = s
+							}
+							skipped, ok := bayesHeads32At(level, h, q, ld, k, v, ldv, n, m, d, dv, 0.25, mask, qmask, noise,
+								pad, padSize, b2, &kc, b.p, b.x, b.out, b.dc, b.sums)
+							if !ok || skipped != 0 {
+								t.Fatalf("%s: BayesHeads32 ran %v, skipped %b", name, ok, skipped)
+							}
+							for _, f := range []struct {
+								what string
+								x, y []float32
+							}{{"p", a.p, b.p}, {"x", a.x, b.x}, {"out", a.out, b.out}, {"dc", a.dc, b.dc}} {
+								sameBits(t, name+": "+f.what, f.x, f.y)
+							}
+							for hh := range h {
+								if math.Float64bits(a.sums[hh]) != math.Float64bits(b.sums[hh]) {
+									t.Fatalf("%s: head %d's sum %v, one head a call %v", name, hh, b.sums[hh], a.sums[hh])
+								}
+							}
+							// no visible key: no head runs, nothing is written
+							c := mk()
+							c.p[0] = 42
+							skipped, ok = bayesHeads32At(level, h, q, ld, k, v, ldv, n, m, d, dv, 0.25, make([]float32, m),
+								qmask, noise, pad, padSize, b2, &kc, c.p, c.x, c.out, c.dc, c.sums)
+							if !ok || skipped != 1<<h-1 || c.p[0] != 42 {
+								t.Fatalf("%s: without a visible key BayesHeads32 ran %v, skipped %b, p[0] %v", name, ok, skipped, c.p[0])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}

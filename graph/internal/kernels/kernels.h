@@ -145,6 +145,10 @@ int pf_bayes_head(int level, const float *q, int ldq, const float *k, int ldk, c
                   int dv, float scale, const float *mask, const float *qmask, const float *noise, const float *w1,
                   const float *b1, const float *w2, float b2, const double *kc, float *p, float *x, float *out,
                   int ldo, float *dc, double *sum);
+unsigned pf_bayes_heads(int level, int h, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                        int n, int m, int d, int dv, float scale, const float *mask, const float *qmask,
+                        const float *noise, const float *pad, int padsize, const float *b2, const double *kc, float *p,
+                        float *x, float *out, int ldo, float *dc, double *sums);
 void pf_bayes_head_bwd(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g,
                        int ldg, const float *p, int n, int m, int d, int dv, float scale, const float *x, float gx,
                        float *dq, float *dk, float *dvv, const float *w1, const float *w1t, const float *b1,
