@@ -683,7 +683,7 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 	hd, hv := h*d, h*dv
 	scratch := sampleScratch[T](st, n, m, r)
 	pad := priorPad(st, o, z, h)
-	forBayesHeads(b, h, func(w, xh int) {
+	head := func(w, xh int) {
 		if scratch[w] == nil {
 			scratch[w] = newSampleScratch[T](n, m, r)
 		}
@@ -741,7 +741,34 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 		if a.contextual {
 			priorHeadBackward(o, z, h, hh, kh, sc.u, dch, dkh, part)
 		}
-	})
+	}
+	// a batch element's heads in one call to attention.c where each head
+	// would take sampleHeadBwd32's (the same call a head, so the same
+	// values), the Go loop above otherwise
+	q32, f32 := any(o.q).([]float32)
+	if !f32 || gOut == nil || bayesSampleGoOnly || (a.contextual && pad == nil) || !kernels.SampleHeadFits(n, m, d, dv) ||
+		!forBayesElements(b, h, func(w, bi int) {
+			if scratch[w] == nil {
+				scratch[w] = newSampleScratch[T](n, m, r)
+			}
+			var pad32, xce []float32
+			var parts []float64
+			if a.contextual {
+				pad32, xce, parts = pad, any(xc[bi*h*m:(bi+1)*h*m]).([]float32), st.partial[bi*h*np:(bi+1)*h*np]
+			}
+			e := bi * h * n * m
+			if !kernels.BayesHeadsBwd32(h, q32[bi*n*hd:], hd, any(o.k[bi*m*hd:]).([]float32),
+				any(o.v[bi*m*hv:]).([]float32), hv, any(gOut[bi*n*hv:]).([]float32), any(p[e:e+h*n*m]).([]float32),
+				any(x[e:e+h*n*m]).([]float32), n, m, d, dv, float32(z.scale), float32(g), any(dq[bi*n*hd:]).([]float32),
+				any(dk[bi*m*hd:]).([]float32), any(dvv[bi*m*hv:]).([]float32), pad32, priorPadSize(d), xce, g, parts, np, r,
+				scratch[w].pg) {
+				for xh := bi * h; xh < (bi+1)*h; xh++ {
+					head(w, xh)
+				}
+			}
+		}) {
+		forBayesHeads(b, h, head)
+	}
 	if !a.contextual {
 		return
 	}

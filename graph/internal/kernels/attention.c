@@ -1899,3 +1899,36 @@ void pf_bayes_head_bwd(int level, const float *q, int ldq, const float *k, int l
 	}
 	part[d * r + 2 * r] = *db2;
 }
+
+// pf_bayes_heads_bwd runs pf_bayes_head_bwd on the h heads of one batch
+// element in one call, where graph made one call a head: head hh's
+// operands at its offsets (q, k, dq and dk columns hh·d, v, g and dv
+// columns hh·dv, p and x rows hh·n·m), with pad its prior network at
+// pad + hh·padsize in pf_bayes_heads' layout, dc from xc + hh·m and gd,
+// and its parameters' gradients into part + hh·np (pg [16·d + 33] the
+// scratch they pass through); pad NULL for no network. Every head's
+// values are pf_bayes_head_bwd's.
+__attribute__((target("avx2,fma")))
+void pf_bayes_heads_bwd(int level, int h, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                        const float *g, int ldg, const float *p, int n, int m, int d, int dv, float scale,
+                        const float *x, float gx, float *dq, float *dk, float *dvv, const float *pad, int padsize,
+                        const float *xc, double gd, double *part, int np, int r, float *pg) {
+	const size_t nm = (size_t)n * m;
+	for (int hh = 0; hh < h; hh++) {
+		const float *w1 = NULL, *w1t = NULL, *b1 = NULL, *w2 = NULL, *xch = NULL;
+		double *ph = NULL;
+		if (pad) {
+			w1 = pad + (size_t)hh * padsize;
+			w1t = w1 + 16 * d;
+			b1 = w1 + 32 * d;
+			w2 = b1 + 16;
+			xch = xc + (size_t)hh * m;
+			ph = part + (size_t)hh * np;
+		}
+		pf_bayes_head_bwd(level, q + (size_t)hh * d, ldq, k + (size_t)hh * d, ldk, v + (size_t)hh * dv, ldv,
+		                  g + (size_t)hh * dv, ldg, p + hh * nm, n, m, d, dv, scale, x + hh * nm, gx,
+		                  dq + (size_t)hh * d, dk + (size_t)hh * d, dvv + (size_t)hh * dv, w1, w1t, b1, w2, NULL, pg,
+		                  pad ? pg + 16 * d : NULL, pad ? pg + 16 * d + 16 : NULL, pad ? pg + 16 * d + 32 : NULL, xch,
+		                  gd, ph, r);
+	}
+}

@@ -297,6 +297,46 @@ func BayesHeadBwd32(q []float32, ld int, k, v []float32, ldv int, g, p, x []floa
 	return bayesHeadBwd32At(simdLevel(), q, ld, k, v, ldv, g, p, x, n, m, d, dv, scale, gx, dq, dk, dvv, net, dc, pg)
 }
 
+// BayesHeadsBwd32 runs BayesHeadBwdPart32 on the h heads of one batch
+// element in one call (attention.c's pf_bayes_heads_bwd): q, k, v, g and
+// the gradients dq, dk, dvv are the element's rows (head hh at columns
+// hh·d, or hh·dv; g and dvv strided as v, dq and dk as q), p and x its
+// heads' [h·n×m]; with pad (BayesHeads32's layout) the prior networks'
+// gradients from xc [h·m] and gd go to part [h·np] in graph's layout for
+// the hidden width r, pg [16·d + 33] their scratch. Each head's values are
+// BayesHeadBwdPart32's. It reports whether it ran.
+func BayesHeadsBwd32(h int, q []float32, ld int, k, v []float32, ldv int, g, p, x []float32, n, m, d, dv int,
+	scale, gx float32, dq, dk, dvv, pad []float32, padSize int, xc []float32, gd float64, part []float64, np, r int,
+	pg []float32) bool {
+	return bayesHeadsBwd32At(simdLevel(), h, q, ld, k, v, ldv, g, p, x, n, m, d, dv, scale, gx, dq, dk, dvv, pad, padSize,
+		xc, gd, part, np, r, pg)
+}
+
+// bayesHeadsBwd32At is BayesHeadsBwd32 at the given simdLevel (≥ 1).
+func bayesHeadsBwd32At(level, h int, q []float32, ld int, k, v []float32, ldv int, g, p, x []float32, n, m, d, dv int,
+	scale, gx float32, dq, dk, dvv, pad []float32, padSize int, xc []float32, gd float64, part []float64, np, r int,
+	pg []float32) bool {
+	hm := h * n * m
+	rows := max(n, m)
+	if h < 1 || !AttnHeadOK(n, m, d, dv) || len(p) < hm || len(x) < hm || len(q) < (n-1)*ld+h*d ||
+		len(k) < (m-1)*ld+h*d || len(v) < (m-1)*ldv+h*dv || len(g) < (n-1)*ldv+h*dv || len(dq) < (n-1)*ld+h*d ||
+		len(dk) < (m-1)*ld+h*d || len(dvv) < (m-1)*ldv+h*dv || rows < 1 ||
+		(pad != nil && (padSize < 32*d+32 || len(pad) < h*padSize || len(xc) < h*m || r < 1 || r > 16 ||
+			np < d*r+2*r+1 || len(part) < h*np || len(pg) < 16*d+33)) {
+		return false
+	}
+	var pp, xcp, pgp *C.float
+	var partp *C.double
+	if pad != nil {
+		pp, xcp, pgp, partp = (*C.float)(&pad[0]), (*C.float)(&xc[0]), (*C.float)(&pg[0]), (*C.double)(&part[0])
+	}
+	C.pf_bayes_heads_bwd(C.int(level), C.int(h), (*C.float)(&q[0]), C.int(ld), (*C.float)(&k[0]), C.int(ld),
+		(*C.float)(&v[0]), C.int(ldv), (*C.float)(&g[0]), C.int(ldv), (*C.float)(&p[0]), C.int(n), C.int(m), C.int(d),
+		C.int(dv), C.float(scale), (*C.float)(&x[0]), C.float(gx), (*C.float)(&dq[0]), (*C.float)(&dk[0]),
+		(*C.float)(&dvv[0]), pp, C.int(padSize), xcp, C.double(gd), partp, C.int(np), C.int(r), pgp)
+	return true
+}
+
 // bayesHeadBwd32At is BayesHeadBwd32 at the given simdLevel (≥ 1).
 func bayesHeadBwd32At(level int, q []float32, ld int, k, v []float32, ldv int, g, p, x []float32, n, m, d, dv int,
 	scale, gx float32, dq, dk, dvv []float32, net *PriorNet32, dc, pg []float32) bool {

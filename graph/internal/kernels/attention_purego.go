@@ -54,6 +54,12 @@ func BayesHeads32(int, []float32, int, []float32, []float32, int, int, int, int,
 	return 0, false
 }
 
+func BayesHeadsBwd32(int, []float32, int, []float32, []float32, int, []float32, []float32, []float32, int, int, int,
+	int, float32, float32, []float32, []float32, []float32, []float32, int, []float32, float64, []float64, int, int,
+	[]float32) bool {
+	return false
+}
+
 func SampleHeadFits(int, int, int, int) bool { return false }
 
 // AttnHeadFwdRes32 and AttnHeadBwdRes32 have no pure-Go fast path either:

@@ -137,11 +137,12 @@ func TestBayesHeadBwdPartIsBwd(t *testing.T) {
 	}
 }
 
-// TestBayesHeadsAreHeads holds BayesHeads32 (one call for a batch
-// element's heads) to BayesHead32 a head bit for bit: every head's p, x,
-// readout, dc and KL sum, at both levels, both kernels, with and without
-// the prior network and masks; an element without a visible key runs no
-// head and writes nothing.
+// TestBayesHeadsAreHeads holds BayesHeads32 and BayesHeadsBwd32 (one call
+// for a batch element's heads) to BayesHead32 and BayesHeadBwdPart32 a
+// head bit for bit: every head's p, x, readout, dc and KL sum, dq, dk, dv
+// and the prior network's gradients, at both levels, both kernels, with
+// and without the prior network and masks; an element without a visible
+// key runs no head and writes nothing.
 func TestBayesHeadsAreHeads(t *testing.T) {
 	if hasAVX2() == 0 {
 		t.Skip("no AVX2")
@@ -238,6 +239,57 @@ func TestBayesHeadsAreHeads(t *testing.T) {
 							for hh := range h {
 								if math.Float64bits(a.sums[hh]) != math.Float64bits(b.sums[hh]) {
 									t.Fatalf("%s: head %d's sum %v, one head a call %v", name, hh, b.sums[hh], a.sums[hh])
+								}
+							}
+							// the backward pass: BayesHeadsBwd32 against BayesHeadBwdPart32
+							// a head, from the forward's p and x
+							g := fill(make([]float32, n*ldv), 1)
+							xc := fill(make([]float32, h*m), 1)
+							const r = 10
+							np := d*r + 2*r + 1
+							type bres struct {
+								dq, dk, dv []float32
+								part       []float64
+							}
+							mkb := func() bres {
+								return bres{make([]float32, n*ld), make([]float32, m*ld), make([]float32, m*ldv),
+									make([]float64, h*np)}
+							}
+							ba, bb := mkb(), mkb()
+							pg := make([]float32, 16*d+33)
+							for hh := range h {
+								var net *PriorNet32
+								var xch []float32
+								var part []float64
+								if prior {
+									hp := pad[hh*padSize:]
+									net = &PriorNet32{W1: hp[:16*d], W1t: hp[16*d : 32*d], B1: hp[32*d : 32*d+16],
+										W2: hp[32*d+16 : 32*d+32]}
+									xch, part = xc[hh*m:], ba.part[hh*np:]
+								}
+								if !bayesHeadBwdPart32At(level, q[hh*d:], ld, k[hh*d:], v[hh*dv:], ldv, g[hh*dv:], a.p[hh*n*m:],
+									a.x[hh*n*m:], n, m, d, dv, 0.25, 0.01, ba.dq[hh*d:], ba.dk[hh*d:], ba.dv[hh*dv:], net, nil,
+									xch, 0.01, part, r, pg) {
+									t.Fatalf("%s: head %d's backward did not run", name, hh)
+								}
+							}
+							var xce []float32
+							if prior {
+								xce = xc
+							}
+							if !bayesHeadsBwd32At(level, h, q, ld, k, v, ldv, g, a.p, a.x, n, m, d, dv, 0.25, 0.01, bb.dq, bb.dk,
+								bb.dv, pad, padSize, xce, 0.01, bb.part, np, r, make([]float32, 16*d+33)) {
+								t.Fatalf("%s: BayesHeadsBwd32 did not run", name)
+							}
+							for _, f := range []struct {
+								what string
+								x, y []float32
+							}{{"dq", ba.dq, bb.dq}, {"dk", ba.dk, bb.dk}, {"dv", ba.dv, bb.dv}} {
+								sameBits(t, name+": "+f.what, f.x, f.y)
+							}
+							for i := range ba.part {
+								if math.Float64bits(ba.part[i]) != math.Float64bits(bb.part[i]) {
+									t.Fatalf("%s: part[%d] %v, one head a call %v", name, i, bb.part[i], ba.part[i])
 								}
 							}
 							// no visible key: no head runs, nothing is written

@@ -154,6 +154,10 @@ void pf_bayes_head_bwd(int level, const float *q, int ldq, const float *k, int l
                        float *dq, float *dk, float *dvv, const float *w1, const float *w1t, const float *b1,
                        const float *w2, const float *dc, float *dw1, float *db1, float *dw2, float *db2,
                        const float *xc, double gd, double *part, int r);
+void pf_bayes_heads_bwd(int level, int h, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                        const float *g, int ldg, const float *p, int n, int m, int d, int dv, float scale,
+                        const float *x, float gx, float *dq, float *dk, float *dvv, const float *pad, int padsize,
+                        const float *xc, double gd, double *part, int np, int r, float *pg);
 void pf_prior_head(const float *k, int ldk, int rows, int m, int d, const float *w1, const float *w1t,
                    const float *b1, const float *w2, float b2, float *c, const float *gc, int ldc,
                    float *scratch, float *dk, float *dw1, float *db1, float *dw2, float *db2);
