@@ -168,6 +168,48 @@ type emKernel struct {
 type emSaved struct {
 	trace any // []float32 or []float64
 	fresh bool
+	// The forward's and the backward's per-worker state
+	// ([]*emFwdWorker[T], []*emBwdWorker[T]) and the backward's
+	// per-problem hyperparameter gradients ([]kernels.EMHyper[T]), kept
+	// from one run to the next: made each run (about 50 KB a step at the
+	// maxnorm-em-k1v0 sizes, most of the EM model's allocations beyond its
+	// softmax twin's), they were garbage the runtime collected and pages
+	// it returned to the OS and faulted in again. No value carries over:
+	// a worker's fields are set for each problem before they are read,
+	// and hyper is cleared each run.
+	fwd, bwd, hyper any
+}
+
+// emFwdWorker is a forward worker's state: the Go path's scratch, the
+// annotated queries' row, the problem and the trace's headers.
+type emFwdWorker[T float] struct {
+	scratch, inS []T
+	p            kernels.EMProblem[T]
+	tr           kernels.EMTrace[T]
+	hdr          [][]T
+}
+
+// emBwdWorker is a backward worker's state, as emFwdWorker, with the
+// seeds, the gradients' headers and the Go path's scratch.
+type emBwdWorker[T float] struct {
+	inS  []T
+	p    kernels.EMProblem[T]
+	tr   kernels.EMTrace[T]
+	hdr  [][]T
+	seed kernels.EMSeeds[T]
+	gr   kernels.EMGrads[T]
+	sc   *kernels.EMBackScratch[T]
+}
+
+// emKept returns *at as a []E of length n, made (and kept in *at) when
+// it is not one; a kept slice keeps its values.
+func emKept[E any](at *any, n int) []E {
+	x, ok := (*at).([]E)
+	if !ok || len(x) != n {
+		x = make([]E, n)
+		*at = x
+	}
+	return x
 }
 
 func newEMKernel(spec EMSpec, in EMInputs, want EMOutput) (emKernel, []*Node) {
@@ -482,12 +524,6 @@ func emRunForward[T float](k emKernel, in []*tensor.Dense, out []T) {
 	size := kernels.EMTraceSize(s, d.n, d.m, d.d, d.dv)
 	traces := emTraces[T](k, d.g*size)
 	x := emDataOf[T](k, in)
-	type worker struct {
-		scratch, inS []T
-		p            kernels.EMProblem[T]
-		tr           kernels.EMTrace[T]
-		hdr          [][]T
-	}
 	// em.c takes its scratch from its own pool (em_cgo.go), so the Go
 	// path's is made only where it runs: made each run for each worker
 	// (tens of KB a step at the maxnorm-em sizes), it cost page faults and
@@ -500,13 +536,13 @@ func emRunForward[T float](k emKernel, in []*tensor.Dense, out []T) {
 	// showed among the Go side's costs of the width-32 EM step.
 	cut := !inC || k.want&EMMixture != 0
 	lastW, lastR := kernels.EMTraceLast(s, d.n, d.m, d.d, d.dv)
-	workers := make([]*worker, runtime.GOMAXPROCS(0))
+	workers := emKept[*emFwdWorker[T]](&k.saved.fwd, runtime.GOMAXPROCS(0))
 	emForProblems(d, func(w, g int) {
 		if workers[w] == nil {
-			workers[w] = &worker{inS: make([]T, d.n)}
-			if !inC {
-				workers[w].scratch = make([]T, kernels.EMScratchSize(d.n, d.m))
-			}
+			workers[w] = &emFwdWorker[T]{inS: make([]T, d.n)}
+		}
+		if !inC && workers[w].scratch == nil {
+			workers[w].scratch = make([]T, kernels.EMScratchSize(d.n, d.m))
 		}
 		wk := workers[w]
 		scratch := wk.scratch
@@ -721,30 +757,22 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 		kvw = d.h * (d.d + d.dv)
 		dv = dk[d.h*d.d:]
 	}
-	hyper := make([]kernels.EMHyper[T], d.g) // per problem, summed over examples below
-	var logits []T                           // per problem, when the logits are per head
+	hyper := emKept[kernels.EMHyper[T]](&k.saved.hyper, d.g) // per problem, summed over examples below
+	clear(hyper)
+	var logits []T // per problem, when the logits are per head
 	if k.perHeadPi {
 		logits = make([]T, d.g*d.m)
 	}
 	seedOff := k.seedOffsets()
 	x := emDataOf[T](k, in)
-	type worker struct {
-		inS  []T
-		p    kernels.EMProblem[T]
-		tr   kernels.EMTrace[T]
-		hdr  [][]T
-		seed kernels.EMSeeds[T]
-		gr   kernels.EMGrads[T]
-		sc   *kernels.EMBackScratch[T]
-	}
 	inC := kernels.EMRunsC[T]()
-	workers := make([]*worker, runtime.GOMAXPROCS(0))
+	workers := emKept[*emBwdWorker[T]](&k.saved.bwd, runtime.GOMAXPROCS(0))
 	emForProblems(d, func(w, g int) {
 		if workers[w] == nil {
-			workers[w] = &worker{inS: make([]T, d.n)}
-			if !inC { // the Go path's scratch, as in emRunForward
-				workers[w].sc = kernels.CutBackScratch[T](d.n, d.m, d.d, d.dv, make([]T, kernels.EMBackScratchSize(d.n, d.m, d.d, d.dv)))
-			}
+			workers[w] = &emBwdWorker[T]{inS: make([]T, d.n)}
+		}
+		if !inC && workers[w].sc == nil { // the Go path's scratch, as in emRunForward
+			workers[w].sc = kernels.CutBackScratch[T](d.n, d.m, d.d, d.dv, make([]T, kernels.EMBackScratchSize(d.n, d.m, d.d, d.dv)))
 		}
 		wk := workers[w]
 		b, h := g/d.h, g%d.h
