@@ -1,13 +1,11 @@
 package graph_test
 
 import (
-	"math/rand/v2"
 	"os"
 	"runtime"
 	"testing"
 	"time"
 
-	"github.com/probformer/probformer/graph"
 	"github.com/probformer/probformer/graph/internal/kernels"
 	"github.com/probformer/probformer/graph/optim"
 	"github.com/probformer/probformer/layers"
@@ -66,27 +64,7 @@ func emRatioStep(t *testing.T, kind string) func() {
 	}
 	cfg := layers.SetTransformerConfig{DimIn: 2, Dim: dim, Heads: 4, DimOut: 2, Encoder: "isab", Blocks: 2,
 		Inducing: 16, Seeds: 1, LayerNorm: true, Attention: att}
-	prog, err := graph.Compile(graph.NewParams(graph.Float32, 1), func(bd *graph.Builder) error {
-		x := bd.Input("x", batch, n, cfg.DimIn)
-		y := bd.Input("y", batch, cfg.DimOut)
-		pred := graph.Mean(layers.SetTransformer{Config: cfg}.Forward(bd, x, nil), 1)
-		bd.SetLoss(graph.Mean(graph.Square(graph.Sub(pred, y))))
-		return nil
-	}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(1, 1))
-	xs := make([]float64, batch*n*cfg.DimIn)
-	for i := range xs {
-		xs[i] = rng.NormFloat64()
-	}
-	if err := prog.Feed("x", xs); err != nil {
-		t.Fatal(err)
-	}
-	if err := prog.Feed("y", make([]float64, batch*cfg.DimOut)); err != nil {
-		t.Fatal(err)
-	}
+	prog := setTransformerProgram(t, cfg, batch, n)
 	opt := optim.NewAdam(1e-3)
 	return func() {
 		if err := prog.Run(); err != nil {

@@ -3,7 +3,6 @@ package graph_test
 import (
 	"testing"
 
-	"github.com/probformer/probformer/graph"
 	"github.com/probformer/probformer/graph/optim"
 	"github.com/probformer/probformer/layers"
 )
@@ -21,23 +20,7 @@ func BenchmarkStepOverhead(b *testing.B) {
 	const batch, n, dim = 2, 4, 8
 	cfg := layers.SetTransformerConfig{DimIn: dim, Dim: 64, Heads: 4, DimOut: dim, Encoder: "isab", Blocks: 2,
 		Inducing: 16, Seeds: 1, LayerNorm: true}
-	prog, err := graph.Compile(graph.NewParams(graph.Float32, 1), func(bd *graph.Builder) error {
-		x := bd.Input("x", batch, n, cfg.DimIn)
-		y := bd.Input("y", batch, cfg.DimOut)
-		pred := graph.Mean(layers.SetTransformer{Config: cfg}.Forward(bd, x, nil), 1)
-		bd.SetLoss(graph.Mean(graph.Square(graph.Sub(pred, y))))
-		return nil
-	}, true)
-	if err != nil {
-		b.Fatal(err)
-	}
-	xs := make([]float64, batch*n*dim)
-	for i := range xs {
-		xs[i] = float64(i%7) - 3
-	}
-	if err := prog.Feed("x", xs); err != nil {
-		b.Fatal(err)
-	}
+	prog := setTransformerProgram(b, cfg, batch, n)
 	opt := optim.NewAdam(1e-3)
 	step := func() {
 		if err := prog.Run(); err != nil {

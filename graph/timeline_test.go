@@ -106,11 +106,18 @@ func TestStepTimeline(t *testing.T) {
 // measurements of a step.
 func setTransformerStep(t *testing.T) *graph.Program {
 	t.Helper()
-	const batch, n, dim = 64, 32, 8
-	cfg := layers.SetTransformerConfig{DimIn: dim, Dim: 64, Heads: 4, DimOut: dim, Encoder: "isab", Blocks: 2,
-		Inducing: 16, Seeds: 1, LayerNorm: true}
-	ps := graph.NewParams(graph.Float32, 1)
-	prog, err := graph.Compile(ps, func(bd *graph.Builder) error {
+	const dim = 8
+	return setTransformerProgram(t, layers.SetTransformerConfig{DimIn: dim, Dim: 64, Heads: 4, DimOut: dim,
+		Encoder: "isab", Blocks: 2, Inducing: 16, Seeds: 1, LayerNorm: true}, 64, 32)
+}
+
+// setTransformerProgram compiles cfg's Set Transformer with an MSE loss
+// on a batch of sets of n, its input x fed from normal draws of a fixed
+// generator and its target y zeros: the step the measurements of this
+// package time.
+func setTransformerProgram(tb testing.TB, cfg layers.SetTransformerConfig, batch, n int) *graph.Program {
+	tb.Helper()
+	prog, err := graph.Compile(graph.NewParams(graph.Float32, 1), func(bd *graph.Builder) error {
 		x := bd.Input("x", batch, n, cfg.DimIn)
 		y := bd.Input("y", batch, cfg.DimOut)
 		pred := graph.Mean(layers.SetTransformer{Config: cfg}.Forward(bd, x, nil), 1)
@@ -118,7 +125,7 @@ func setTransformerStep(t *testing.T) *graph.Program {
 		return nil
 	}, true)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 1))
 	xs := make([]float64, batch*n*cfg.DimIn)
@@ -126,7 +133,10 @@ func setTransformerStep(t *testing.T) *graph.Program {
 		xs[i] = rng.NormFloat64()
 	}
 	if err := prog.Feed("x", xs); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
+	}
+	if err := prog.Feed("y", make([]float64, batch*cfg.DimOut)); err != nil {
+		tb.Fatal(err)
 	}
 	return prog
 }
