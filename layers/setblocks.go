@@ -36,17 +36,16 @@ func (m MAB) Forward(b *graph.Builder, x, xMask, y, yMask *graph.Node) *graph.No
 
 // forwardTiled is Forward with x = b.Tile(tile, seeds, batch) and no
 // query mask: seeds [k, dx] (inducing points, PMA's seeds) query every
-// example. With softmax and EM attention the seeds' query projection,
-// the same for every example, is computed once and tiled.
+// example. The seeds' query projection, the same for every example, is
+// computed once and tiled: the values of projecting the tiled seeds, at
+// 1/batch of that product's cost, but the projection's weights take
+// their gradient summed over the batch first (another order of the
+// same sums).
 func (m MAB) forwardTiled(b *graph.Builder, tile string, seeds *graph.Node, batch int, y, yMask *graph.Node) *graph.Node {
-	if _, ok := m.Kernel.(projector); !ok {
-		return m.Forward(b, b.Tile(tile, seeds, batch), nil, y, yMask)
-	}
 	return m.forward(b, seeds, nil, y, yMask, &tiling{name: tile, n: batch})
 }
 
-// forward is Forward, with x the seeds of forwardTiled when tile is set
-// (softmax and EM attention only).
+// forward is Forward, with x the seeds of forwardTiled when tile is set.
 func (m MAB) forward(b *graph.Builder, x, xMask, y, yMask *graph.Node, tile *tiling) *graph.Node {
 	if m.Heads <= 0 || m.Dim%m.Heads != 0 {
 		b.Fail(fmt.Errorf("%s: width %d does not split into %d heads", m.Name, m.Dim, m.Heads))
@@ -62,6 +61,9 @@ func (m MAB) forward(b *graph.Builder, x, xMask, y, yMask *graph.Node, tile *til
 		}
 	} else {
 		qp := dense(b, m.Name+".q", x, m.Dim)
+		if tile != nil {
+			qp = b.Tile(tile.name, qp, tile.n)
+		}
 		k := dense(b, m.Name+".k", y, m.Dim)
 		v := dense(b, m.Name+".v", y, m.Dim)
 		h = m.residual(b, m.Name+".ln0", qp, m.Kernel.Attend(b, m.Name, qp, k, v, m.Heads, mask))
