@@ -145,7 +145,7 @@ func newHeadParams(b *graph.Builder, name string, heads, d int, uses paramUse, e
 	init := DefaultRawParams(d)
 	param := func(field string, raw, floor float64) *graph.Node {
 		p := b.Param(ParamName(name, field), []int{heads}, graph.Constant(raw))
-		return expand(field, graph.AddScalar(graph.Softplus(p), floor))
+		return expand(field, graph.SoftplusShift(p, floor))
 	}
 	var p headParams
 	p.alpha0 = param(paramAlpha0, init.Alpha0, PrecisionFloor)
