@@ -3,7 +3,6 @@ package graph
 import (
 	"fmt"
 	"runtime"
-	"sync/atomic"
 
 	"gorgonia.org/tensor"
 
@@ -1031,16 +1030,9 @@ func emForProblems(d emDims, problem func(w, g int)) {
 		kernels.ParallelFor(d.g, problem)
 		return
 	}
-	var next atomic.Int32
-	kernels.RunShares(procs, func(w int) {
-		for {
-			bi := int(next.Add(1)) - 1
-			if bi >= d.b {
-				return
-			}
-			for g := bi * d.h; g < (bi+1)*d.h; g++ {
-				problem(w, g)
-			}
+	shareElements(procs, d.b, func(w, bi int) {
+		for g := bi * d.h; g < (bi+1)*d.h; g++ {
+			problem(w, g)
 		}
 	})
 }

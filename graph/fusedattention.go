@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sync/atomic"
 
 	"gorgonia.org/tensor"
 
@@ -394,6 +395,32 @@ func forHeads(b, heads int, head func(w, i int)) {
 	kernels.ParallelFor(b, func(w, bi int) {
 		for i := bi * heads; i < (bi+1)*heads; i++ {
 			head(w, i)
+		}
+	})
+}
+
+// shareElements runs elem(w, bi) for the batch elements bi < b on
+// workers workers (the caller and RunShares' helpers), who take them in
+// turn from a shared counter rather than a fixed share each: on a
+// machine shared with other processes a helper that starts late, or is
+// preempted, leaves its elements to the others instead of holding them
+// at the section's end. An element's values must depend on its inputs
+// alone (w picks only scratch), so who runs it changes nothing.
+func shareElements(workers, b int, elem func(w, bi int)) {
+	if workers < 2 {
+		for bi := range b {
+			elem(0, bi)
+		}
+		return
+	}
+	var next atomic.Int64
+	kernels.RunShares(workers, func(w int) {
+		for {
+			bi := int(next.Add(1) - 1)
+			if bi >= b {
+				return
+			}
+			elem(w, bi)
 		}
 	})
 }

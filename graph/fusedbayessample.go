@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync/atomic"
 
 	"gorgonia.org/tensor"
 
@@ -334,22 +333,7 @@ func forBayesElements(b, heads int, elem func(w, bi int)) bool {
 	if !whole {
 		return false
 	}
-	if workers < 2 {
-		for bi := range b {
-			elem(0, bi)
-		}
-		return true
-	}
-	var next atomic.Int64
-	kernels.RunShares(workers, func(w int) {
-		for {
-			bi := int(next.Add(1) - 1)
-			if bi >= b {
-				return
-			}
-			elem(w, bi)
-		}
-	})
+	shareElements(workers, b, elem)
 	return true
 }
 
