@@ -4,9 +4,7 @@ import (
 	"os"
 	"runtime"
 	"testing"
-	"time"
 
-	"github.com/probformer/probformer/graph/internal/kernels"
 	"github.com/probformer/probformer/graph/optim"
 	"github.com/probformer/probformer/layers"
 )
@@ -32,14 +30,7 @@ func TestEMStepPoolStats(t *testing.T) {
 			step()
 		}
 		const steps = 100
-		kernels.CountPool(true)
-		start := time.Now()
-		for range steps {
-			step()
-		}
-		wall := time.Since(start)
-		kernels.CountPool(false)
-		s := kernels.ReadPoolStats()
+		s, wall := countSteps(step, steps)
 		if s.Sections+s.GoJobs == 0 && runtime.GOMAXPROCS(0) > 1 {
 			t.Fatal("no parallel section counted: CountPool(true) counted nothing")
 		}

@@ -46,14 +46,7 @@ func TestStepPoolStats(t *testing.T) {
 	}
 	const steps = 100
 	adam = 0
-	kernels.CountPool(true)
-	start := time.Now()
-	for range steps {
-		step()
-	}
-	wall := time.Since(start)
-	kernels.CountPool(false)
-	s := kernels.ReadPoolStats()
+	s, wall := countSteps(step, steps)
 	if s.Sections == 0 && runtime.GOMAXPROCS(0) > 1 {
 		t.Fatal("no parallel section counted: CountPool(true) counted nothing")
 	}
@@ -77,6 +70,19 @@ func TestStepPoolStats(t *testing.T) {
 	t.Logf("per step: wall %.0f µs (Adam %.0f µs), in C sections %.0f µs, in Go sections %.0f µs, serial %.0f µs (%.0f%%)",
 		us(int64(wall)), us(int64(adam)), us(s.SectionNs+s.WaitNs), us(s.GoSectionNs), us(int64(wall)-par),
 		100*float64(int64(wall)-par)/float64(wall))
+}
+
+// countSteps runs step steps times with the pool's counts on
+// (kernels.CountPool) and returns the counts and the steps' wall time.
+func countSteps(step func(), steps int) (kernels.PoolStats, time.Duration) {
+	kernels.CountPool(true)
+	start := time.Now()
+	for range steps {
+		step()
+	}
+	wall := time.Since(start)
+	kernels.CountPool(false)
+	return kernels.ReadPoolStats(), wall
 }
 
 // serialStamps records, as each "PC n" line of a tape machine's log
