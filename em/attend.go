@@ -159,10 +159,10 @@ func attend(b *graph.Builder, name string, cfg Config, q, k, v, keyMask *graph.N
 		beta:   propagate && spec.UpdatesBeta(0),
 		pi:     propagate && cfg.AdaptPi,
 		beta0:  usesBeta(cfg, ex),
-	}, func(_ string, x *graph.Node) *graph.Node { return x })
+	}, nil) // raw: the op transforms them (HyperShift)
 	in := graph.EMInputs{Q: q, K: k, V: v, KeyMask: keyMask, QueryMask: ex.QueryMask, PiLogits: ex.PiLogits,
 		Alpha0: p.alpha0, Beta0: p.beta0, ThetaXi: p.thetaXi, AAlphaExtra: p.aAlphaExtra, BAlpha: p.bAlpha,
-		ThetaMu: p.thetaMu, ABetaExtra: p.aBetaExtra, BBeta: p.bBeta, PiExtra: p.piExtra}
+		ThetaMu: p.thetaMu, ABetaExtra: p.aBetaExtra, BBeta: p.bBeta, PiExtra: p.piExtra, HyperShift: hyperShifts()}
 	if propagate {
 		in.Annotated, in.Values = ex.Annotated, ex.Values
 	}

@@ -109,7 +109,8 @@ func rawFor(y, floor float64) float64 {
 
 // headParams holds one layer's prior hyperparameters as graph nodes,
 // already transformed by LayerHyperparams's rules and repeated for every
-// example: [G] = [B·H]. The shapes are kept as a − 1 and θ_π − 1, the
+// example: [G] = [B·H]; or, for the fused op (attend), the raw
+// parameters [H], which the op transforms itself. The shapes are kept as a − 1 and θ_π − 1, the
 // only forms the updates use. Fields of parameters the configuration does
 // not use are nil: a created parameter that the loss cannot reach would
 // make Gorgonia's Grad fail.
@@ -140,11 +141,15 @@ func ParamName(name, field string) string { return name + ".em." + field }
 
 // newHeadParams creates (or binds) the raw parameters [heads] that uses
 // marks and returns them transformed and passed through expand (which
-// repeats them for every example).
+// repeats them for every example), or, with expand nil, raw, for an op
+// that transforms them itself (hyperShifts).
 func newHeadParams(b *graph.Builder, name string, heads, d int, uses paramUse, expand func(field string, p *graph.Node) *graph.Node) headParams {
 	init := DefaultRawParams(d)
 	param := func(field string, raw, floor float64) *graph.Node {
 		p := b.Param(ParamName(name, field), []int{heads}, graph.Constant(raw))
+		if expand == nil {
+			return p
+		}
 		return expand(field, graph.SoftplusShift(p, floor))
 	}
 	var p headParams
@@ -170,6 +175,15 @@ func newHeadParams(b *graph.Builder, name string, heads, d int, uses paramUse, e
 		p.piExtra = param(paramThetaPi, init.ThetaPi, PriorFloor)
 	}
 	return p
+}
+
+// hyperShifts is the floor each of the nine hyperparameters takes after
+// its softplus, in graph.EMInputs' order (α⁰, β⁰, θ_ξ, a_α − 1, b_α, θ_μ,
+// a_β − 1, b_β, θ_π − 1): newHeadParams's transforms, for the fused op
+// to apply to the raw parameters (graph.EMInputs.HyperShift).
+func hyperShifts() *[9]float64 {
+	return &[9]float64{PrecisionFloor, PrecisionFloor, PriorFloor, PriorFloor, PriorFloor, PriorFloor, PriorFloor,
+		PriorFloor, PriorFloor}
 }
 
 // paramUse says which parameters a layer's configuration reaches.

@@ -63,6 +63,16 @@ type EMInputs struct {
 	// The per-head prior hyperparameters, already constrained, each [H]:
 	// α⁰ and β⁰, θ_ξ, a_α − 1, b_α, θ_μ, a_β − 1, b_β and θ_π − 1.
 	Alpha0, Beta0, ThetaXi, AAlphaExtra, BAlpha, ThetaMu, ABetaExtra, BBeta, PiExtra *Node
+
+	// HyperShift, when set, makes the nine hyperparameters above raw
+	// parameters r, in their order: the op uses softplus(r) + HyperShift[i]
+	// for each, the values of SoftplusShift(r, HyperShift[i]) bit for bit,
+	// and passes their gradients back through σ(r) as SoftplusShift's
+	// backward pass does. A layer's positivity transforms then cost no ops
+	// of their own: as SoftplusShift ops they were 30 of the maxnorm-em
+	// model's instructions a step, each with the tape machine's work
+	// around it.
+	HyperShift *[kernels.EMHyperCount]float64
 }
 
 // EMOutput selects outputs of EMAttention.
@@ -160,6 +170,10 @@ type emKernel struct {
 	perHeadPi bool // PiLogits is [H, M]
 	dims      emDims
 	saved     *emSaved
+	// raw says the hyperparameter inputs are raw (EMInputs.HyperShift),
+	// each shifted by its shift after the softplus
+	raw   bool
+	shift [kernels.EMHyperCount]float64
 }
 
 // emSaved holds the traces of an EM node's last forward run for its
@@ -177,6 +191,9 @@ type emSaved struct {
 	// a worker's fields are set for each problem before they are read,
 	// and hyper is cleared each run.
 	fwd, bwd, hyper any
+	// hyperIn holds the raw hyperparameters' transformed values
+	// ([]T, H for each slot), made each run from the raw inputs
+	hyperIn any
 }
 
 // emFwdWorker is a forward worker's state: the Go path's scratch, the
@@ -213,6 +230,9 @@ func emKept[E any](at *any, n int) []E {
 
 func newEMKernel(spec EMSpec, in EMInputs, want EMOutput) (emKernel, []*Node) {
 	k := emKernel{spec: spec, want: want, saved: &emSaved{}}
+	if in.HyperShift != nil {
+		k.raw, k.shift = true, *in.HyperShift
+	}
 	if want == 0 || want&^(EMReadout|EMWeights|EMMixture) != 0 {
 		fail("em attention: no valid output asked for (%d)", want)
 	}
@@ -430,6 +450,21 @@ func emDataOf[T float](k emKernel, in []*tensor.Dense) *emData[T] {
 	for slot := range emSlots {
 		if k.at[slot] >= 0 {
 			x[slot] = in[k.at[slot]].Data().([]T)
+		}
+	}
+	if k.raw {
+		// softplus(r) + shift, as SoftplusShift computes it
+		hyper := emKept[T](&k.saved.hyperIn, kernels.EMHyperCount*k.dims.h)
+		for i := range kernels.EMHyperCount {
+			raw := x[emHyper0+i]
+			if raw == nil {
+				continue
+			}
+			y := hyper[i*k.dims.h : (i+1)*k.dims.h]
+			for h, r := range raw[:len(y)] {
+				y[h] = softplusShift(r, k.shift[i])
+			}
+			x[emHyper0+i] = y
 		}
 	}
 	return &x
@@ -868,6 +903,12 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 		clear(dst)
 		for g := range d.g {
 			dst[g%d.h] += hyper[g][i]
+		}
+		if k.raw {
+			// through the softplus: σ(r) ⊙ g, SoftplusShift's backward
+			for h, r := range in[k.at[emHyper0+i]].Data().([]T)[:len(dst)] {
+				dst[h] = sigmoidOf(r) * dst[h]
+			}
 		}
 	}
 	if k.perHeadPi {

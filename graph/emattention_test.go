@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/probformer/probformer/graph/graphtest"
@@ -132,6 +133,65 @@ func TestEMPackedResidualIsAdd(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestEMHyperShiftIsSoftplusShift: the EM op given raw hyperparameters
+// and their shifts (EMInputs.HyperShift) gives what SoftplusShift of
+// each raw parameter into the op gives, its readout and every gradient
+// (the raw parameters' included) bit for bit, in float64 and float32,
+// with all nine hyperparameters in use (key and value iterations, α, β
+// and π adapted, propagation from annotated units) and raw values on
+// both sides of the softplus's and the sigmoid's cut-offs.
+func TestEMHyperShiftIsSoftplusShift(t *testing.T) {
+	t.Parallel()
+	const batch, heads, n, m, d = 2, 2, 4, 5, 3
+	spec := EMSpec{KeyIters: 1, PropagateIters: 2, ValueIters: 1, AdaptAlpha: true, AdaptBeta: true, AdaptPi: true,
+		Heads: heads}
+	shifts := [9]float64{1e-8, 1e-8, 1e-4, 1e-4, 1e-4, 1e-4, 0.25, 1e-4, 1e-4}
+	raws := [9][heads]float64{{0.3, -1.2}, {-2, 0.7}, {2.3, 15.5}, {-120, 0.4}, {1.1, 17}, {-95, 0.9},
+		{0.2, -0.6}, {3, -104}, {0.5, 14.2}}
+	for _, dt := range []DType{Float64, Float32} {
+		run := func(fused bool) graphtest.Result {
+			p, err := Compile(NewParams(dt, 3), func(b *Builder) error {
+				var hp [9]*Node
+				for i := range hp {
+					init := raws[i]
+					hp[i] = b.Param(fmt.Sprintf("h%d", i), []int{heads}, func(*rand.Rand, []int) []float64 { return init[:] })
+					if !fused {
+						hp[i] = SoftplusShift(hp[i], shifts[i])
+					}
+				}
+				q := b.Param("q", []int{batch, n, heads * d}, Normal(1))
+				k := b.Param("k", []int{batch, m, heads * d}, Normal(1))
+				v := b.Param("v", []int{batch, m, heads * d}, Normal(1))
+				vals := b.Param("vals", []int{batch, n, heads * d}, Normal(1))
+				in := EMInputs{Q: q, K: k, V: v, Values: vals,
+					Annotated: b.Constant("annotated", []int{batch, n}, []float64{1, 0, 1, 0, 0, 1, 1, 0}),
+					Alpha0:    hp[0], Beta0: hp[1], ThetaXi: hp[2], AAlphaExtra: hp[3], BAlpha: hp[4],
+					ThetaMu: hp[5], ABetaExtra: hp[6], BBeta: hp[7], PiExtra: hp[8]}
+				if fused {
+					in.HyperShift = &shifts
+				}
+				out := EMAttention(spec, in, EMReadout).Readout
+				b.Output("out", out)
+				r := make([]float64, batch*n*heads*d)
+				for i := range r {
+					r[i] = math.Sin(float64(5*i + 2))
+				}
+				b.SetLoss(Sum(Mul(out, b.Constant("r", []int{batch, n, heads * d}, r))))
+				return nil
+			}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return graphtest.Run(t, p, "out")
+		}
+		fused, composed := run(true), run(false)
+		graphtest.ExpectRunsClose(t, fmt.Sprint(dt), fused, composed, 0, nil)
+		if len(fused.Grads) != 9+4 {
+			t.Fatalf("%v: %d gradients, want the 9 raw hyperparameters' and q, k, v, vals'", dt, len(fused.Grads))
 		}
 	}
 }

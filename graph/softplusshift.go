@@ -28,16 +28,38 @@ func (softplusShiftKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 func (k softplusShiftKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 	switch y := data(out).(type) {
 	case []float32:
-		c := float32(k.c)
 		for i, v := range floats[float32](in[0])[:len(y)] {
-			y[i] = softplus32(v) + c
+			y[i] = softplusShift(v, k.c)
 		}
 	case []float64:
 		for i, v := range floats[float64](in[0])[:len(y)] {
-			y[i] = softplus64(v) + k.c
+			y[i] = softplusShift(v, k.c)
 		}
 	}
 	return nil
+}
+
+// softplusShift is one element of SoftplusShift: softplus(x) + c, c
+// rounded to T first, as AddScalar adds it.
+func softplusShift[T float](x T, c float64) T {
+	switch v := any(x).(type) {
+	case float32:
+		return T(softplus32(v) + float32(c))
+	case float64:
+		return T(softplus64(v) + c)
+	}
+	panic("unreachable")
+}
+
+// sigmoidOf is σ(x) as SoftplusShift's backward pass computes it.
+func sigmoidOf[T float](x T) T {
+	switch v := any(x).(type) {
+	case float32:
+		return T(sigmoid32(v))
+	case float64:
+		return T(sigmoid64(v))
+	}
+	panic("unreachable")
 }
 func (softplusShiftKernel) grads(in []*Node, _, g *Node) []*Node {
 	return []*Node{apply(softplusGradKernel{}, in[0], g)}
@@ -55,12 +77,12 @@ func (softplusGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 	case []float32:
 		g := floats[float32](in[1])
 		for i, v := range floats[float32](in[0])[:len(y)] {
-			y[i] = sigmoid32(v) * g[i]
+			y[i] = sigmoidOf(v) * g[i]
 		}
 	case []float64:
 		g := floats[float64](in[1])
 		for i, v := range floats[float64](in[0])[:len(y)] {
-			y[i] = sigmoid64(v) * g[i]
+			y[i] = sigmoidOf(v) * g[i]
 		}
 	}
 	return nil
