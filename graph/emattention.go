@@ -194,6 +194,9 @@ type emSaved struct {
 	// hyperIn holds the raw hyperparameters' transformed values
 	// ([]T, H for each slot), made each run from the raw inputs
 	hyperIn any
+	// pass is the pf_em_job pass's description, kept for its workers'
+	// scratch (emPassOf)
+	pass *kernels.EMPass32
 }
 
 // emFwdWorker is a forward worker's state: the Go path's scratch, the
@@ -569,6 +572,15 @@ func emRunForward[T float](k emKernel, in []*tensor.Dense, out []T) {
 	// offsets; cutting it each problem (slice headers of every part)
 	// showed among the Go side's costs of the width-32 EM step.
 	cut := !inC || k.want&EMMixture != 0
+	if inC && out != nil && k.poolPass() {
+		if pass := emPassOf(k, x, traces); pass != nil {
+			pass.Out, pass.Ldo, pass.OB, pass.OH = any(out).([]float32), d.h*d.dv, d.n*d.h*d.dv, d.dv
+			if kernels.EMForwardPass32(pass, runtime.GOMAXPROCS(0)) {
+				k.saved.fresh = true
+				return
+			}
+		}
+	}
 	lastW, lastR := kernels.EMTraceLast(s, d.n, d.m, d.d, d.dv)
 	workers := emKept[*emFwdWorker[T]](&k.saved.fwd, runtime.GOMAXPROCS(0))
 	emForProblems(d, func(w, g int) {
@@ -800,6 +812,59 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 	seedOff := k.seedOffsets()
 	x := emDataOf[T](k, in)
 	inC := kernels.EMRunsC[T]()
+	pooled := false
+	if inC && k.poolPass() {
+		if pass := emPassOf(k, x, traces); pass != nil {
+			hyper32 := any(hyper).([]kernels.EMHyper[float32])
+			pass.Seed, pass.Ldr, pass.SB, pass.SH = any(gOut[seedOff.readout:]).([]float32), d.h*d.dv, d.n*d.h*d.dv, d.dv
+			pass.GQ, pass.GLdq, pass.GQB, pass.GQH = any(dq).([]float32), d.h*d.d, d.n*d.h*d.d, d.d
+			pass.GXi0, pass.GLdk, pass.GKB, pass.GKH = any(dk).([]float32), kvw, d.m*kvw, d.d
+			pass.GMu0, pass.GLdv, pass.GVB, pass.GVH = any(dv).([]float32), d.h*d.dv, d.m*d.h*d.dv, d.dv
+			if s.PackedKV {
+				pass.GLdv, pass.GVB = kvw, d.m*kvw
+			}
+			pass.GH = hyper32
+			pooled = kernels.EMBackwardPass32(pass, runtime.GOMAXPROCS(0))
+		}
+	}
+	if !pooled {
+		emBackwardProblems(k, x, inC, traces, size, hyper, logits, dq, dk, dv, dvals, dlogits, kvw, gOut, seedOff)
+	}
+	// Per-head gradients: sums over the examples, in a fixed order.
+	for i := range kernels.EMHyperCount {
+		dst := region(emHyper0 + i)
+		if dst == nil {
+			continue
+		}
+		clear(dst)
+		for g := range d.g {
+			dst[g%d.h] += hyper[g][i]
+		}
+		if k.raw {
+			// through the softplus: σ(r) ⊙ g, SoftplusShift's backward
+			for h, r := range in[k.at[emHyper0+i]].Data().([]T)[:len(dst)] {
+				dst[h] = sigmoidOf(r) * dst[h]
+			}
+		}
+	}
+	if k.perHeadPi {
+		clear(dlogits)
+		for g := range d.g {
+			h := g % d.h
+			for j := range d.m {
+				dlogits[h*d.m+j] += logits[g*d.m+j]
+			}
+		}
+	}
+}
+
+// emBackwardProblems runs every problem's backward pass as Go jobs, one
+// em.c (or Go) call a problem: emRunBackward's path for what pf_pool_em
+// does not take (EMPass32).
+func emBackwardProblems[T float](k emKernel, x *emData[T], inC bool, traces []T, size int, hyper []kernels.EMHyper[T],
+	logits, dq, dk, dv, dvals, dlogits []T, kvw int, gOut []T, seedOff emSeedOffsets) {
+	d, s := k.dims, k.spec
+	ks := s.kernel()
 	workers := emKept[*emBwdWorker[T]](&k.saved.bwd, runtime.GOMAXPROCS(0))
 	emForProblems(d, func(w, g int) {
 		if workers[w] == nil {
@@ -894,32 +959,46 @@ func emRunBackward[T float](k emKernel, in []*tensor.Dense, gOut, packed []T) {
 			emAddResidualGrad(k, gOut[seedOff.readout:], gr, g)
 		}
 	})
-	// Per-head gradients: sums over the examples, in a fixed order.
+}
+
+// poolPass reports whether k's problems can run as one pool.c job
+// (kernels.EMPass32) when em.c runs them: the readout alone, with the
+// residual connection inside, in the unsplit layout, with no annotated
+// units and no free-prior logits (the maxnorm-em model's blocks). Other
+// ops run a Go job a pass and a cgo call a problem, the same calls.
+func (k emKernel) poolPass() bool {
+	return k.want == EMReadout && k.spec.Residual && !k.spec.SplitHeads && k.at[emAnnotated] < 0 &&
+		k.at[emValues] < 0 && k.at[emPiLogits] < 0
+}
+
+// emPassOf describes k's problems, inputs and traces, for
+// EMForwardPass32 and EMBackwardPass32 (the caller adds the outputs), as
+// emProblemOf lays out each problem; nil unless T is float32.
+func emPassOf[T float](k emKernel, x *emData[T], traces []T) *kernels.EMPass32 {
+	x32, ok := any(x).(*emData[float32])
+	if !ok {
+		return nil
+	}
+	if k.saved.pass == nil {
+		k.saved.pass = &kernels.EMPass32{}
+	}
+	d := k.dims
+	p := k.saved.pass
+	*p = kernels.EMPass32{Spec: k.spec.kernel(), B: d.b, H: d.h, N: d.n, M: d.m, D: d.d, Dv: d.dv,
+		Q: x32[emQ], Ldq: d.h * d.d, QB: d.n * d.h * d.d, QH: d.d,
+		KeyMask: x32[emKeyMask], QueryMask: x32[emQueryMask], Trace: any(traces).([]float32), Scratch: p.Scratch}
+	if k.spec.PackedKV {
+		w := d.h * (d.d + d.dv)
+		p.Xi0, p.Ldk, p.KB, p.KH = x32[emK], w, d.m*w, d.d
+		p.Mu0, p.Ldv, p.VB, p.VH = x32[emK][d.h*d.d:], w, d.m*w, d.dv
+	} else {
+		p.Xi0, p.Ldk, p.KB, p.KH = x32[emK], d.h*d.d, d.m*d.h*d.d, d.d
+		p.Mu0, p.Ldv, p.VB, p.VH = x32[emV], d.h*d.dv, d.m*d.h*d.dv, d.dv
+	}
 	for i := range kernels.EMHyperCount {
-		dst := region(emHyper0 + i)
-		if dst == nil {
-			continue
-		}
-		clear(dst)
-		for g := range d.g {
-			dst[g%d.h] += hyper[g][i]
-		}
-		if k.raw {
-			// through the softplus: σ(r) ⊙ g, SoftplusShift's backward
-			for h, r := range in[k.at[emHyper0+i]].Data().([]T)[:len(dst)] {
-				dst[h] = sigmoidOf(r) * dst[h]
-			}
-		}
+		p.Hyper[i] = x32[emHyper0+i]
 	}
-	if k.perHeadPi {
-		clear(dlogits)
-		for g := range d.g {
-			h := g % d.h
-			for j := range d.m {
-				dlogits[h*d.m+j] += logits[g*d.m+j]
-			}
-		}
-	}
+	return p
 }
 
 // emAddResidualGrad adds problem g's rows of the readout's gradient gr

@@ -1963,3 +1963,61 @@ int EM_ENTRY(pf_em_backward)(const int *iv, const float *fv, const float *q, con
 			for (int k = 0; k < d; k++) gq[(size_t)i * gldq + k] += sr[(size_t)i * ldr + k];
 	return 0;
 }
+
+#ifndef EM_AVX512
+// em_job_problem runs problem (bi, h) of j, forward or (bwd) backward, as
+// graph's emRunForward and emRunBackward run it through pf_em_forward and
+// pf_em_backward: the same calls with the same arguments, and for a
+// problem with no real memory unit, what they do instead (the trace
+// cleared, out = q + 0; the gradients' rows cleared, gq = 0 + the seed).
+static int em_job_problem(const pf_em_job *j, int bwd, int bi, int h, float *scr) {
+	const int n = j->n, m = j->m, d = j->d, dv = j->dv, g = bi * j->heads + h;
+	float fv[11];
+	for (int i = 0; i < 9; i++) fv[i] = j->hmask >> i & 1 ? j->hv[i * j->heads + h] : 0;
+	const float *km = j->km ? j->km + (size_t)bi * m : NULL, *qm = j->qm ? j->qm + (size_t)bi * n : NULL;
+	float real = (float)m;
+	if (km) {
+		real = 0;
+		for (int k = 0; k < m; k++) real += km[k];
+	}
+	fv[9] = 0, fv[10] = real;
+	const float *q = j->q + bi * j->q_b + h * j->q_h, *xi0 = j->xi0 + bi * j->k_b + h * j->k_h,
+	            *mu0 = j->mu0 + bi * j->v_b + h * j->v_h;
+	const int ldq = j->iv[4];
+	float *trace = j->trace + (size_t)g * j->tsize;
+	if (!bwd) {
+		float *out = j->out + bi * j->o_b + h * j->o_h;
+		if (real > 0) return pf_em_forward(j->iv, fv, q, xi0, mu0, NULL, km, qm, NULL, NULL, trace, scr, j->ns, out, j->ldo);
+		memset(trace, 0, sizeof(float) * (size_t)j->tsize);
+		for (int i = 0; i < n; i++)
+			for (int k = 0; k < dv; k++) out[(size_t)i * j->ldo + k] = q[(size_t)i * ldq + k] + 0.0f;
+		return 0;
+	}
+	const float *sr = j->sr + bi * j->sr_b + h * j->sr_h;
+	float *gq = j->gq + bi * j->g_q_b + h * j->g_q_h, *gxi0 = j->gxi0 + bi * j->g_k_b + h * j->g_k_h,
+	      *gmu0 = j->gmu0 + bi * j->g_v_b + h * j->g_v_h, *gh = j->gh + (size_t)g * 9;
+	if (real > 0)
+		return pf_em_backward(j->iv, fv, q, xi0, mu0, NULL, km, qm, NULL, NULL, trace, sr, NULL, NULL, NULL, NULL,
+		                      NULL, NULL, gq, gxi0, gmu0, NULL, NULL, gh, j->gld, scr, j->ns);
+	zero_rows(gq, n, d, j->gld[0]);
+	zero_rows(gxi0, m, d, j->gld[1]);
+	zero_rows(gmu0, m, dv, j->gld[2]);
+	if (j->iv[18])
+		for (int i = 0; i < n; i++)
+			for (int k = 0; k < d; k++) gq[(size_t)i * j->gld[0] + k] += sr[(size_t)i * j->ldr + k];
+	return 0;
+}
+
+// pf_em_job_run is worker's share of j: whole batch elements, all heads of
+// each, taken from j's counter until none is left. Each problem's values
+// depend on its inputs alone, so not on who runs it.
+void pf_em_job_run(const pf_em_job *j, int bwd, int worker) {
+	float *scr = j->scr + (size_t)worker * j->ns;
+	for (;;) {
+		int bi = __atomic_fetch_add(j->ctr, 1, __ATOMIC_SEQ_CST);
+		if (bi >= j->b) return;
+		for (int h = 0; h < j->heads; h++)
+			if (em_job_problem(j, bwd, bi, h, scr) != 0) __atomic_store_n(j->failed, 1, __ATOMIC_SEQ_CST);
+	}
+}
+#endif

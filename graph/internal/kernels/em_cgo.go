@@ -63,12 +63,18 @@ func emCScratchSize(n, m, d, dv int) int {
 	return 6*n*m + 3*n*dv + 4*n + max(m, n) + 2*m*d + 2*m*dv + 2*m*max(d, dv) + 16*m
 }
 
-// setup fills c's scalars for p (em.c's unpack has their order) and sizes
-// its scratch.
-func (c *emCCall) setup(s EMSpec, p *EMProblem[float32], pr bool) {
-	c.iv = [19]C.int{C.int(p.N), C.int(p.M), C.int(p.D), C.int(p.Dv), C.int(p.Ldq), C.int(p.Ldk), C.int(p.Ldv), C.int(p.Ldx),
+// emIV is em.c's integer scalars of a problem (its unpack has their
+// order); the seed's stride and the gradient flags (iv[15], iv[17],
+// iv[18]) are left 0.
+func emIV(s EMSpec, n, m, d, dv, ldq, ldk, ldv, ldx int, pr bool) [19]C.int {
+	return [19]C.int{C.int(n), C.int(m), C.int(d), C.int(dv), C.int(ldq), C.int(ldk), C.int(ldv), C.int(ldx),
 		C.int(s.KeyIters), C.int(s.PropagateIters), C.int(s.ValueIters), cbool(s.AdaptAlpha), cbool(s.AdaptBeta), cbool(s.AdaptPi), cbool(pr),
 		0, cbool(EMAVX512()), 0, 0}
+}
+
+// setup fills c's scalars for p and sizes its scratch.
+func (c *emCCall) setup(s EMSpec, p *EMProblem[float32], pr bool) {
+	c.iv = emIV(s, p.N, p.M, p.D, p.Dv, p.Ldq, p.Ldk, p.Ldv, p.Ldx, pr)
 	for i, x := range p.H {
 		c.fv[i] = C.float(x)
 	}
@@ -130,6 +136,68 @@ func EMBackwardC[T Float](s EMSpec, p *EMProblem[T], tr *EMTrace[T], seed *EMSee
 	emCCalls.Put(c)
 	if rc != 0 {
 		panic(fmt.Sprintf("em.c backward: scratch of %d too small", len(c.buf)))
+	}
+	return true
+}
+
+// EMForwardPass32 runs the forward pass of every problem of p in em.c,
+// each as EMForwardC runs it (a problem without a real memory unit gets
+// a cleared trace and reads out q + 0, as graph's op does), on up to
+// workers threads (the caller and the pool's helpers) in one cgo call
+// (pf_pool_em): the threads take whole batch elements from a shared
+// counter. It reports whether it ran; it runs nothing when em.c does not
+// run float32 problems here or a slice is too short.
+func EMForwardPass32(p *EMPass32, workers int) bool { return emPass32(p, false, workers) }
+
+// EMBackwardPass32 runs the backward pass of every problem of p, each as
+// EMBackwardC runs it (a problem without a real memory unit gets its
+// gradient rows cleared and the seed added to its queries'), as
+// EMForwardPass32 shares them.
+func EMBackwardPass32(p *EMPass32, workers int) bool { return emPass32(p, true, workers) }
+
+func emPass32(p *EMPass32, bwd bool, workers int) bool {
+	if !EMCAvailable() || !p.fits(bwd) {
+		return false
+	}
+	workers = max(1, min(workers, p.B))
+	nh := 0
+	if workers > 1 {
+		nh = min(len(helpers.ensure(workers-1)), workers-1, poolSlots)
+	}
+	ns := emCScratchSize(p.N, p.M, p.D, p.Dv)
+	if len(p.Scratch) < workers*ns {
+		p.Scratch = make([]float32, workers*ns)
+	}
+	iv := emIV(p.Spec, p.N, p.M, p.D, p.Dv, p.Ldq, p.Ldk, p.Ldv, 0, false)
+	var gld [4]C.int
+	hmask := 0
+	hv := make([]float32, EMHyperCount*p.H)
+	for i, h := range p.Hyper {
+		if h != nil {
+			hmask |= 1 << i
+			copy(hv[i*p.H:(i+1)*p.H], h)
+		}
+	}
+	size := EMTraceSize(p.Spec, p.N, p.M, p.D, p.Dv)
+	offs := [18]C.long{C.long(p.QB), C.long(p.QH), C.long(p.KB), C.long(p.KH), C.long(p.VB), C.long(p.VH),
+		C.long(p.OB), C.long(p.OH), C.long(p.SB), C.long(p.SH), C.long(p.GQB), C.long(p.GQH), C.long(p.GKB),
+		C.long(p.GKH), C.long(p.GVB), C.long(p.GVH), C.long(size), C.long(ns)}
+	dims := [9]C.int{C.int(p.B), C.int(p.H), C.int(p.N), C.int(p.M), C.int(p.D), C.int(p.Dv), C.int(p.Ldo),
+		C.int(p.Ldr), C.int(hmask)}
+	var out, sr, gq, gk, gv, gh *C.float
+	if bwd {
+		iv[15], iv[17], iv[18] = C.int(p.Ldr), 1, 1
+		gld = [4]C.int{C.int(p.GLdq), C.int(p.GLdk), C.int(p.GLdv), 0}
+		sr, gq, gk, gv = cptr(p.Seed), cptr(p.GQ), cptr(p.GXi0), cptr(p.GMu0)
+		gh = (*C.float)(unsafe.Pointer(&p.GH[0][0]))
+	} else {
+		out = cptr(p.Out)
+	}
+	ok := C.pf_pool_em(C.int(workers), C.int(nh), cbool(bwd), &dims[0], &iv[0], &gld[0], &offs[0], cptr(hv),
+		cptr(p.Q), cptr(p.Xi0), cptr(p.Mu0), cptr(p.KeyMask), cptr(p.QueryMask), sr, cptr(p.Trace), out, gq, gk, gv,
+		gh, cptr(p.Scratch))
+	if ok == 0 {
+		panic(fmt.Sprintf("em.c pass: scratch of %d a worker too small", ns))
 	}
 	return true
 }

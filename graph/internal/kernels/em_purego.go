@@ -20,3 +20,6 @@ func EMForwardC[T Float](EMSpec, *EMProblem[T], *EMTrace[T]) bool { return false
 func EMBackwardC[T Float](EMSpec, *EMProblem[T], *EMTrace[T], *EMSeeds[T], *EMGrads[T]) bool {
 	return false
 }
+
+func EMForwardPass32(*EMPass32, int) bool  { return false }
+func EMBackwardPass32(*EMPass32, int) bool { return false }

@@ -184,5 +184,33 @@ int pf_em_backward(const int *iv, const float *fv, const float *q, const float *
                    float *trace, const float *sr, const float *sw, const float *sxi, const float *sal,
                    const float *smu, const float *sbe, const float *slp, float *gq, float *gxi0, float *gmu0,
                    float *gvals, float *glogits, float *gh, const int *gld, float *scr, long ns);
+// pf_em_job is a pass of EM problems (b batch elements of heads
+// problems each) as graph's EM op lays them out: problem (bi, h) reads
+// q + bi·q_b + h·q_h (rows ldq apart), its keys at xi0 + bi·k_b + h·k_h
+// (ldk), its values at mu0 + bi·v_b + h·v_h (ldv), the masks' rows bi
+// (km [b×m], qm [b×n], or NULL), hyperparameter i at hv[i·heads + h] when
+// bit i of hmask is set (else 0), and its trace at
+// trace + (bi·heads + h)·tsize. iv holds pf_em_forward's scalars common
+// to every problem (em_cgo.go's order). The forward writes the residual
+// rows out + bi·o_b + h·o_h (ldo); the backward reads the readout's seed
+// at sr + bi·sr_b + h·sr_h (ldr, iv[15]), writes the gradients gq, gxi0,
+// gmu0 at bi·g*_b + h·g*_h in their own strides (gld) and problem g's
+// hyperparameter gradients at gh + 9g. Worker w's scratch is scr + w·ns.
+// The workers take whole batch elements from ctr (pf_em_job_run); failed
+// is set when a scratch is too small.
+typedef struct {
+	int b, heads, n, m, d, dv, ldo, ldr, hmask;
+	const int *iv, *gld;
+	const float *q, *xi0, *mu0, *km, *qm, *sr, *hv;
+	long q_b, q_h, k_b, k_h, v_b, v_h, o_b, o_h, sr_b, sr_h, g_q_b, g_q_h, g_k_b, g_k_h, g_v_b, g_v_h, tsize, ns;
+	float *trace, *out, *gq, *gxi0, *gmu0, *gh, *scr;
+	int *ctr, *failed;
+} pf_em_job;
+void pf_em_job_run(const pf_em_job *j, int bwd, int worker);
+// pf_pool_em's offs holds pf_em_job's longs in their order (q_b … ns);
+// dims its b, heads, n, m, d, dv, ldo, ldr, hmask.
+int pf_pool_em(int workers, int helpers, int bwd, const int *dims, const int *iv, const int *gld, const long *offs,
+               const float *hv, const float *q, const float *xi0, const float *mu0, const float *km, const float *qm,
+               const float *sr, float *trace, float *out, float *gq, float *gxi0, float *gmu0, float *gh, float *scr);
 
 #endif

@@ -101,7 +101,7 @@ struct counter {
 };
 
 // The kinds of job.
-enum { JOB_GEMM, JOB_RANGE, JOB_ATTN_FWD, JOB_ATTN_BWD };
+enum { JOB_GEMM, JOB_RANGE, JOB_ATTN_FWD, JOB_ATTN_BWD, JOB_EM_FWD, JOB_EM_BWD };
 
 // job is what a slot's share runs: a product's share (pf_sgemm_par),
 // chunks of a range job, or batch elements of attention heads
@@ -112,6 +112,7 @@ struct job {
 		struct sgemm_job g;
 		struct range_job r;
 		pf_attn_job a;
+		pf_em_job e;
 	};
 };
 
@@ -166,6 +167,10 @@ static void run_range(const struct range_job *r, int lo, int hi);
 static void run_share(const struct job *jb, int worker) {
 	if (jb->kind == JOB_ATTN_FWD || jb->kind == JOB_ATTN_BWD) {
 		pf_attn_heads_run(&jb->a, jb->kind == JOB_ATTN_BWD, worker);
+		return;
+	}
+	if (jb->kind == JOB_EM_FWD || jb->kind == JOB_EM_BWD) {
+		pf_em_job_run(&jb->e, jb->kind == JOB_EM_BWD, worker);
 		return;
 	}
 	if (jb->kind == JOB_RANGE) {
@@ -450,4 +455,28 @@ int pf_pool_attn(int workers, int helpers, int bwd, int level, const float *q, i
 	                      .pstride = pstride, .scale = scale, .q = q, .k = k, .v = v, .g = g, .mask = mask,
 	                      .bias = bias, .drop = drop, .p = p, .out = out, .dq = dq, .dk = dk, .dvv = dvv, .ctr = &ctr.n}};
 	return pool_run(&j, workers, helpers);
+}
+
+// pf_pool_em runs the EM problems of j, forward or (bwd) backward, on up
+// to workers threads through pool_run, in the caller's one cgo call: the
+// workers take whole batch elements from one counter (pf_em_job_run), as
+// pf_pool_attn's do, where graph's EM op ran them as Go jobs (a cgo call
+// a problem, and a helper that had to come back to Go to take them). It
+// returns whether every problem's scratch was large enough.
+int pf_pool_em(int workers, int helpers, int bwd, const int *dims, const int *iv, const int *gld, const long *offs,
+               const float *hv, const float *q, const float *xi0, const float *mu0, const float *km, const float *qm,
+               const float *sr, float *trace, float *out, float *gq, float *gxi0, float *gmu0, float *gh, float *scr) {
+	struct counter ctr = {0};
+	int failed = 0;
+	struct job jb = {.kind = bwd ? JOB_EM_BWD : JOB_EM_FWD,
+	                 .e = {.b = dims[0], .heads = dims[1], .n = dims[2], .m = dims[3], .d = dims[4], .dv = dims[5],
+	                       .ldo = dims[6], .ldr = dims[7], .hmask = dims[8], .iv = iv, .gld = gld, .q = q, .xi0 = xi0,
+	                       .mu0 = mu0, .km = km, .qm = qm, .sr = sr, .hv = hv, .q_b = offs[0], .q_h = offs[1],
+	                       .k_b = offs[2], .k_h = offs[3], .v_b = offs[4], .v_h = offs[5], .o_b = offs[6],
+	                       .o_h = offs[7], .sr_b = offs[8], .sr_h = offs[9], .g_q_b = offs[10], .g_q_h = offs[11],
+	                       .g_k_b = offs[12], .g_k_h = offs[13], .g_v_b = offs[14], .g_v_h = offs[15],
+	                       .tsize = offs[16], .ns = offs[17], .trace = trace, .out = out, .gq = gq, .gxi0 = gxi0,
+	                       .gmu0 = gmu0, .gh = gh, .scr = scr, .ctr = &ctr.n, .failed = &failed}};
+	pool_run(&jb, workers, helpers);
+	return !failed;
 }
