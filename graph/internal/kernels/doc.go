@@ -19,7 +19,7 @@
 //	attention.c  one attention head forward and backward, with dropout or a score bias; the Bayesian heads: KL rows, prior network, sampled head (AttnHead*, KLHead32, PriorHead32, BayesHead*)
 //	bayes.c      Weibull noise, scale·log(−log u) (WeibullLogNoise32, WeibullBiasFast32); the uniform and normal noise streams filled 8 and 16 hashes at a time with AVX-512, the Go loop's values bit for bit (UniformNoise32, NormalNoise32)
 //	dropout.c    counter-based dropout masks, portable and AVX2 (FillMask; FillMaskGo is the Go reference)
-//	em.c         one EM attention problem, forward and backward (EMForwardC, EMBackwardC; EMForward, EMBackward in emgroup.go and emgroupback.go are the Go reference)
+//	em.c         one EM attention problem, forward and backward (EMForwardC, EMBackwardC; EMForward, EMBackward in emgroup.go and emgroupback.go are the Go reference), and a pass of them as one pool.c job (EMForwardPass32, EMBackwardPass32)
 //	em512.c      em.c compiled again for AVX-512, 16 lanes on the [N×M] passes and products, its values the AVX2 build's bit for bit (EMAVX512; PROBFORMER_SIMD=avx2 or EMUseAVX512 = false keeps AVX2)
 //
 // and the headers simd.h (horizontal sums and maxima, exp_le0, an 8×8
@@ -169,7 +169,10 @@
 // all their heads, from a counter on the caller's C stack, claiming the
 // next before it computes the one it holds so that it can prefetch it
 // (AttnHeadsFwdShared32, _Bwd; TestAttnHeadsSharedIsOneWorker). Nothing
-// is summed across elements, so who takes which changes no bit. A helper that has not started its share when the caller
+// is summed across elements, so who takes which changes no bit. A pass of
+// an EM op's problems is one such job too (pf_pool_em, EMPass32: whole
+// batch elements from a counter, each problem the em.c call graph made
+// for it, with its own slot for the per-head gradient sums). A helper that has not started its share when the caller
 // finishes its own gives the share back (RunShares, or pf_pool_sgemm,
 // runs it on the caller, where it finds no block left), so a product
 // never waits for a parked helper to wake.
