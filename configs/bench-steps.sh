@@ -79,7 +79,7 @@ awk -v peak="$peak" '
 		label["seq2seq"] = "Transformer 2+2 layers (torch_quick seq2seq)"
 		n = split("maxnorm seq2seq", order, " ")
 		for (i = 1; i <= n; i++) { s = order[i]
-			share = peak > 0 ? sprintf("%.0f%%", 100 * gf[s] / peak) : "-"
+			share = peak > 0 ? sprintf("%.1f%%", 100 * gf[s] / peak) : "-"
 			if (s in pt) printf "%-52s %10.2f %8.1f %8s %11.2f %7.2f\n", label[s], ms[s], gf[s], share, pt[s], ms[s] / pt[s]
 			else printf "%-52s %10.2f %8.1f %8s %11s %7s\n", label[s], ms[s], gf[s], share, "-", "-" }
 	}' "$results"
