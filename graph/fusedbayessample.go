@@ -96,6 +96,11 @@ type bayesSampleState struct {
 	// gOut is the readout's gradient node, which the readout's SymDiff
 	// records before the op's own (the readout comes after the op).
 	gOut *Node
+	// pass describes the float32 heads for one pool.c job a pass
+	// (bayesPass), kept for its workers' scratch and its constants
+	pass *kernels.BayesPass32
+	kc   [7]float64
+	skip []uint32
 }
 
 // stateBuffer returns *p as a []T of n values, replacing it when it has
@@ -299,6 +304,30 @@ func bayesSampleForward[T float](a bayesSampleKernel, in []*tensor.Dense) float6
 		}
 		st.sums[xh] = sampleHead(cfg, cs, scratch[w], o, z, pad, xh, p, x, out, dc)
 	}
+	if sampleElementsC(cfg, o, z, pad) && bayesPoolPasses {
+		if pass := bayesPass(st, o, z, h, pad, p, x); pass != nil {
+			st.kc = sampleKC(cfg, cs)
+			if len(st.skip) != z.b {
+				st.skip = make([]uint32, z.b)
+			}
+			pass.KC, pass.Sums, pass.Skipped = &st.kc, st.sums, st.skip
+			pass.Out = any(out).([]float32)
+			if pad != nil {
+				pass.B2, pass.DC = any(o.b2).([]float32), any(dc).([]float32)
+			}
+			if kernels.BayesForwardPass32(pass, runtime.GOMAXPROCS(0)) {
+				// the heads attention.c skipped, in Go, in order
+				for bi, skipped := range st.skip {
+					for hh := range h {
+						if skipped&(1<<hh) != 0 {
+							head(0, bi*h+hh)
+						}
+					}
+				}
+				return sampleMean(st)
+			}
+		}
+	}
 	if !sampleElementsC(cfg, o, z, pad) || !forBayesElements(z.b, h, func(w, bi int) {
 		if scratch[w] == nil {
 			scratch[w] = newSampleScratch[T](z.n, z.m, z.r)
@@ -312,6 +341,12 @@ func bayesSampleForward[T float](a bayesSampleKernel, in []*tensor.Dense) float6
 	}) {
 		forBayesHeads(z.b, h, head)
 	}
+	return sampleMean(st)
+}
+
+// sampleMean marks st's forward pass done and returns KL̄: the heads'
+// Σ KL_ij summed in order over its denominator (0 without one).
+func sampleMean(st *bayesSampleState) float64 {
 	st.fresh = true
 	if st.count == 0 {
 		return 0
@@ -321,6 +356,39 @@ func bayesSampleForward[T float](a bayesSampleKernel, in []*tensor.Dense) float6
 		total += s
 	}
 	return total / float64(st.count)
+}
+
+// bayesPoolPasses lets the float32 heads of a pass run as one pool.c job
+// (bayesPass); the tests turn it off to hold the job to the element
+// calls' Go jobs, which compute the same calls.
+var bayesPoolPasses = true
+
+// bayesPass describes the op's float32 heads, inputs and saved buffers,
+// for BayesForwardPass32 and BayesBackwardPass32 (the caller adds the
+// pass's own outputs), as sampleElementC and the backward's element
+// calls lay them out; nil unless T is float32.
+func bayesPass[T float](st *bayesSampleState, o sampleOperands[T], z sampleDims, h int, pad []float32, p, x []T) *kernels.BayesPass32 {
+	q32, ok := any(o.q).([]float32)
+	if !ok {
+		return nil
+	}
+	if st.pass == nil {
+		st.pass = &kernels.BayesPass32{}
+	}
+	pass := st.pass
+	*pass = kernels.BayesPass32{B: z.b, H: h, N: z.n, M: z.m, D: z.d, Dv: z.dv, Q: q32, K: any(o.k).([]float32),
+		V: any(o.v).([]float32), Scale: float32(z.scale), P: any(p).([]float32), X: any(x).([]float32), Pad: pad,
+		PadSize: priorPadSize(z.d), PG: pass.PG}
+	if o.noise != nil {
+		pass.Noise = any(o.noise).([]float32)
+	}
+	if o.keyMask != nil {
+		pass.Mask = any(o.keyMask).([]float32)
+	}
+	if o.queryMask != nil {
+		pass.QMask = any(o.queryMask).([]float32)
+	}
+	return pass
 }
 
 // forBayesElements runs elem(w, bi) for the batch elements bi < b on the
@@ -545,6 +613,17 @@ func sampleElementsC[T float](cfg BayesKL, o sampleOperands[T], z sampleDims, pa
 		kernels.SampleHeadFits(z.n, z.m, z.d, z.dv)
 }
 
+// sampleKC is attention.c's settings of cfg's sampled heads (see
+// kernels.BayesHead32): the posterior (0 Weibull, 1 log-normal) and its
+// parameter, the prior's, and the KL's constants.
+func sampleKC(cfg BayesKL, cs klConsts) [7]float64 {
+	kc := [7]float64{1, cfg.Sigma, cfg.PriorRate, cs.a, cs.c0, cs.shift, cs.inv2s02}
+	if cfg.Posterior == BayesWeibull {
+		kc[0], kc[1] = 0, 1/cfg.K
+	}
+	return kc
+}
+
 // sampleElementC runs the heads of batch element bi in one call to
 // attention.c (kernels.BayesHeads32: each head as sampleHeadC runs it, so
 // the same values), their Σ KL_ij into sums, and returns the bit mask of
@@ -555,10 +634,7 @@ func sampleElementC[T float](cfg BayesKL, cs klConsts, sc *klScratch[T], o sampl
 	n, m, hd, hv := z.n, z.m, h*z.d, h*z.dv
 	all := uint32(1)<<h - 1
 	kc := &sc.kc
-	*kc = [7]float64{1, cfg.Sigma, cfg.PriorRate, cs.a, cs.c0, cs.shift, cs.inv2s02}
-	if cfg.Posterior == BayesWeibull {
-		kc[0], kc[1] = 0, 1/cfg.K
-	}
+	*kc = sampleKC(cfg, cs)
 	var mr, qr, b2, dce []float32
 	if o.keyMask != nil {
 		mr = any(o.keyMask[bi*m : (bi+1)*m]).([]float32)
@@ -730,7 +806,20 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 	// would take sampleHeadBwd32's (the same call a head, so the same
 	// values), the Go loop above otherwise
 	q32, f32 := any(o.q).([]float32)
-	if !f32 || gOut == nil || bayesSampleGoOnly || (a.contextual && pad == nil) || !kernels.SampleHeadFits(n, m, d, dv) ||
+	pooled := false
+	if f32 && gOut != nil && !bayesSampleGoOnly && (!a.contextual || pad != nil) && bayesPoolPasses {
+		if pass := bayesPass(st, o, z, h, pad, p, x); pass != nil {
+			pass.G, pass.Gx, pass.Gd = any(gOut).([]float32), float32(g), g
+			pass.DQ, pass.DK, pass.DV = any(dq).([]float32), any(dk).([]float32), any(dvv).([]float32)
+			if a.contextual {
+				pass.XC, pass.Part, pass.NP, pass.R = any(xc).([]float32), st.partial, np, r
+			}
+			pooled = kernels.BayesBackwardPass32(pass, runtime.GOMAXPROCS(0))
+		}
+	}
+	if pooled {
+		// every element's heads ran in the pool.c job
+	} else if !f32 || gOut == nil || bayesSampleGoOnly || (a.contextual && pad == nil) || !kernels.SampleHeadFits(n, m, d, dv) ||
 		!forBayesElements(b, h, func(w, bi int) {
 			if scratch[w] == nil {
 				scratch[w] = newSampleScratch[T](n, m, r)

@@ -388,9 +388,16 @@ func TestBayesAttentionSampleSharedElements(t *testing.T) {
 						runtime.GOMAXPROCS(procs)
 						runs = append(runs, runSampleGraph(t, dt, c, x, true, lossBoth))
 					}
+					// the element calls as Go jobs, where float32 passes
+					// run as one pool.c job each
+					runtime.GOMAXPROCS(2)
+					bayesPoolPasses = false
+					runs = append(runs, runSampleGraph(t, dt, c, x, true, lossBoth))
+					bayesPoolPasses = true
 					what := fmt.Sprintf("%v b=%d %v", c, b, dt)
 					graphtest.ExpectRunsClose(t, what+" (2 cores)", runs[1], runs[0], 0, sampleNames)
 					graphtest.ExpectRunsClose(t, what+" (3 cores)", runs[2], runs[0], 0, sampleNames)
+					graphtest.ExpectRunsClose(t, what+" (Go jobs)", runs[3], runs[0], 0, sampleNames)
 				}
 			}
 		}

@@ -1932,3 +1932,33 @@ void pf_bayes_heads_bwd(int level, int h, const float *q, int ldq, const float *
 		                  gd, ph, r);
 	}
 }
+
+// pf_bayes_job_run is worker's share of j, forward or (bwd) backward:
+// whole batch elements taken from j's counter until none is left, each
+// element's heads the one call graph made for it (pf_bayes_heads,
+// pf_bayes_heads_bwd) with its operands at their offsets. Each element
+// writes its own rows and slots only, so the values do not depend on who
+// runs it.
+void pf_bayes_job_run(const pf_bayes_job *j, int bwd, int worker) {
+	const int h = j->h, n = j->n, m = j->m;
+	const size_t hnm = (size_t)h * n * m;
+	for (;;) {
+		int bi = __atomic_fetch_add(j->ctr, 1, __ATOMIC_SEQ_CST);
+		if (bi >= j->b) return;
+		const size_t e = (size_t)bi * hnm, oq = (size_t)bi * n * j->ld, ok = (size_t)bi * m * j->ld,
+		             ov = (size_t)bi * m * j->ldv, og = (size_t)bi * n * j->ldv;
+		if (!bwd) {
+			j->skipped[bi] = pf_bayes_heads(
+			    j->level, h, j->q + oq, j->ld, j->k + ok, j->ld, j->v + ov, j->ldv, n, m, j->d, j->dv, j->scale,
+			    j->mask ? j->mask + (size_t)bi * m : NULL, j->qmask ? j->qmask + (size_t)bi * n : NULL, j->noise + e,
+			    j->pad, j->padsize, j->b2, j->kc, j->p + e, j->x + e, j->out + og, j->ldv,
+			    j->pad ? j->dc + (size_t)bi * h * m : NULL, j->sums + (size_t)bi * h);
+			continue;
+		}
+		pf_bayes_heads_bwd(j->level, h, j->q + oq, j->ld, j->k + ok, j->ld, j->v + ov, j->ldv, j->g + og, j->ldv,
+		                   j->p + e, n, m, j->d, j->dv, j->scale, j->x + e, j->gx, j->dq + oq, j->dk + ok, j->dvv + ov,
+		                   j->pad, j->padsize, j->pad ? j->xc + (size_t)bi * h * m : NULL, j->gd,
+		                   j->pad ? j->part + (size_t)bi * h * j->np : NULL, j->np, j->r,
+		                   j->pad ? j->pg + (size_t)worker * j->pgsize : NULL);
+	}
+}

@@ -514,3 +514,60 @@ func attnHeadsBwdAt(level int, a *AttnBatch32, g, dq, dk, dv []float32, b0, bste
 		(*C.float)(&dq[0]), (*C.float)(&dk[0]), (*C.float)(&dv[0]), cbool(a.Residual))
 	return true
 }
+
+// BayesForwardPass32 runs the forward pass of every head of p, each
+// element's heads as BayesHeads32 runs them (so the same values), on up
+// to workers threads (the caller and the pool's helpers) in one cgo call
+// (pf_pool_bayes): the threads take whole batch elements from a shared
+// counter. It reports whether it ran; it runs nothing where attention.c
+// does not take the heads or a slice is too short.
+func BayesForwardPass32(p *BayesPass32, workers int) bool {
+	return bayesPass32(simdLevel(), p, false, workers)
+}
+
+// BayesBackwardPass32 runs the backward pass of every head of p, each
+// element's heads as BayesHeadsBwd32 runs them, shared as
+// BayesForwardPass32 shares them.
+func BayesBackwardPass32(p *BayesPass32, workers int) bool {
+	return bayesPass32(simdLevel(), p, true, workers)
+}
+
+func bayesPass32(level int, p *BayesPass32, bwd bool, workers int) bool {
+	if !p.fits(bwd) {
+		return false
+	}
+	workers = max(1, min(workers, p.B))
+	nh := 0
+	if workers > 1 {
+		nh = min(len(helpers.ensure(workers-1)), workers-1, poolSlots)
+	}
+	pgsize := 16*p.D + 33
+	if p.Pad != nil && len(p.PG) < workers*pgsize {
+		p.PG = make([]float32, workers*pgsize)
+	}
+	dims := [12]C.int{C.int(level), C.int(p.B), C.int(p.H), C.int(p.N), C.int(p.M), C.int(p.D), C.int(p.Dv),
+		C.int(p.H * p.D), C.int(p.H * p.Dv), C.int(p.PadSize), C.int(p.NP), C.int(p.R)}
+	fl := [2]C.float{C.float(p.Scale), C.float(p.Gx)}
+	var kc, sums, part *C.double
+	var skipped *C.unsigned
+	if bwd {
+		if p.Pad != nil {
+			part = (*C.double)(&p.Part[0])
+		}
+	} else {
+		kc, sums, skipped = (*C.double)(&p.KC[0]), (*C.double)(&p.Sums[0]), (*C.unsigned)(&p.Skipped[0])
+	}
+	var pad, b2, dc, xc, pg *C.float
+	if p.Pad != nil {
+		pad, pg = cptr(p.Pad), cptr(p.PG)
+		if bwd {
+			xc = cptr(p.XC)
+		} else {
+			b2, dc = cptr(p.B2), cptr(p.DC)
+		}
+	}
+	C.pf_pool_bayes(C.int(workers), C.int(nh), cbool(bwd), &dims[0], &fl[0], C.double(p.Gd), C.long(pgsize),
+		cptr(p.Q), cptr(p.K), cptr(p.V), cptr(p.G), cptr(p.Mask), cptr(p.QMask), cptr(p.Noise), pad, b2, xc, kc,
+		cptr(p.P), cptr(p.X), cptr(p.Out), dc, cptr(p.DQ), cptr(p.DK), cptr(p.DV), pg, sums, part, skipped)
+	return true
+}

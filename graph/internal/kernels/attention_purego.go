@@ -79,3 +79,6 @@ func AttnHeadsFwdShared32(*AttnBatch32, []float32, int) bool { return false }
 func AttnHeadsBwdShared32(*AttnBatch32, []float32, []float32, []float32, []float32, int) bool {
 	return false
 }
+
+func BayesForwardPass32(*BayesPass32, int) bool  { return false }
+func BayesBackwardPass32(*BayesPass32, int) bool { return false }

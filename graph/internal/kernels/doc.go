@@ -16,7 +16,7 @@
 //	softmax.c    row softmax, row exponentials, row max and sum, scale-and-shift (SoftmaxRows32, ExpRow, MaxSum32, ScaleShift32)
 //	layernorm.c  layer norm rows, forward and backward (LayerNormFwd32, LayerNormBwd32)
 //	vec.c        column sums, Adam, product, repeated add, ReLU and its gradient, the finiteness check of Adam's gradients, bit for bit their Go loops (ColSum32, Adam32, Finite32, ...)
-//	attention.c  one attention head forward and backward, with dropout or a score bias; the Bayesian heads: KL rows, prior network, sampled head (AttnHead*, KLHead32, PriorHead32, BayesHead*)
+//	attention.c  one attention head forward and backward, with dropout or a score bias; the Bayesian heads: KL rows, prior network, sampled head (AttnHead*, KLHead32, PriorHead32, BayesHead*), and a pass of sampled heads as one pool.c job (BayesForwardPass32, BayesBackwardPass32)
 //	bayes.c      Weibull noise, scale·log(−log u) (WeibullLogNoise32, WeibullBiasFast32); the uniform and normal noise streams filled 8 and 16 hashes at a time with AVX-512, the Go loop's values bit for bit (UniformNoise32, NormalNoise32)
 //	dropout.c    counter-based dropout masks, portable and AVX2 (FillMask; FillMaskGo is the Go reference)
 //	em.c         one EM attention problem, forward and backward (EMForwardC, EMBackwardC; EMForward, EMBackward in emgroup.go and emgroupback.go are the Go reference), and a pass of them as one pool.c job (EMForwardPass32, EMBackwardPass32)
@@ -172,7 +172,10 @@
 // is summed across elements, so who takes which changes no bit. A pass of
 // an EM op's problems is one such job too (pf_pool_em, EMPass32: whole
 // batch elements from a counter, each problem the em.c call graph made
-// for it, with its own slot for the per-head gradient sums). A helper that has not started its share when the caller
+// for it, with its own slot for the per-head gradient sums), and so is a
+// pass of the sampled Bayesian heads (pf_pool_bayes, BayesPass32: each
+// element's heads one pf_bayes_heads or pf_bayes_heads_bwd call, the
+// heads it skips left to graph's Go loop). A helper that has not started its share when the caller
 // finishes its own gives the share back (RunShares, or pf_pool_sgemm,
 // runs it on the caller, where it finds no block left), so a product
 // never waits for a parked helper to wake.

@@ -184,6 +184,39 @@ int pf_em_backward(const int *iv, const float *fv, const float *q, const float *
                    float *trace, const float *sr, const float *sw, const float *sxi, const float *sal,
                    const float *smu, const float *sbe, const float *slp, float *gq, float *gxi0, float *gmu0,
                    float *gvals, float *glogits, float *gh, const int *gld, float *scr, long ns);
+// pf_bayes_job is a pass of the sampled Bayesian heads of b batch
+// elements, h heads each, laid out as graph's BayesAttentionSample op
+// holds them: element bi's q and k at q, k + bi·n·ld and bi·m·ld (rows ld
+// apart), its v, readout (forward) or the readout's gradient g (backward)
+// at bi·m·ldv and bi·n·ldv (rows ldv apart), the masks' rows bi, and its
+// heads' [n×m] noise, weights and KL gradients at bi·h·n·m. The forward
+// runs pf_bayes_heads on each element, its Σ KL into sums + bi·h, the
+// contextual prior's dc at bi·h·m, and the mask of the heads it skipped
+// into skipped[bi]; the backward runs pf_bayes_heads_bwd, xc and part at
+// bi·h·m and bi·h·np. pad NULL: no prior network. Worker w's scratch pg
+// is pg + w·pgsize. The workers take whole elements from ctr
+// (pf_bayes_job_run).
+typedef struct {
+	int level, b, h, n, m, d, dv, ld, ldv, padsize, np, r;
+	float scale, gx;
+	double gd;
+	long pgsize;
+	const float *q, *k, *v, *g, *mask, *qmask, *noise, *pad, *b2, *xc;
+	const double *kc;
+	float *p, *x, *out, *dc, *dq, *dk, *dvv, *pg;
+	double *sums, *part;
+	unsigned *skipped;
+	int *ctr;
+} pf_bayes_job;
+void pf_bayes_job_run(const pf_bayes_job *j, int bwd, int worker);
+// pf_pool_bayes's dims hold pf_bayes_job's ints in their order (level …
+// r), fl its scale and gx.
+int pf_pool_bayes(int workers, int helpers, int bwd, const int *dims, const float *fl, double gd, long pgsize,
+                  const float *q, const float *k, const float *v, const float *g, const float *mask, const float *qmask,
+                  const float *noise, const float *pad, const float *b2, const float *xc, const double *kc, float *p,
+                  float *x, float *out, float *dc, float *dq, float *dk, float *dvv, float *pg, double *sums,
+                  double *part, unsigned *skipped);
+
 // pf_em_job is a pass of EM problems (b batch elements of heads
 // problems each) as graph's EM op lays them out: problem (bi, h) reads
 // q + bi·q_b + h·q_h (rows ldq apart), its keys at xi0 + bi·k_b + h·k_h

@@ -101,7 +101,7 @@ struct counter {
 };
 
 // The kinds of job.
-enum { JOB_GEMM, JOB_RANGE, JOB_ATTN_FWD, JOB_ATTN_BWD, JOB_EM_FWD, JOB_EM_BWD };
+enum { JOB_GEMM, JOB_RANGE, JOB_ATTN_FWD, JOB_ATTN_BWD, JOB_EM_FWD, JOB_EM_BWD, JOB_BAYES_FWD, JOB_BAYES_BWD };
 
 // job is what a slot's share runs: a product's share (pf_sgemm_par),
 // chunks of a range job, or batch elements of attention heads
@@ -113,6 +113,7 @@ struct job {
 		struct range_job r;
 		pf_attn_job a;
 		pf_em_job e;
+		pf_bayes_job y;
 	};
 };
 
@@ -171,6 +172,10 @@ static void run_share(const struct job *jb, int worker) {
 	}
 	if (jb->kind == JOB_EM_FWD || jb->kind == JOB_EM_BWD) {
 		pf_em_job_run(&jb->e, jb->kind == JOB_EM_BWD, worker);
+		return;
+	}
+	if (jb->kind == JOB_BAYES_FWD || jb->kind == JOB_BAYES_BWD) {
+		pf_bayes_job_run(&jb->y, jb->kind == JOB_BAYES_BWD, worker);
 		return;
 	}
 	if (jb->kind == JOB_RANGE) {
@@ -479,4 +484,24 @@ int pf_pool_em(int workers, int helpers, int bwd, const int *dims, const int *iv
 	                       .gmu0 = gmu0, .gh = gh, .scr = scr, .ctr = &ctr.n, .failed = &failed}};
 	pool_run(&jb, workers, helpers);
 	return !failed;
+}
+
+// pf_pool_bayes runs the sampled Bayesian heads of pf_bayes_job's pass,
+// forward or (bwd) backward, on up to workers threads through pool_run,
+// the workers taking whole batch elements from one counter
+// (pf_bayes_job_run), as pf_pool_em does for EM.
+int pf_pool_bayes(int workers, int helpers, int bwd, const int *dims, const float *fl, double gd, long pgsize,
+                  const float *q, const float *k, const float *v, const float *g, const float *mask, const float *qmask,
+                  const float *noise, const float *pad, const float *b2, const float *xc, const double *kc, float *p,
+                  float *x, float *out, float *dc, float *dq, float *dk, float *dvv, float *pg, double *sums,
+                  double *part, unsigned *skipped) {
+	struct counter ctr = {0};
+	struct job jb = {.kind = bwd ? JOB_BAYES_BWD : JOB_BAYES_FWD,
+	                 .y = {.level = dims[0], .b = dims[1], .h = dims[2], .n = dims[3], .m = dims[4], .d = dims[5],
+	                       .dv = dims[6], .ld = dims[7], .ldv = dims[8], .padsize = dims[9], .np = dims[10],
+	                       .r = dims[11], .scale = fl[0], .gx = fl[1], .gd = gd, .pgsize = pgsize, .q = q, .k = k,
+	                       .v = v, .g = g, .mask = mask, .qmask = qmask, .noise = noise, .pad = pad, .b2 = b2,
+	                       .xc = xc, .kc = kc, .p = p, .x = x, .out = out, .dc = dc, .dq = dq, .dk = dk, .dvv = dvv,
+	                       .pg = pg, .sums = sums, .part = part, .skipped = skipped, .ctr = &ctr.n}};
+	return pool_run(&jb, workers, helpers);
 }
