@@ -817,9 +817,7 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 			pooled = kernels.BayesBackwardPass32(pass, runtime.GOMAXPROCS(0))
 		}
 	}
-	if pooled {
-		// every element's heads ran in the pool.c job
-	} else if !f32 || gOut == nil || bayesSampleGoOnly || (a.contextual && pad == nil) || !kernels.SampleHeadFits(n, m, d, dv) ||
+	if !pooled && (!f32 || gOut == nil || bayesSampleGoOnly || (a.contextual && pad == nil) || !kernels.SampleHeadFits(n, m, d, dv) ||
 		!forBayesElements(b, h, func(w, bi int) {
 			if scratch[w] == nil {
 				scratch[w] = newSampleScratch[T](n, m, r)
@@ -839,7 +837,7 @@ func bayesSampleBackward[T float](gk bayesSampleGradKernel, in []*tensor.Dense, 
 					head(w, xh)
 				}
 			}
-		}) {
+		})) {
 		forBayesHeads(b, h, head)
 	}
 	if !a.contextual {
