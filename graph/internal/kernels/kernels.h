@@ -57,6 +57,18 @@ int pf_pool_attn(int workers, int helpers, int bwd, int level, const float *q, i
                  const float *v, int ldv, const float *g, int ldg, int b, int heads, int n, int m, int d, int dv,
                  float scale, const float *mask, int causal, const float *bias, const float *drop, float *p,
                  int pstride, float *out, int ldo, float *dq, float *dk, float *dvv, int residual);
+// pf_pool_bayes's dims hold pf_bayes_job's ints in their order (level …
+// r), fl its scale and gx.
+int pf_pool_bayes(int workers, int helpers, int bwd, const int *dims, const float *fl, double gd, long pgsize,
+                  const float *q, const float *k, const float *v, const float *g, const float *mask, const float *qmask,
+                  const float *noise, const float *pad, const float *b2, const float *xc, const double *kc, float *p,
+                  float *x, float *out, float *dc, float *dq, float *dk, float *dvv, float *pg, double *sums,
+                  double *part, unsigned *skipped);
+// pf_pool_em's offs holds pf_em_job's longs in their order (q_b … ns);
+// dims its b, heads, n, m, d, dv, ldo, ldr, hmask.
+int pf_pool_em(int workers, int helpers, int bwd, const int *dims, const int *iv, const int *gld, const long *offs,
+               const float *hv, const float *q, const float *xi0, const float *mu0, const float *km, const float *qm,
+               const float *sr, float *trace, float *out, float *gq, float *gxi0, float *gmu0, float *gh, float *scr);
 // The kinds of pf_pool_range's jobs: vec.c's and layernorm.c's loops.
 enum {
 	PF_RANGE_ADD_REPEAT,
@@ -158,6 +170,31 @@ void pf_bayes_heads_bwd(int level, int h, const float *q, int ldq, const float *
                         const float *g, int ldg, const float *p, int n, int m, int d, int dv, float scale,
                         const float *x, float gx, float *dq, float *dk, float *dvv, const float *pad, int padsize,
                         const float *xc, double gd, double *part, int np, int r, float *pg);
+// pf_bayes_job is a pass of the sampled Bayesian heads of b batch
+// elements, h heads each, laid out as graph's BayesAttentionSample op
+// holds them: element bi's q and k at q, k + bi·n·ld and bi·m·ld (rows ld
+// apart), its v, readout (forward) or the readout's gradient g (backward)
+// at bi·m·ldv and bi·n·ldv (rows ldv apart), the masks' rows bi, and its
+// heads' [n×m] noise, weights and KL gradients at bi·h·n·m. The forward
+// runs pf_bayes_heads on each element, its Σ KL into sums + bi·h, the
+// contextual prior's dc at bi·h·m, and the mask of the heads it skipped
+// into skipped[bi]; the backward runs pf_bayes_heads_bwd, xc and part at
+// bi·h·m and bi·h·np. pad NULL: no prior network. Worker w's scratch pg
+// is pg + w·pgsize. The workers take whole elements from ctr
+// (pf_bayes_job_run).
+typedef struct {
+	int level, b, h, n, m, d, dv, ld, ldv, padsize, np, r;
+	float scale, gx;
+	double gd;
+	long pgsize;
+	const float *q, *k, *v, *g, *mask, *qmask, *noise, *pad, *b2, *xc;
+	const double *kc;
+	float *p, *x, *out, *dc, *dq, *dk, *dvv, *pg;
+	double *sums, *part;
+	unsigned *skipped;
+	int *ctr;
+} pf_bayes_job;
+void pf_bayes_job_run(const pf_bayes_job *j, int bwd, int worker);
 void pf_prior_head(const float *k, int ldk, int rows, int m, int d, const float *w1, const float *w1t,
                    const float *b1, const float *w2, float b2, float *c, const float *gc, int ldc,
                    float *scratch, float *dk, float *dw1, float *db1, float *dw2, float *db2);
@@ -184,39 +221,6 @@ int pf_em_backward(const int *iv, const float *fv, const float *q, const float *
                    float *trace, const float *sr, const float *sw, const float *sxi, const float *sal,
                    const float *smu, const float *sbe, const float *slp, float *gq, float *gxi0, float *gmu0,
                    float *gvals, float *glogits, float *gh, const int *gld, float *scr, long ns);
-// pf_bayes_job is a pass of the sampled Bayesian heads of b batch
-// elements, h heads each, laid out as graph's BayesAttentionSample op
-// holds them: element bi's q and k at q, k + bi·n·ld and bi·m·ld (rows ld
-// apart), its v, readout (forward) or the readout's gradient g (backward)
-// at bi·m·ldv and bi·n·ldv (rows ldv apart), the masks' rows bi, and its
-// heads' [n×m] noise, weights and KL gradients at bi·h·n·m. The forward
-// runs pf_bayes_heads on each element, its Σ KL into sums + bi·h, the
-// contextual prior's dc at bi·h·m, and the mask of the heads it skipped
-// into skipped[bi]; the backward runs pf_bayes_heads_bwd, xc and part at
-// bi·h·m and bi·h·np. pad NULL: no prior network. Worker w's scratch pg
-// is pg + w·pgsize. The workers take whole elements from ctr
-// (pf_bayes_job_run).
-typedef struct {
-	int level, b, h, n, m, d, dv, ld, ldv, padsize, np, r;
-	float scale, gx;
-	double gd;
-	long pgsize;
-	const float *q, *k, *v, *g, *mask, *qmask, *noise, *pad, *b2, *xc;
-	const double *kc;
-	float *p, *x, *out, *dc, *dq, *dk, *dvv, *pg;
-	double *sums, *part;
-	unsigned *skipped;
-	int *ctr;
-} pf_bayes_job;
-void pf_bayes_job_run(const pf_bayes_job *j, int bwd, int worker);
-// pf_pool_bayes's dims hold pf_bayes_job's ints in their order (level …
-// r), fl its scale and gx.
-int pf_pool_bayes(int workers, int helpers, int bwd, const int *dims, const float *fl, double gd, long pgsize,
-                  const float *q, const float *k, const float *v, const float *g, const float *mask, const float *qmask,
-                  const float *noise, const float *pad, const float *b2, const float *xc, const double *kc, float *p,
-                  float *x, float *out, float *dc, float *dq, float *dk, float *dvv, float *pg, double *sums,
-                  double *part, unsigned *skipped);
-
 // pf_em_job is a pass of EM problems (b batch elements of heads
 // problems each) as graph's EM op lays them out: problem (bi, h) reads
 // q + bi·q_b + h·q_h (rows ldq apart), its keys at xi0 + bi·k_b + h·k_h
@@ -240,10 +244,5 @@ typedef struct {
 	int *ctr, *failed;
 } pf_em_job;
 void pf_em_job_run(const pf_em_job *j, int bwd, int worker);
-// pf_pool_em's offs holds pf_em_job's longs in their order (q_b … ns);
-// dims its b, heads, n, m, d, dv, ldo, ldr, hmask.
-int pf_pool_em(int workers, int helpers, int bwd, const int *dims, const int *iv, const int *gld, const long *offs,
-               const float *hv, const float *q, const float *xi0, const float *mu0, const float *km, const float *qm,
-               const float *sr, float *trace, float *out, float *gq, float *gxi0, float *gmu0, float *gh, float *scr);
 
 #endif
