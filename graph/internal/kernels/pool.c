@@ -1,8 +1,9 @@
 //go:build cgo && !purego
 
 // Float32 products, element-wise and row-wise loops (range jobs: vec.c's
-// and layernorm.c's kernels on SplitRange's chunks) and attention heads
-// (attention.c's, whole batch elements at a time), shared with
+// and layernorm.c's kernels on SplitRange's chunks), attention heads
+// (attention.c's softmax and sampled Bayesian heads) and EM problems
+// (em.c's), the last three whole batch elements at a time, shared with
 // workers.go's helper goroutines in one cgo call, and the helpers' sleep.
 // A range job goes through the same slots as a product's shares
 // (pool_run): the helper takes chunks from the job's counter until none is
@@ -105,7 +106,8 @@ enum { JOB_GEMM, JOB_RANGE, JOB_ATTN_FWD, JOB_ATTN_BWD, JOB_EM_FWD, JOB_EM_BWD, 
 
 // job is what a slot's share runs: a product's share (pf_sgemm_par),
 // chunks of a range job, or batch elements of attention heads
-// (pf_attn_heads_run), until none is left.
+// (pf_attn_heads_run), sampled Bayesian heads (pf_bayes_job_run) or EM
+// problems (pf_em_job_run), until none is left.
 struct job {
 	int kind; // JOB_GEMM: g, JOB_RANGE: r, JOB_ATTN_*: a
 	union {
