@@ -462,10 +462,7 @@ func attnHeadsShared(level int, bwd bool, a *AttnBatch32, x, dq, dk, dv []float3
 	if !ok || bwd && (len(dq) < len(a.Q) || len(dk) < len(a.K) || len(dv) < len(a.V)) {
 		return false
 	}
-	nh := 0
-	if workers > 1 {
-		nh = min(len(helpers.ensure(workers-1)), workers-1, poolSlots)
-	}
+	nh := poolHelpers(workers)
 	var mp, bp, dp, dqp, dkp, dvp *C.float
 	if a.Mask != nil && !bwd {
 		mp = (*C.float)(&a.Mask[0])
@@ -537,10 +534,7 @@ func bayesPass32(level int, p *BayesPass32, bwd bool, workers int) bool {
 		return false
 	}
 	workers = max(1, min(workers, p.B))
-	nh := 0
-	if workers > 1 {
-		nh = min(len(helpers.ensure(workers-1)), workers-1, poolSlots)
-	}
+	nh := poolHelpers(workers)
 	pgsize := 16*p.D + 33
 	if p.Pad != nil && len(p.PG) < workers*pgsize {
 		p.PG = make([]float32, workers*pgsize)

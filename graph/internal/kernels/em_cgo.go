@@ -160,10 +160,7 @@ func emPass32(p *EMPass32, bwd bool, workers int) bool {
 		return false
 	}
 	workers = max(1, min(workers, p.B))
-	nh := 0
-	if workers > 1 {
-		nh = min(len(helpers.ensure(workers-1)), workers-1, poolSlots)
-	}
+	nh := poolHelpers(workers)
 	ns := emCScratchSize(p.N, p.M, p.D, p.Dv)
 	if len(p.Scratch) < workers*ns {
 		p.Scratch = make([]float32, workers*ns)

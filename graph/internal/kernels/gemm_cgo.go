@@ -225,10 +225,7 @@ func gemmSharedAt(level C.int, workers, mode, rb, cw int, tA, tB bool, m, n, k i
 	}
 	ap, bq, cp := (*C.float)(unsafe.Pointer(&a[0])), (*C.float)(unsafe.Pointer(&b[0])), (*C.float)(unsafe.Pointer(&c[0]))
 	ctr := (*C.int)(unsafe.Pointer(&s.ctr[0]))
-	nh := 0
-	if workers > 1 {
-		nh = min(len(helpers.ensure(workers-1)), workers-1, poolSlots)
-	}
+	nh := poolHelpers(workers)
 	return int(C.pf_pool_sgemm(C.int(workers), C.int(nh), level, C.int(mode), cbool(tA), cbool(tB), C.int(m), C.int(n), C.int(k), C.float(alpha),
 		ap, C.int(lda), bq, C.int(ldb), C.float(beta), cp, C.int(ldc), biasp, bp, C.int(rb), C.int(cw), ctr))
 }

@@ -61,13 +61,20 @@ func poolRange(kind C.int, n, d, align int, eps float32, p [C.PF_RANGE_PTRS]unsa
 	poolRun(kind, n, d, chunks, (n+align-1)/align, align, workers, eps, p)
 }
 
+// poolHelpers is how many helpers a pool.c job of workers threads posts
+// to: one fewer than the workers, at most the helpers started (it starts
+// them) and the slots.
+func poolHelpers(workers int) int {
+	if workers <= 1 {
+		return 0
+	}
+	return min(len(helpers.ensure(workers-1)), workers-1, poolSlots)
+}
+
 // poolRun runs pool.c's range job of kind in chunks chunks of
 // units·align elements on up to workers threads.
 func poolRun(kind C.int, n, d, chunks, units, align, workers int, eps float32, p [C.PF_RANGE_PTRS]unsafe.Pointer) {
-	nh := 0
-	if workers > 1 {
-		nh = min(len(helpers.ensure(workers-1)), workers-1, poolSlots)
-	}
+	nh := poolHelpers(workers)
 	C.pf_pool_range(C.int(workers), C.int(nh), kind, C.int(n), C.int(d), C.int(chunks), C.int(units), C.int(align),
 		C.float(eps), p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8])
 }
