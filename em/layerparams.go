@@ -44,9 +44,11 @@ const (
 // with ε = PriorFloor and ε₀ = PrecisionFloor: the transforms of MATH.md
 // §6 (RawParams.Hyperparams, RawParams.Precisions) plus the floors. It is
 // the plain-Go mirror of the graph's parameterisation, for tests and for
-// reading a trained layer's priors. The graph computes softplus with
-// Gorgonia's Softplus, which returns r itself for r > 16 (float64; 14 in
-// float32), an absolute difference below 1.2e-7 from this exact softplus.
+// reading a trained layer's priors. The graph computes softplus as
+// Gorgonia's Softplus does (graph.SoftplusShift in the composed layer;
+// the fused op itself, given graph.EMInputs.HyperShift), which returns r
+// itself for r > 16 (float64; 14 in float32), an absolute difference
+// below 1.2e-7 from this exact softplus.
 func (r RawParams) LayerHyperparams() (h Hyperparams, alpha0, beta0 float64) {
 	floored := func(x float64) float64 { return PriorFloor + Softplus(x) }
 	h = Hyperparams{
