@@ -22,28 +22,12 @@ func TestEMPassFits(t *testing.T) {
 		GVH: d,
 		GH:  make([]EMHyper[float32], b*h)}
 	p.Hyper[HAlpha0] = make([]float32, h)
-	for _, bwd := range []bool{false, true} {
-		if !p.fits(bwd) {
-			t.Fatalf("bwd %v: a pass that holds every problem does not fit", bwd)
-		}
-	}
-	short := func(x *[]float32) func() { old := *x; *x = old[:len(old)-1]; return func() { *x = old } }
-	for _, c := range []struct {
-		name string
-		x    *[]float32
-		bwd  bool
-	}{
+	expectShortUnfit(t, p.fits, []shortSlice{
 		{"q", &p.Q, false}, {"keys", &p.Xi0, false}, {"values", &p.Mu0, false}, {"key mask", &p.KeyMask, false},
 		{"query mask", &p.QueryMask, false}, {"trace", &p.Trace, false}, {"out", &p.Out, false},
 		{"alpha0", &p.Hyper[HAlpha0], false}, {"seed", &p.Seed, true}, {"dq", &p.GQ, true},
 		{"dkeys", &p.GXi0, true}, {"dvalues", &p.GMu0, true},
-	} {
-		undo := short(c.x)
-		if p.fits(c.bwd) {
-			t.Errorf("%s one short: the pass fits (bwd %v)", c.name, c.bwd)
-		}
-		undo()
-	}
+	})
 	gh := p.GH
 	p.GH = gh[:len(gh)-1]
 	if p.fits(true) {
@@ -69,29 +53,13 @@ func TestBayesPassFits(t *testing.T) {
 		Skipped: make([]uint32, b), G: make([]float32, b*n*w), DQ: make([]float32, b*n*w),
 		DK: make([]float32, b*m*w), DV: make([]float32, b*m*w), XC: make([]float32, b*h*m),
 		Part: make([]float64, b*h*np), NP: np, R: r}
-	for _, bwd := range []bool{false, true} {
-		if !p.fits(bwd) {
-			t.Fatalf("bwd %v: a pass that holds every head does not fit", bwd)
-		}
-	}
-	short := func(x *[]float32) func() { old := *x; *x = old[:len(old)-1]; return func() { *x = old } }
-	for _, c := range []struct {
-		name string
-		x    *[]float32
-		bwd  bool
-	}{
+	expectShortUnfit(t, p.fits, []shortSlice{
 		{"q", &p.Q, false}, {"k", &p.K, false}, {"v", &p.V, false}, {"mask", &p.Mask, false},
 		{"query mask", &p.QMask, false}, {"noise", &p.Noise, false}, {"weights", &p.P, false},
 		{"KL gradient", &p.X, true}, {"prior network", &p.Pad, false}, {"b2", &p.B2, false},
 		{"out", &p.Out, false}, {"dc", &p.DC, false}, {"g", &p.G, true}, {"dq", &p.DQ, true},
 		{"dk", &p.DK, true}, {"dv", &p.DV, true}, {"xc", &p.XC, true},
-	} {
-		undo := short(c.x)
-		if p.fits(c.bwd) {
-			t.Errorf("%s one short: the pass fits (bwd %v)", c.name, c.bwd)
-		}
-		undo()
-	}
+	})
 	for _, bwd := range []bool{false, true} {
 		sums, part, skipped := p.Sums, p.Part, p.Skipped
 		p.Sums, p.Part, p.Skipped = sums[:len(sums)-1], part[:len(part)-1], skipped[:len(skipped)-1]
@@ -99,5 +67,32 @@ func TestBayesPassFits(t *testing.T) {
 			t.Errorf("sums, parts and skip masks one short: the pass fits (bwd %v)", bwd)
 		}
 		p.Sums, p.Part, p.Skipped = sums, part, skipped
+	}
+}
+
+// shortSlice is a slice of a pass, by name, and the pass (forward or
+// backward) that must refuse it one value short.
+type shortSlice struct {
+	name string
+	x    *[]float32
+	bwd  bool
+}
+
+// expectShortUnfit checks that fits accepts the pass as it is, both ways,
+// and refuses it with each slice of cases one value short.
+func expectShortUnfit(t *testing.T, fits func(bwd bool) bool, cases []shortSlice) {
+	t.Helper()
+	for _, bwd := range []bool{false, true} {
+		if !fits(bwd) {
+			t.Fatalf("bwd %v: a pass that holds every problem does not fit", bwd)
+		}
+	}
+	for _, c := range cases {
+		old := *c.x
+		*c.x = old[:len(old)-1]
+		if fits(c.bwd) {
+			t.Errorf("%s one short: the pass fits (bwd %v)", c.name, c.bwd)
+		}
+		*c.x = old
 	}
 }
