@@ -193,10 +193,16 @@ func (k addLayerNormKernel) constInput(i int) bool { return k.dropout && i == 2 
 
 // grads: with dz the layer norm's input gradient (layerNormKernel's
 // grads), dx = dz, df = dz ⊙ D (dz without dropout), dγ and dβ as
-// LayerNorm's; packed as [dz | dγ | dβ | df] and read as views.
+// LayerNorm's; packed as [dz | dγ | dβ | df] and read as views. A G that
+// is the sum of two gradients is taken as both (splitGradSum).
 func (k addLayerNormKernel) grads(in []*Node, _, g *Node) []*Node {
 	p := k.params()
-	packed := apply(addLayerNormGradKernel{k}, append(append([]*Node{}, in...), g)...)
+	var packed *Node
+	if a, b, ok := splitGradSum(g); ok {
+		packed = apply(addLayerNormGradKernel{k: k, sum: true}, append(append([]*Node{}, in...), a, b)...)
+	} else {
+		packed = apply(addLayerNormGradKernel{k: k}, append(append([]*Node{}, in...), g)...)
+	}
 	xs, ds := in[0].Shape(), in[p].Shape()
 	if !k.dropout {
 		parts := unpack(packed, xs, ds, ds)
@@ -206,10 +212,19 @@ func (k addLayerNormKernel) grads(in []*Node, _, g *Node) []*Node {
 	return []*Node{parts[0], parts[3], nil, parts[1], parts[2]}
 }
 
-// addLayerNormGradKernel: inputs those of the forward node, then G.
-type addLayerNormGradKernel struct{ k addLayerNormKernel }
+// addLayerNormGradKernel: inputs those of the forward node, then G, or
+// with sum set the two gradients whose sum G is.
+type addLayerNormGradKernel struct {
+	k   addLayerNormKernel
+	sum bool
+}
 
-func (g addLayerNormGradKernel) name() string { return "grad-" + g.k.name() }
+func (g addLayerNormGradKernel) name() string {
+	if g.sum {
+		return "grad-" + g.k.name() + "+sum"
+	}
+	return "grad-" + g.k.name()
+}
 func (g addLayerNormGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	n := in[0].TotalSize() + 2*in[g.k.params()].TotalSize()
 	if g.k.dropout {
@@ -220,13 +235,14 @@ func (g addLayerNormGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error
 
 func (g addLayerNormGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 	k := g.k
+	fwd, grads := in[:k.params()+2], in[k.params()+2:]
 	var s *tensor.Dense
 	if sum, ok := k.sum.s.([]float32); ok && k.sum.fresh && len(sum) == in[0].Shape().TotalSize() && in[0].Dtype() == tensor.Float32 {
 		s = tensor.New(tensor.WithShape(in[0].Shape()...), tensor.WithBacking(sum))
 	} else if sum, ok := k.sum.s.([]float64); ok && k.sum.fresh && len(sum) == in[0].Shape().TotalSize() && in[0].Dtype() == tensor.Float64 {
 		s = tensor.New(tensor.WithShape(in[0].Shape()...), tensor.WithBacking(sum))
 	} else {
-		s = k.sumOf(in[:len(in)-1])
+		s = k.sumOf(fwd)
 	}
 	k.sum.fresh = false
 	n, d := in[0].Shape().TotalSize(), in[k.params()].Shape().TotalSize()
@@ -234,7 +250,7 @@ func (g addLayerNormGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error 
 	if k.dropout {
 		lnOut = sliceDense(out, n+2*d)
 	}
-	if err := (layerNormGradKernel{k.ln}).do([]*tensor.Dense{s, in[k.params()], in[len(in)-1]}, lnOut); err != nil {
+	if err := (layerNormGradKernel{k: k.ln, sum: g.sum}).do(append([]*tensor.Dense{s, in[k.params()]}, grads...), lnOut); err != nil {
 		return err
 	}
 	if k.dropout {

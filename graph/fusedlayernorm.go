@@ -92,34 +92,42 @@ func layerNormFwdRows32(x, g, b, y []float32, eps float64, mean, rstd []float32)
 // layerNormBwdRows32 is kernels.LayerNormBwd32 over two halves of the rows, on
 // both cores when there are two: dgamma and dbeta are the first half's
 // sums plus the second's. The halves are the same with any number of
-// cores, so the values are too.
-func layerNormBwdRows32(x, g, gOut, mean, rstd, dx, dgamma, dbeta []float32) bool {
+// cores, so the values are too. The output gradient is gOut, or gOut +
+// gOut2 when gOut2 is not nil.
+func layerNormBwdRows32(x, g, gOut, gOut2, mean, rstd, dx, dgamma, dbeta []float32) bool {
 	d := len(g)
 	if d == 0 || len(x)%d != 0 || len(mean) != len(x)/d {
 		return false
 	}
 	rows := len(x) / d
 	if len(x) < 2*kernels.MinPart || rows < 2 {
-		return kernels.LayerNormBwd32(x, g, gOut, mean, rstd, dx, dgamma, dbeta)
+		return kernels.LayerNormBwd32(x, g, gOut, gOut2, mean, rstd, dx, dgamma, dbeta)
 	}
 	h := rows / 2 * d
 	part := make([]float32, 2*d) // the second half's dgamma, dbeta
 	// Both halves in one cgo call, the helper's without a Go hand-over;
 	// the same halves, the same sums.
-	if kernels.LayerNormBwdHalves32(x, g, gOut, mean, rstd, dx, dgamma, dbeta, part) {
+	if kernels.LayerNormBwdHalves32(x, g, gOut, gOut2, mean, rstd, dx, dgamma, dbeta, part) {
 		for j := range d {
 			dgamma[j] += part[j]
 			dbeta[j] += part[d+j]
 		}
 		return true
 	}
+	half := func(g2 []float32, lo, hi int) []float32 {
+		if g2 == nil {
+			return nil
+		}
+		return g2[lo:hi]
+	}
 	var failed atomic.Bool
 	kernels.RunShares(2, func(w int) {
 		ok := false
 		if w == 0 {
-			ok = kernels.LayerNormBwd32(x[:h], g, gOut[:h], mean[:h/d], rstd[:h/d], dx[:h], dgamma, dbeta)
+			ok = kernels.LayerNormBwd32(x[:h], g, gOut[:h], half(gOut2, 0, h), mean[:h/d], rstd[:h/d], dx[:h], dgamma, dbeta)
 		} else {
-			ok = kernels.LayerNormBwd32(x[h:], g, gOut[h:], mean[h/d:], rstd[h/d:], dx[h:], part[:d], part[d:])
+			ok = kernels.LayerNormBwd32(x[h:], g, gOut[h:], half(gOut2, h, len(x)), mean[h/d:], rstd[h/d:], dx[h:],
+				part[:d], part[d:])
 		}
 		if !ok {
 			failed.Store(true)
@@ -197,15 +205,32 @@ func layerNormForward[T float](eps float64, x, gamma, beta, y []T, means, rstds 
 //	dx = (ĝ − mean(ĝ) − x̂ · mean(ĝ ⊙ x̂)) / √(σ² + ε),
 //	dγ = Σ_rows g ⊙ x̂,  dβ = Σ_rows g,
 //
-// packed as [dx | dγ | dβ].
+// packed as [dx | dγ | dβ]. Where g is the sum of two gradients (a
+// grad-sum, as where a residual stream reaches the norm's output), the
+// backward takes both and adds them as it reads them (splitGradSum).
 func (k layerNormKernel) grads(in []*Node, _, g *Node) []*Node {
-	packed := apply(layerNormGradKernel{k}, in[0], in[1], g)
+	var packed *Node
+	if a, b, ok := splitGradSum(g); ok {
+		packed = apply(layerNormGradKernel{k: k, sum: true}, in[0], in[1], a, b)
+	} else {
+		packed = apply(layerNormGradKernel{k: k}, in[0], in[1], g)
+	}
 	return unpack(packed, in[0].Shape(), in[1].Shape(), in[1].Shape())
 }
 
-type layerNormGradKernel struct{ k layerNormKernel }
+// layerNormGradKernel: inputs x, γ and the output gradient G, or with
+// sum set the two gradients whose sum G is.
+type layerNormGradKernel struct {
+	k   layerNormKernel
+	sum bool
+}
 
-func (g layerNormGradKernel) name() string { return "grad-" + g.k.name() }
+func (g layerNormGradKernel) name() string {
+	if g.sum {
+		return "grad-" + g.k.name() + "+sum"
+	}
+	return "grad-" + g.k.name()
+}
 func (g layerNormGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	return tensor.Shape{in[0].TotalSize() + 2*in[1].TotalSize()}, nil
 }
@@ -219,12 +244,16 @@ func (g layerNormGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 	switch o := data(out).(type) {
 	case []float32:
 		x, gam, gOut := floats[float32](in[0]), floats[float32](in[1]), floats[float32](in[2])
+		var gOut2 []float32
+		if g.sum {
+			gOut2 = floats[float32](in[3])
+		}
 		n, d := len(x), len(gam)
 		dx, dgamma, dbeta := o[:n], o[n:n+d], o[n+d:]
 		if fresh && s.fast && len(s.mean32) == rows {
 			clear(dgamma)
 			clear(dbeta)
-			if layerNormBwdRows32(x, gam, gOut, s.mean32, s.rstd32, dx, dgamma, dbeta) {
+			if layerNormBwdRows32(x, gam, gOut, gOut2, s.mean32, s.rstd32, dx, dgamma, dbeta) {
 				return nil
 			}
 		}
@@ -232,15 +261,32 @@ func (g layerNormGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 		if fresh && !s.fast && len(s.mean) == rows {
 			mean, rstd = s.mean, s.rstd
 		}
-		layerNormBackward(g.k.eps, x, gam, gOut, o, mean, rstd)
+		layerNormBackward(g.k.eps, x, gam, summed(gOut, gOut2), o, mean, rstd)
 	case []float64:
 		var mean, rstd []float64
 		if fresh && !s.fast && len(s.mean) == rows {
 			mean, rstd = s.mean, s.rstd
 		}
-		layerNormBackward(g.k.eps, floats[float64](in[0]), floats[float64](in[1]), floats[float64](in[2]), o, mean, rstd)
+		gOut := floats[float64](in[2])
+		if g.sum {
+			gOut = summed(gOut, floats[float64](in[3]))
+		}
+		layerNormBackward(g.k.eps, floats[float64](in[0]), floats[float64](in[1]), gOut, o, mean, rstd)
 	}
 	return nil
+}
+
+// summed is a, or a + b in a new slice when b is not nil: the values
+// grad-sum would have handed on.
+func summed[T float](a, b []T) []T {
+	if b == nil {
+		return a
+	}
+	s := make([]T, len(a))
+	for i := range s {
+		s[i] = a[i] + b[i]
+	}
+	return s
 }
 
 // layerNormBackward computes the packed gradients, with each row's

@@ -102,14 +102,14 @@ func TestLayerNormBwdRowsSplit(t *testing.T) {
 		prev := runtime.GOMAXPROCS(procs)
 		defer runtime.GOMAXPROCS(prev)
 		out := make([]float32, rows*d+2*d)
-		if !layerNormBwdRows32(x, gam, gOut, mean, rstd, out[:rows*d], out[rows*d:rows*d+d], out[rows*d+d:]) {
+		if !layerNormBwdRows32(x, gam, gOut, nil, mean, rstd, out[:rows*d], out[rows*d:rows*d+d], out[rows*d+d:]) {
 			t.Fatal("split backward declined")
 		}
 		return out
 	}
 	one, two := run(1), run(2)
 	whole := make([]float32, rows*d+2*d)
-	kernels.LayerNormBwd32(x, gam, gOut, mean, rstd, whole[:rows*d], whole[rows*d:rows*d+d], whole[rows*d+d:])
+	kernels.LayerNormBwd32(x, gam, gOut, nil, mean, rstd, whole[:rows*d], whole[rows*d:rows*d+d], whole[rows*d+d:])
 	for i := range one {
 		if one[i] != two[i] {
 			t.Fatalf("element %d: %v with one core, %v with two", i, one[i], two[i])

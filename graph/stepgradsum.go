@@ -147,6 +147,40 @@ func onlyReader(readers graph.Nodes, reader *Node) bool {
 	return false
 }
 
+// splitGradSum reports whether g is a grad-sum node that ownGradSum
+// built and no node reads yet, and returns the two gradients it adds,
+// with g left for liveGraph to drop: an op whose backward reads its
+// output gradient once a row (the layer norms') takes both and adds each
+// pair as it reads it, the same float addition, where the grad-sum wrote
+// the whole sum out for it to read back.
+func splitGradSum(g *Node) (a, b *Node, ok bool) {
+	op, isOp := g.Op().(customOp)
+	if !isOp {
+		return nil, nil, false
+	}
+	if _, isSum := op.k.(gradSumKernel); !isSum {
+		return nil, nil, false
+	}
+	gr := g.Graph()
+	if gr == nil || !gr.Has(g.ID()) || gr.To(g.ID()).Len() != 0 {
+		return nil, nil, false
+	}
+	from := gr.From(g.ID())
+	if from.Len() != 2 {
+		return nil, nil, false
+	}
+	var ch [2]*Node
+	for i := 0; from.Next(); i++ {
+		c, isNode := from.Node().(*Node)
+		if !isNode {
+			return nil, nil, false
+		}
+		ch[i] = c
+	}
+	deadSums.add(g)
+	return ch[0], ch[1], true
+}
+
 // gradSumOp is the custom op of gradSumKernel on a and b.
 func gradSumOp(a, b *Node) customOp {
 	op := customOp{k: gradSumKernel{}, arity: 2, out: &outBuffer{}, outDims: a.Dims()}

@@ -142,3 +142,59 @@ func expectSameGradients(t *testing.T, label string, got, want map[string][]floa
 		}
 	}
 }
+
+// TestLayerNormTakesGradSum: where a layer norm's output feeds two ops (a
+// MAB's h: the feed-forward layer and the residual of the add-layernorm
+// after it), the norms' backward takes the two gradients and adds them
+// as it reads them. The program runs no grad-sum for them, and gives the
+// loss and every gradient of the program built with Gorgonia's sums bit
+// for bit, in both dtypes, below and above the size where the backward
+// is split between the cores.
+func TestLayerNormTakesGradSum(t *testing.T) {
+	for _, dt := range []DType{Float32, Float64} {
+		for _, rows := range []int{6, 700} {
+			const d = 64
+			fn := func(b *Builder) error {
+				x := b.Input("x", rows, d)
+				norm := func(name string) (*Node, *Node) {
+					return b.Param(name+".g", []int{d}, Normal(0.5)), b.Param(name+".b", []int{d}, Normal(0.1))
+				}
+				g0, b0 := norm("ln0")
+				h := LayerNorm(Linear(x, b.Param("a.w", []int{d, d}, Glorot), nil), g0, b0, 1e-5)
+				g1, b1 := norm("ln1")
+				z := AddLayerNorm(h, LinearReLU(h, b.Param("u.w", []int{d, d}, Glorot), b.Param("u.b", []int{d}, Normal(0.1))), g1, b1, 1e-5)
+				g2, b2 := norm("ln2")
+				y := AddLayerNorm(z, Linear(z, b.Param("v.w", []int{d, d}, Glorot), nil), g2, b2, 1e-5)
+				b.SetLoss(Mean(Square(y)))
+				return nil
+			}
+			x := make([]float64, rows*d)
+			rng := rand.New(rand.NewPCG(uint64(rows), 9))
+			for i := range x {
+				x[i] = rng.NormFloat64()
+			}
+			wantLoss, want, _ := runGradSums(t, dt, fn, x, true)
+			loss, got, _ := runGradSums(t, dt, fn, x, false)
+			if math.Float64bits(loss) != math.Float64bits(wantLoss) {
+				t.Errorf("%v rows %d: loss %v, want %v", dt, rows, loss, wantLoss)
+			}
+			expectSameGradients(t, fmt.Sprintf("%v rows %d", dt, rows), got, want)
+
+			p, err := Compile(NewParams(dt, 3), fn, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := map[string]int{}
+			for _, n := range p.runs.AllNodes() {
+				if n.Op() != nil {
+					names[n.Op().String()]++
+				}
+			}
+			if names["grad-sum"] != 0 || names["grad-layernorm(1e-05)+sum"] != 1 ||
+				names["grad-add-layernorm(1e-05,dropout=false)+sum"] != 1 {
+				t.Errorf("%v rows %d: %d grad-sums left, %d layer norm and %d add-layernorm backwards taking two gradients, want 0, 1, 1",
+					dt, rows, names["grad-sum"], names["grad-layernorm(1e-05)+sum"], names["grad-add-layernorm(1e-05,dropout=false)+sum"])
+			}
+		}
+	}
+}

@@ -81,9 +81,9 @@ enum {
 	PF_RANGE_LN_BWD,
 	PF_RANGE_COLSUM,
 };
-#define PF_RANGE_PTRS 9
+#define PF_RANGE_PTRS 10
 int pf_pool_range(int workers, int helpers, int kind, int n, int d, int chunks, int units, int align, float eps,
-                  void *p0, void *p1, void *p2, void *p3, void *p4, void *p5, void *p6, void *p7, void *p8);
+                  void *p0, void *p1, void *p2, void *p3, void *p4, void *p5, void *p6, void *p7, void *p8, void *p9);
 
 // softmax.c (softmax_cgo.go)
 void pf_softmax_rows(float *p, int n, int m, const float *mask, int causal);
@@ -97,8 +97,8 @@ void pf_layernorm_fwd(const float *x, const float *g, const float *b, float *y, 
                       float *mean, float *rstd);
 void pf_add_layernorm_fwd(const float *x, const float *f, const float *g, const float *b, float *s, float *y,
                           int rows, int d, float eps, float *mean, float *rstd);
-void pf_layernorm_bwd(const float *x, const float *g, const float *go, const float *mean, const float *rstd,
-                      float *dx, float *dgamma, float *dbeta, int rows, int d);
+void pf_layernorm_bwd(const float *x, const float *g, const float *go, const float *go2, const float *mean,
+                      const float *rstd, float *dx, float *dgamma, float *dbeta, int rows, int d);
 
 // vec.c (vec_cgo.go)
 void pf_colsum(const float *x, int rows, int d, float *s);

@@ -62,17 +62,21 @@ void pf_add_layernorm_fwd(const float *x, const float *f, const float *g, const 
 // (which the caller zeroes) from the output gradient go, given the
 // forward pass's row statistics:
 //   ĝ = go ⊙ γ,  dx = (ĝ − mean(ĝ) − x̂ · mean(ĝ ⊙ x̂)) · rstd.
+// With go2 not NULL the output gradient is go + go2, each value the one
+// float addition graph's grad-sum makes, taken as it is read: the sum of
+// the two gradients that reach a layer norm's output is never written.
 __attribute__((target("avx2,fma")))
-void pf_layernorm_bwd(const float *x, const float *g, const float *go, const float *mean, const float *rstd,
-                      float *dx, float *dgamma, float *dbeta, int rows, int d) {
+void pf_layernorm_bwd(const float *x, const float *g, const float *go, const float *go2, const float *mean,
+                      const float *rstd, float *dx, float *dgamma, float *dbeta, int rows, int d) {
 	for (int r = 0; r < rows; r++) {
-		const float *xr = x + (size_t)r * d, *gr = go + (size_t)r * d;
+		const float *xr = x + (size_t)r * d, *gr = go + (size_t)r * d, *g2r = go2 ? go2 + (size_t)r * d : NULL;
 		float *dxr = dx + (size_t)r * d;
 		__m256 vm = _mm256_set1_ps(mean[r]), vr = _mm256_set1_ps(rstd[r]);
 		__m256 s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps();
 		for (int j = 0; j < d; j += 8) {
 			__m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(xr + j), vm), vr);
 			__m256 gv = _mm256_loadu_ps(gr + j);
+			if (g2r) gv = _mm256_add_ps(gv, _mm256_loadu_ps(g2r + j));
 			__m256 gh = _mm256_mul_ps(gv, _mm256_loadu_ps(g + j));
 			s1 = _mm256_add_ps(s1, gh);
 			s2 = _mm256_fmadd_ps(gh, xh, s2);
@@ -82,7 +86,9 @@ void pf_layernorm_bwd(const float *x, const float *g, const float *go, const flo
 		__m256 m1 = _mm256_set1_ps(hsum(s1) / d), m2 = _mm256_set1_ps(hsum(s2) / d);
 		for (int j = 0; j < d; j += 8) {
 			__m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(xr + j), vm), vr);
-			__m256 gh = _mm256_mul_ps(_mm256_loadu_ps(gr + j), _mm256_loadu_ps(g + j));
+			__m256 gv = _mm256_loadu_ps(gr + j);
+			if (g2r) gv = _mm256_add_ps(gv, _mm256_loadu_ps(g2r + j));
+			__m256 gh = _mm256_mul_ps(gv, _mm256_loadu_ps(g + j));
 			__m256 t = _mm256_fnmadd_ps(xh, m2, _mm256_sub_ps(gh, m1));
 			_mm256_storeu_ps(dxr + j, _mm256_mul_ps(t, vr));
 		}

@@ -47,15 +47,26 @@ func AddLayerNormFwd32(x, f, g, b, s, y []float32, eps float64, mean, rstd []flo
 
 // LayerNormBwd32 runs layernorm.c's backward: dx, and dgamma and dbeta
 // accumulated (the caller zeroes them), from the forward's statistics.
-func LayerNormBwd32(x, g, gOut, mean, rstd, dx, dgamma, dbeta []float32) bool {
+// The output gradient is gOut, or gOut + gOut2 (each value one float
+// addition) when gOut2 is not nil.
+func LayerNormBwd32(x, g, gOut, gOut2, mean, rstd, dx, dgamma, dbeta []float32) bool {
 	d := len(g)
-	if hasAVX2() == 0 || d%8 != 0 || len(x) == 0 || len(x)%d != 0 || len(mean) != len(x)/d {
+	if hasAVX2() == 0 || d%8 != 0 || len(x) == 0 || len(x)%d != 0 || len(mean) != len(x)/d ||
+		len(gOut) < len(x) || (gOut2 != nil && len(gOut2) < len(x)) {
 		return false
 	}
-	C.pf_layernorm_bwd((*C.float)(&x[0]), (*C.float)(&g[0]), (*C.float)(&gOut[0]), (*C.float)(&mean[0]),
-		(*C.float)(&rstd[0]), (*C.float)(&dx[0]), (*C.float)(&dgamma[0]), (*C.float)(&dbeta[0]),
-		C.int(len(x)/d), C.int(d))
+	C.pf_layernorm_bwd((*C.float)(&x[0]), (*C.float)(&g[0]), (*C.float)(&gOut[0]), optF32(gOut2),
+		(*C.float)(&mean[0]), (*C.float)(&rstd[0]), (*C.float)(&dx[0]), (*C.float)(&dgamma[0]),
+		(*C.float)(&dbeta[0]), C.int(len(x)/d), C.int(d))
 	return true
+}
+
+// optF32 is x's first value's address, or nil for a nil x.
+func optF32(x []float32) *C.float {
+	if x == nil {
+		return nil
+	}
+	return (*C.float)(&x[0])
 }
 
 // LayerNormFwdShared32 is LayerNormFwd32 on SplitRange's chunks of whole
@@ -94,15 +105,19 @@ func AddLayerNormFwdShared32(x, f, g, b, s, y []float32, eps float64, mean, rstd
 // and what each sums into are the same either way. The caller zeroes
 // dgamma, dbeta and part, and adds part after. It reports whether it
 // ran.
-func LayerNormBwdHalves32(x, g, gOut, mean, rstd, dx, dgamma, dbeta, part []float32) bool {
+func LayerNormBwdHalves32(x, g, gOut, gOut2, mean, rstd, dx, dgamma, dbeta, part []float32) bool {
 	d := len(g)
 	if hasAVX2() == 0 || d == 0 || d%8 != 0 || len(x) == 0 || len(x)%d != 0 || len(x)/d < 2 ||
 		len(mean) != len(x)/d || len(rstd) != len(mean) || len(gOut) < len(x) || len(dx) < len(x) ||
-		len(dgamma) < d || len(dbeta) < d || len(part) < 2*d {
+		(gOut2 != nil && len(gOut2) < len(x)) || len(dgamma) < d || len(dbeta) < d || len(part) < 2*d {
 		return false
+	}
+	var g2 unsafe.Pointer
+	if gOut2 != nil {
+		g2 = f32p(gOut2)
 	}
 	poolRun(C.PF_RANGE_LN_BWD, len(x), d, 2, len(x)/d, d, min(runtime.GOMAXPROCS(0), 2), 0,
 		[C.PF_RANGE_PTRS]unsafe.Pointer{f32p(x), f32p(g), f32p(gOut), f32p(mean), f32p(rstd), f32p(dx),
-			f32p(dgamma), f32p(dbeta), f32p(part)})
+			f32p(dgamma), f32p(dbeta), f32p(part), g2})
 	return true
 }

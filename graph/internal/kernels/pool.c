@@ -226,13 +226,13 @@ static void run_range(const struct range_job *r, int lo, int hi) {
 		pf_add_layernorm_fwd((const float *)p[0] + lo, (const float *)p[1] + lo, p[2], p[3], (float *)p[4] + lo,
 		                     (float *)p[5] + lo, len / d, d, r->eps, (float *)p[6] + row, (float *)p[7] + row);
 		break;
-	case PF_RANGE_LN_BWD: // x, γ, g, mean, rstd, dx, dγ, dβ, part [2d]; two chunks
+	case PF_RANGE_LN_BWD: // x, γ, g, mean, rstd, dx, dγ, dβ, part [2d], g2 or NULL; two chunks
 		// The first chunk's rows accumulate into dγ, dβ, the second's
 		// into part, which the caller adds after (LayerNormBwdHalves32),
 		// whichever thread runs which.
-		pf_layernorm_bwd((const float *)p[0] + lo, p[1], (const float *)p[2] + lo, (const float *)p[3] + row,
-		                 (const float *)p[4] + row, (float *)p[5] + lo, lo == 0 ? p[6] : p[8],
-		                 lo == 0 ? p[7] : (float *)p[8] + d, len / d, d);
+		pf_layernorm_bwd((const float *)p[0] + lo, p[1], (const float *)p[2] + lo,
+		                 p[9] ? (const float *)p[9] + lo : NULL, (const float *)p[3] + row, (const float *)p[4] + row,
+		                 (float *)p[5] + lo, lo == 0 ? p[6] : p[8], lo == 0 ? p[7] : (float *)p[8] + d, len / d, d);
 		break;
 	case PF_RANGE_COLSUM: // x [d×n], s [n]: columns [lo, hi) of d rows
 		pf_colsum_ld((const float *)p[0] + lo, d, len, r->n, (float *)p[1] + lo);
@@ -432,13 +432,13 @@ int pf_pool_sgemm(int workers, int helpers, int level, int mode, int transA, int
 // pf_pool_range runs the range job of kind over [0, n) in chunks (see
 // range_job) on up to workers threads through pool_run, in the caller's
 // one cgo call: element-wise and row-wise loops reach the helpers as the
-// products do, without a Go hand-over per chunk. p0 … p8 are the kernel's
+// products do, without a Go hand-over per chunk. p0 … p9 are the kernel's
 // arrays (range_job's kinds say which), unused ones NULL.
 int pf_pool_range(int workers, int helpers, int kind, int n, int d, int chunks, int units, int align, float eps,
-                  void *p0, void *p1, void *p2, void *p3, void *p4, void *p5, void *p6, void *p7, void *p8) {
+                  void *p0, void *p1, void *p2, void *p3, void *p4, void *p5, void *p6, void *p7, void *p8, void *p9) {
 	struct counter ctr = {0};
 	struct job j = {.kind = JOB_RANGE,
-	                .r = {kind, n, d, chunks, units, align, eps, {p0, p1, p2, p3, p4, p5, p6, p7, p8}, &ctr.n}};
+	                .r = {kind, n, d, chunks, units, align, eps, {p0, p1, p2, p3, p4, p5, p6, p7, p8, p9}, &ctr.n}};
 	return pool_run(&j, workers, helpers);
 }
 

@@ -76,7 +76,7 @@ func poolHelpers(workers int) int {
 func poolRun(kind C.int, n, d, chunks, units, align, workers int, eps float32, p [C.PF_RANGE_PTRS]unsafe.Pointer) {
 	nh := poolHelpers(workers)
 	C.pf_pool_range(C.int(workers), C.int(nh), kind, C.int(n), C.int(d), C.int(chunks), C.int(units), C.int(align),
-		C.float(eps), p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8])
+		C.float(eps), p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9])
 }
 
 // poolStatsOn turns pool.c's counts on (cleared) or off.
