@@ -953,8 +953,9 @@ void pf_attn_heads_bwd(int level, const float *q, int ldq, const float *k, int l
 
 // pf_attn_heads_run is worker's share of j's heads, forward or (bwd)
 // backward, laid out as pf_attn_heads_fwd's and _bwd's: it takes batch
-// elements one at a time from the counter *j->ctr (shared by every
-// worker of the job, from 0) until none is left, so that on a shared
+// elements one at a time from the two-ended counter j->ctr (shared by
+// every worker of the job; pf_claim: the caller from the front, the
+// helpers from the back) until none is left, so that on a shared
 // machine a worker whose thread is late or preempted leaves its
 // elements to the others rather than a fixed share the caller must wait
 // for. It claims each element before it computes the one it holds, so
@@ -967,13 +968,13 @@ void pf_attn_heads_bwd(int level, const float *q, int ldq, const float *k, int l
 // whichever worker takes it, in whatever order.
 void pf_attn_heads_run(const pf_attn_job *j, int bwd, int worker) {
 	float *p = j->pstride ? j->p : j->p + (size_t)worker * j->n * j->m;
-	int bi = __atomic_fetch_add(j->ctr, 1, __ATOMIC_RELAXED);
-	while (bi < j->b) {
-		const int nb = __atomic_fetch_add(j->ctr, 1, __ATOMIC_RELAXED);
+	int bi = pf_claim(j->ctr, worker, j->b);
+	while (bi >= 0) {
+		int nb = pf_claim(j->ctr, worker, j->b);
 		if (bwd)
-			heads_bwd_elem(j, bi, nb);
+			heads_bwd_elem(j, bi, nb < 0 ? j->b : nb);
 		else
-			heads_fwd_elem(j, bi, nb, p, (size_t)j->pstride);
+			heads_fwd_elem(j, bi, nb < 0 ? j->b : nb, p, (size_t)j->pstride);
 		bi = nb;
 	}
 }
@@ -1934,7 +1935,8 @@ void pf_bayes_heads_bwd(int level, int h, const float *q, int ldq, const float *
 }
 
 // pf_bayes_job_run is worker's share of j, forward or (bwd) backward:
-// whole batch elements taken from j's counter until none is left, each
+// whole batch elements taken from j's two-ended counter (pf_claim) until
+// none is left, each
 // element's heads the one call graph made for it (pf_bayes_heads,
 // pf_bayes_heads_bwd) with its operands at their offsets. Each element
 // writes its own rows and slots only, so the values do not depend on who
@@ -1943,8 +1945,8 @@ void pf_bayes_job_run(const pf_bayes_job *j, int bwd, int worker) {
 	const int h = j->h, n = j->n, m = j->m;
 	const size_t hnm = (size_t)h * n * m;
 	for (;;) {
-		int bi = __atomic_fetch_add(j->ctr, 1, __ATOMIC_SEQ_CST);
-		if (bi >= j->b) return;
+		int bi = pf_claim(j->ctr, worker, j->b);
+		if (bi < 0) return;
 		const size_t e = (size_t)bi * hnm, oq = (size_t)bi * n * j->ld, ok = (size_t)bi * m * j->ld,
 		             ov = (size_t)bi * m * j->ldv, og = (size_t)bi * n * j->ldv;
 		if (!bwd) {

@@ -2009,13 +2009,13 @@ static int em_job_problem(const pf_em_job *j, int bwd, int bi, int h, float *scr
 }
 
 // pf_em_job_run is worker's share of j: whole batch elements, all heads of
-// each, taken from j's counter until none is left. Each problem's values
+// each, taken from j's two-ended counter (pf_claim) until none is left. Each problem's values
 // depend on its inputs alone, so not on who runs it.
 void pf_em_job_run(const pf_em_job *j, int bwd, int worker) {
 	float *scr = j->scr + (size_t)worker * j->ns;
 	for (;;) {
-		int bi = __atomic_fetch_add(j->ctr, 1, __ATOMIC_SEQ_CST);
-		if (bi >= j->b) return;
+		int bi = pf_claim(j->ctr, worker, j->b);
+		if (bi < 0) return;
 		for (int h = 0; h < j->heads; h++)
 			if (em_job_problem(j, bwd, bi, h, scr) != 0) __atomic_store_n(j->failed, 1, __ATOMIC_SEQ_CST);
 	}

@@ -840,7 +840,7 @@ void pf_sgemm(int level, int transA, int transB, int m, int n, int k, float alph
 // of threads nor on which took what.
 //
 // mode 0 (many rows): the threads take blocks of at most rb rows of C,
-// shrinking towards the end (row_block), each over
+// shrinking towards the end (pf_claim_rows), each over
 // every column and every pass; a thread packs the whole of B (every pass
 // over k, panels of nr columns: pass t at own + t·KC·npad) into its own
 // part of bp, worker·k·npad floats in, when it takes its first block, so a
@@ -870,33 +870,46 @@ void pf_sgemm(int level, int transA, int transB, int m, int n, int k, float alph
 // claim takes the next block number from *c.
 static inline int claim(int *c) { return __atomic_fetch_add(c, 1, __ATOMIC_RELAXED); }
 
-// row_block gives block bl's rows [*i0, *i1) of a product of m rows
-// shared by blocks of at most rb rows (modes 0 and 2), or returns 0 past
-// the last block. The blocks shrink towards the end (guided
-// self-scheduling): each is a quarter of the rows left, rounded up to a
-// multiple of unit, at most rb and at least a quarter of rb (a multiple
-// of unit), so the threads' last blocks are small and neither waits long
-// for the other's, but not so small that the counter's cache line,
-// passed between the cores at each claim, costs more than they save
-// (blocks of 12 rows slowed 512×64×64); the first ones stay rb (≈ m/8),
-// so a thread whose core is taken leaves most of the product to the
-// other. The cut is a function of bl alone, and no
+// pf_claim_rows takes a block of rows [*i0, *i1) of a product of m rows
+// shared by blocks of at most rb rows (modes 0 and 2) from the
+// two-ended counter at c (zeroed; rows taken from the front in its low
+// half, from the back in its high half), or returns 0 when none is left.
+// Worker 0, the caller, takes from the front and the helpers from the
+// back, so that in the jobs of a step each thread keeps to its own end of
+// the rows, whose lines its cache holds from the job before (the heads
+// and the range jobs take their elements and chunks so too, pf_claim).
+// A block is a quarter of the rows left between the two ends, rounded up
+// to a multiple of unit, at most rb and at least a quarter of rb (a
+// multiple of unit): guided self-scheduling, so the last blocks, where
+// the ends meet, are small and neither thread waits long for the other's,
+// but not so small that the counter's cache line, passed between the
+// cores at each claim, costs more than they save (blocks of 12 rows
+// slowed 512×64×64); a back block starts on a multiple of unit. No
 // element's value depends on the rows beside it, so whoever takes what,
 // the values are pf_sgemm's.
-static int row_block(int bl, int m, int rb, int unit, int *i0, int *i1) {
-	int r = 0, sz = 0, lo = (rb / 4 + unit - 1) / unit * unit;
+int pf_claim_rows(int *ctr, int worker, int m, int rb, int unit, int *i0, int *i1) {
+	long long *c = (long long *)ctr;
+	int lo = (rb / 4 + unit - 1) / unit * unit;
 	if (lo < unit) lo = unit;
-	for (int b = 0;; b++) {
-		if (r >= m) return 0;
-		int left = m - r;
-		sz = (left / 4 + unit - 1) / unit * unit;
+	long long old = __atomic_load_n(c, __ATOMIC_RELAXED);
+	for (;;) {
+		int front = (int)(old & 0xffffffff), hi = m - (int)(old >> 32), left = hi - front;
+		if (left <= 0) return 0;
+		int sz = (left / 4 + unit - 1) / unit * unit;
 		sz = sz > rb ? rb : sz < lo ? lo : sz;
 		if (sz > left) sz = left;
-		if (b == bl) break;
-		r += sz;
+		int r0 = front, r1 = front + sz;
+		if (worker != 0) {
+			r0 = (hi - sz) / unit * unit;
+			if (r0 < front) r0 = front;
+			r1 = hi;
+		}
+		long long next = worker == 0 ? old + (r1 - r0) : old + ((long long)(r1 - r0) << 32);
+		if (__atomic_compare_exchange_n(c, &old, next, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+			*i0 = r0, *i1 = r1;
+			return 1;
+		}
 	}
-	*i0 = r, *i1 = r + sz;
-	return 1;
 }
 
 // scale_block sets C[i0:i1, j0:j1] ← β·C, the β of pf_sgemm, before its
@@ -916,7 +929,7 @@ static void direct_par(int level, int worker, int transA, int transB, int m, int
                        const float *bias, float *bp, int rb, int *ctr) {
 	int copied = 0, i0, i1;
 	size_t rsa = transA ? 1 : (size_t)lda, csa = transA ? (size_t)lda : 1;
-	for (int bl; row_block(bl = claim(ctr + CTR_TILE), m, rb, 24, &i0, &i1);) {
+	while (pf_claim_rows(ctr, worker, m, rb, 24, &i0, &i1)) {
 		if (transB && !copied) {
 			float *own = bp + (size_t)worker * k * n;
 			transpose_b(B, ldb, n, k, own);
@@ -1025,7 +1038,7 @@ void pf_sgemm_par(int level, int mode, int worker, int transA, int transB, int m
 	if (mode == 0) {
 		int npad = (n + nr - 1) / nr * nr, packed = 0, i0, i1;
 		float *own = bp + (size_t)worker * k * npad;
-		for (int bl; row_block(bl = claim(ctr + CTR_TILE), m, rb, 12, &i0, &i1);) {
+		while (pf_claim_rows(ctr, worker, m, rb, 12, &i0, &i1)) {
 			if (!packed) { // B, whole, on the first block this thread takes
 				for (int t = 0; t < passes; t++) {
 					int p0 = t * KC, kc = k - p0 < KC ? k - p0 : KC;

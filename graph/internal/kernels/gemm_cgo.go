@@ -107,7 +107,7 @@ func cbool(b bool) C.int {
 // (gemm.c's pf_sgemm_par): each thread's packed B, and the counter from
 // which the threads take blocks, on a cache line of its own.
 type gemmShared struct {
-	ctr [16]int32
+	ctr [8]int64
 	buf []float32
 }
 
@@ -205,7 +205,7 @@ func gemmShared32(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
 func gemmSharedAt(level C.int, workers, mode, rb, cw int, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, bias []float32) int {
 	s := gemmSharedPool.Get().(*gemmShared)
 	defer gemmSharedPool.Put(s)
-	s.ctr = [16]int32{}
+	s.ctr = [8]int64{}
 	var bp *C.float
 	switch mode {
 	case 2:
@@ -280,7 +280,7 @@ func gemmPartsAt(level C.int, workers, m, k, parts, d int, x, g, dw, db []float3
 	}
 	s := gemmSharedPool.Get().(*gemmShared)
 	defer gemmSharedPool.Put(s)
-	s.ctr = [16]int32{}
+	s.ctr = [8]int64{}
 	var dbp *C.float
 	if db != nil {
 		dbp = (*C.float)(unsafe.Pointer(&db[0]))

@@ -80,7 +80,8 @@ struct sgemm_job {
 };
 
 // range_job is an element-wise or row-wise loop over [0, n) cut into
-// chunks, which the threads take in turn from ctr: chunk c is [lo, hi)
+// chunks, which the threads take from the two ends of ctr (pf_claim, the
+// caller from the front): chunk c is [lo, hi)
 // with lo = units·c/chunks·align and hi = min(units·(c+1)/chunks·align,
 // n), SplitRange's bounds (workers.go), and run_range runs the kernel of
 // kind (PF_RANGE_*) on it. Each chunk's values depend on its elements
@@ -92,13 +93,14 @@ struct range_job {
 	int *ctr;
 };
 
-// counter is a range or heads job's counter, on a cache line of its
-// own in the caller's frame: each claim by the other core takes the line
+// counter is a range or heads job's two-ended counter (pf_claim's 8
+// bytes), on a cache line of its own in the caller's frame: each claim by the other core takes the line
 // away, and the job's arguments and the caller's locals beside it would
 // go with it (the caller reads them at each chunk or batch element).
 struct counter {
-	_Alignas(64) int n;
-	char pad[60];
+	_Alignas(64) int n; // and the int after it
+	int back;
+	char pad[56];
 };
 
 // The kinds of job.
@@ -183,8 +185,8 @@ static void run_share(const struct job *jb, int worker) {
 	if (jb->kind == JOB_RANGE) {
 		const struct range_job *r = &jb->r;
 		for (;;) {
-			int c = __atomic_fetch_add(r->ctr, 1, __ATOMIC_SEQ_CST);
-			if (c >= r->chunks) return;
+			int c = pf_claim(r->ctr, worker, r->chunks);
+			if (c < 0) return;
 			long long lo = (long long)r->units * c / r->chunks * r->align;
 			long long hi = (long long)r->units * (c + 1) / r->chunks * r->align;
 			if (hi > r->n) hi = r->n;

@@ -97,3 +97,18 @@ func poolStatsRead() PoolStats {
 		SectionNs: c[C.PF_PS_SECTION_NS], WaitNs: c[C.PF_PS_WAIT_NS], HelperIdleNs: c[C.PF_PS_HELPER_IDLE_NS],
 		Sleeps: c[C.PF_PS_SLEEPS]}
 }
+
+// claimItem is pf_claim on the counter at ctr, for the tests.
+func claimItem(ctr *int64, worker, b int) int {
+	return int(C.pf_claim((*C.int)(unsafe.Pointer(ctr)), C.int(worker), C.int(b)))
+}
+
+// claimRows is pf_claim_rows on the counter at ctr, for the tests: the
+// block's rows [i0, i1), ok false when none is left.
+func claimRows(ctr *int64, worker, m, rb, unit int) (i0, i1 int, ok bool) {
+	var c0, c1 C.int
+	if C.pf_claim_rows((*C.int)(unsafe.Pointer(ctr)), C.int(worker), C.int(m), C.int(rb), C.int(unit), &c0, &c1) == 0 {
+		return 0, 0, false
+	}
+	return int(c0), int(c1), true
+}
