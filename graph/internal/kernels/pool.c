@@ -447,10 +447,10 @@ int pf_pool_range(int workers, int helpers, int kind, int n, int d, int chunks, 
 // pf_pool_attn runs the forward (bwd 0) or backward of softmax heads laid
 // out as pf_attn_heads_fwd's and _bwd's (their arguments, b0 and bstep
 // aside) on up to workers threads through pool_run, in the caller's one
-// cgo call: the workers take whole batch elements from one counter
-// (pf_attn_heads_run), so a helper that starts late, or whose core
-// another process takes, leaves its elements to the caller instead of a
-// fixed share the caller waits for. With pstride 0 the forward's p holds
+// cgo call: the workers take whole batch elements from one two-ended
+// counter (pf_attn_heads_run), so a helper that starts late, or whose
+// core another process takes, leaves its elements to the caller instead
+// of a fixed share the caller waits for. With pstride 0 the forward's p holds
 // a scratch of n·m weights for each of the workers. Each element's values
 // are its own calls', whoever runs it.
 int pf_pool_attn(int workers, int helpers, int bwd, int level, const float *q, int ldq, const float *k, int ldk,
@@ -468,9 +468,10 @@ int pf_pool_attn(int workers, int helpers, int bwd, int level, const float *q, i
 
 // pf_pool_em runs the EM problems of j, forward or (bwd) backward, on up
 // to workers threads through pool_run, in the caller's one cgo call: the
-// workers take whole batch elements from one counter (pf_em_job_run), as
-// pf_pool_attn's do, where graph's EM op ran them as Go jobs (a cgo call
-// a problem, and a helper that had to come back to Go to take them). It
+// workers take whole batch elements from one two-ended counter
+// (pf_em_job_run), as pf_pool_attn's do, where graph's EM op ran them as
+// Go jobs (a cgo call a problem, and a helper that had to come back to Go
+// to take them). It
 // returns whether every problem's scratch was large enough.
 int pf_pool_em(int workers, int helpers, int bwd, const int *dims, const int *iv, const int *gld, const long *offs,
                const float *hv, const float *q, const float *xi0, const float *mu0, const float *km, const float *qm,
@@ -492,7 +493,7 @@ int pf_pool_em(int workers, int helpers, int bwd, const int *dims, const int *iv
 
 // pf_pool_bayes runs the sampled Bayesian heads of pf_bayes_job's pass,
 // forward or (bwd) backward, on up to workers threads through pool_run,
-// the workers taking whole batch elements from one counter
+// the workers taking whole batch elements from one two-ended counter
 // (pf_bayes_job_run), as pf_pool_em does for EM.
 int pf_pool_bayes(int workers, int helpers, int bwd, const int *dims, const float *fl, double gd, long pgsize,
                   const float *q, const float *k, const float *v, const float *g, const float *mask, const float *qmask,
