@@ -409,7 +409,7 @@ func forBayesElements(b, heads int, elem func(w, bi int)) bool {
 // on the workers as forHeads does, but where forHeads would give each
 // worker the fixed batch elements bi ≡ w, the workers take whole
 // elements in turn from a shared counter, as the softmax heads' pool.c
-// job does (7ce9102): on a machine shared with other processes a helper
+// job takes them from its two ends (7ce9102): on a machine shared with other processes a helper
 // that starts late or is preempted mid-share no longer holds the caller
 // at the section's end with the rest of its fixed share, nor a helper
 // the caller. Each head writes its own outputs and slots only (the KL
