@@ -408,8 +408,8 @@ func forBayesElements(b, heads int, elem func(w, bi int)) bool {
 // forBayesHeads runs head(w, xh) for the b·heads heads xh = bi·heads + hh
 // on the workers as forHeads does, but where forHeads would give each
 // worker the fixed batch elements bi ≡ w, the workers take whole
-// elements in turn from a shared counter, as the softmax heads' pool.c
-// job takes them from its two ends (7ce9102): on a machine shared with other processes a helper
+// elements in turn from a shared counter (7ce9102; the pool.c jobs take
+// them from the counter's two ends, pf_claim): on a machine shared with other processes a helper
 // that starts late or is preempted mid-share no longer holds the caller
 // at the section's end with the rest of its fixed share, nor a helper
 // the caller. Each head writes its own outputs and slots only (the KL

@@ -146,7 +146,8 @@ func expectSameGradients(t *testing.T, label string, got, want map[string][]floa
 // TestLayerNormTakesGradSum: where a layer norm's output feeds two ops (a
 // MAB's h: the feed-forward layer and the residual of the add-layernorm
 // after it), the norms' backward takes the two gradients and adds them
-// as it reads them. The program runs no grad-sum for them, and gives the
+// as it reads them; where it feeds three, the first two gradients' sum
+// and the third. The program runs no other grad-sum, and gives the
 // loss and every gradient of the program built with Gorgonia's sums bit
 // for bit, in both dtypes, below and above the size where the backward
 // is split between the cores.
@@ -165,7 +166,11 @@ func TestLayerNormTakesGradSum(t *testing.T) {
 				z := AddLayerNorm(h, LinearReLU(h, b.Param("u.w", []int{d, d}, Glorot), b.Param("u.b", []int{d}, Normal(0.1))), g1, b1, 1e-5)
 				g2, b2 := norm("ln2")
 				y := AddLayerNorm(z, Linear(z, b.Param("v.w", []int{d, d}, Glorot), nil), g2, b2, 1e-5)
-				b.SetLoss(Mean(Square(y)))
+				// y feeds three ops: its gradient is a chain of two sums,
+				// of which the norm takes the first sum and the third
+				g3, b3 := norm("ln3")
+				f := Add(LinearReLU(y, b.Param("r.w", []int{d, d}, Glorot), nil), Linear(y, b.Param("s.w", []int{d, d}, Glorot), nil))
+				b.SetLoss(Mean(Square(AddLayerNorm(y, f, g3, b3, 1e-5))))
 				return nil
 			}
 			x := make([]float64, rows*d)
@@ -190,9 +195,9 @@ func TestLayerNormTakesGradSum(t *testing.T) {
 					names[n.Op().String()]++
 				}
 			}
-			if names["grad-sum"] != 0 || names["grad-layernorm(1e-05)+sum"] != 1 ||
-				names["grad-add-layernorm(1e-05,dropout=false)+sum"] != 1 {
-				t.Errorf("%v rows %d: %d grad-sums left, %d layer norm and %d add-layernorm backwards taking two gradients, want 0, 1, 1",
+			if names["grad-sum"] != 1 || names["grad-layernorm(1e-05)+sum"] != 1 ||
+				names["grad-add-layernorm(1e-05,dropout=false)+sum"] != 2 {
+				t.Errorf("%v rows %d: %d grad-sums left, %d layer norm and %d add-layernorm backwards taking two gradients, want 1 (the chain's first), 1, 2",
 					dt, rows, names["grad-sum"], names["grad-layernorm(1e-05)+sum"], names["grad-add-layernorm(1e-05,dropout=false)+sum"])
 			}
 		}

@@ -180,9 +180,12 @@
 // element's heads one pf_bayes_heads or pf_bayes_heads_bwd call, the
 // heads it skips left to graph's Go loop).
 //
-// Every job that hands out batch elements, chunks or runs of rows hands
-// them out from both ends (pf_claim, pf_claim_rows): the caller takes
-// the first ones, the helpers the last. A step's jobs follow one another
+// The pool.c jobs that hand out batch elements, chunks or runs of rows
+// (range jobs, the heads', EM's and the Bayesian heads' elements, the
+// products' row blocks of modes 0 and 2) hand them out from both ends
+// (pf_claim, pf_claim_rows): the caller takes the first ones, the
+// helpers the last. Column blocks (weight gradients) and graph's Go jobs
+// still count from one end. A step's jobs follow one another
 // over the same batch, and a job reads what the one before wrote: so each
 // thread reads the rows it wrote itself, from its own L2, where taking
 // turns from one counter gave each thread half of its rows from the other

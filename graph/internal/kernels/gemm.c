@@ -863,17 +863,20 @@ void pf_sgemm(int level, int transA, int transB, int m, int n, int k, float alph
 // columns, bias the column sums' output or NULL) is mode 1's blocks inside
 // each part.
 //
-// ctr[0] counts the blocks of C claimed; the caller zeroes it. bp is
-// 64-byte aligned.
+// ctr counts what the threads claimed; the caller zeroes it: in modes 0
+// and 2 its 8 bytes (8-byte aligned) are the rows taken from the front
+// and from the back (pf_claim_rows), in modes 1 and 3 ctr[0] counts the
+// blocks of C taken. bp is 64-byte aligned.
 #define CTR_TILE 0
 
 // claim takes the next block number from *c.
 static inline int claim(int *c) { return __atomic_fetch_add(c, 1, __ATOMIC_RELAXED); }
 
 // pf_claim_rows takes a block of rows [*i0, *i1) of a product of m rows
-// shared by blocks of at most rb rows (modes 0 and 2) from the
-// two-ended counter at c (zeroed; rows taken from the front in its low
-// half, from the back in its high half), or returns 0 when none is left.
+// shared by blocks of about rb rows (modes 0 and 2) from the two-ended
+// counter at ctr (8 bytes, 8-byte aligned, zeroed: rows taken from the
+// front in its low half, from the back in its high half), or returns 0
+// when none is left.
 // Worker 0, the caller, takes from the front and the helpers from the
 // back, so that in the jobs of a step each thread keeps to its own end of
 // the rows, whose lines its cache holds from the job before (the heads

@@ -105,7 +105,8 @@ func cbool(b bool) C.int {
 
 // gemmShared is the scratch of one float32 product that threads share
 // (gemm.c's pf_sgemm_par): each thread's packed B, and the counter from
-// which the threads take blocks, on a cache line of its own.
+// which the threads take blocks, 64 bytes whose first 8 pf_claim_rows
+// reads as one 8-byte count (int64s, so 8-byte aligned).
 type gemmShared struct {
 	ctr [8]int64
 	buf []float32
@@ -228,6 +229,38 @@ func gemmSharedAt(level C.int, workers, mode, rb, cw int, tA, tB bool, m, n, k i
 	nh := poolHelpers(workers)
 	return int(C.pf_pool_sgemm(C.int(workers), C.int(nh), level, C.int(mode), cbool(tA), cbool(tB), C.int(m), C.int(n), C.int(k), C.float(alpha),
 		ap, C.int(lda), bq, C.int(ldb), C.float(beta), cp, C.int(ldc), biasp, bp, C.int(rb), C.int(cw), ctr))
+}
+
+// gemmSharesMeetAt is gemmSharedAt's product for the tests (modes 0 and
+// 2), its two shares run one after the other on the calling thread and
+// meeting at row x: the counter is set as if the front had taken rows
+// [0, x), so worker 1 takes rows [x, m) from the back, and then as if
+// the back had taken those, so worker 0 takes [0, x) from the front.
+func gemmSharesMeetAt(level C.int, mode, rb int, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
+	b []float32, ldb int, beta float32, c []float32, ldc int, bias []float32, x int) {
+	s := gemmSharedPool.Get().(*gemmShared)
+	defer gemmSharedPool.Put(s)
+	nr := 16
+	if level >= 2 {
+		nr = 32
+	}
+	bp := s.packed(2 * k * ((n + nr - 1) / nr * nr))
+	var biasp *C.float
+	if bias != nil {
+		biasp = (*C.float)(unsafe.Pointer(&bias[0]))
+	}
+	ap, bq, cp := (*C.float)(unsafe.Pointer(&a[0])), (*C.float)(unsafe.Pointer(&b[0])), (*C.float)(unsafe.Pointer(&c[0]))
+	ctr := (*C.int)(unsafe.Pointer(&s.ctr[0]))
+	for _, w := range []int{1, 0} {
+		s.ctr = [8]int64{}
+		if w == 1 {
+			s.ctr[0] = int64(x) // the front's rows
+		} else {
+			s.ctr[0] = int64(m-x) << 32 // the back's rows
+		}
+		C.pf_sgemm_par(level, C.int(mode), C.int(w), cbool(tA), cbool(tB), C.int(m), C.int(n), C.int(k), C.float(alpha),
+			ap, C.int(lda), bq, C.int(ldb), C.float(beta), cp, C.int(ldc), biasp, bp, C.int(rb), 0, ctr)
+	}
 }
 
 // cInt is a C int, for the tests (which cannot import "C").

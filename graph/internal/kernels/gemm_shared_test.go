@@ -211,3 +211,42 @@ func BenchmarkGemmShared(b *testing.B) {
 		})
 	}
 }
+
+// TestGemmSharesMeetAnywhere: a product shared by rows (modes 0 and 2)
+// gives pf_sgemm's bits on one thread wherever the caller's rows from the
+// front and a helper's from the back meet, the helper's first block
+// holding the rows past the last multiple of the unit: the two shares are
+// run one after the other, the helper's first, meeting at rows that do
+// and do not fall on a block's edge.
+func TestGemmSharesMeetAnywhere(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 43))
+	checked := 0
+	for _, level := range gemmLevels(t) {
+		for _, c := range []struct{ mode, rb, m, n, k int }{{0, 24, 97, 40, 64}, {0, 36, 145, 33, 140}, {0, 96, 301, 64, 200},
+			{2, 24, 97, 8, 40}, {2, 48, 145, 40, 20}} {
+			for _, x := range []int{0, 1, 11, 12, 13, c.m / 2, c.m - 13, c.m - 1, c.m} {
+				for _, tA := range []bool{false, true} {
+					for _, tB := range []bool{false, true} {
+						a, b, c0, lda, ldb, ldc := paddedOperands(rng, c.m, c.n, c.k, tA, tB)
+						var bias []float32
+						beta := float32(0.3)
+						if x%2 == 1 {
+							bias, beta = to32(normal(1)(rng, []int{c.n})), 0
+						}
+						one, met := append([]float32(nil), c0...), append([]float32(nil), c0...)
+						gemmKernelAt(cInt(level), tA, tB, c.m, c.n, c.k, 0.7, a, lda, b, ldb, beta, one, ldc, bias)
+						gemmSharesMeetAt(cInt(level), c.mode, c.rb, tA, tB, c.m, c.n, c.k, 0.7, a, lda, b, ldb, beta, met, ldc, bias, x)
+						for i := range one {
+							if math.Float32bits(one[i]) != math.Float32bits(met[i]) {
+								t.Fatalf("level %d, %+v, meeting at row %d, tA=%v tB=%v: element %d (row %d) is %v on one thread, %v shared",
+									level, c, x, tA, tB, i, i/ldc, one[i], met[i])
+							}
+						}
+						checked++
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d products bit-identical to one thread", checked)
+}

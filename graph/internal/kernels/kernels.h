@@ -93,15 +93,16 @@ void pf_scale_shift(float *d, int n, float scale, float off);
 void pf_softmax_rows512(float *p, int n, int m, const float *mask, int causal);
 
 // pf_claim takes the next of b items (batch elements, chunks) from the
-// two-ended counter at ctr (8 bytes, zeroed: items taken from the front
-// in its low half, from the back in its high half), or returns −1 when
-// none is left. Worker 0, the caller, takes 0, 1, 2, … and the helpers
-// b−1, b−2, …: in the jobs of a step each thread keeps to its own end of
-// the batch, whose rows its cache holds from the job before, where
-// taking turns from one counter handed half of each job's rows to the
-// other core (5–7% of a Set Transformer step). One atomic addition a
-// claim: an item is handed out only while the two counts together are
-// below b, so the front and the back never hand out the same one.
+// two-ended counter at ctr (8 bytes, 8-byte aligned, zeroed: items taken
+// from the front in its low half, from the back in its high half), or
+// returns −1 when none is left. Worker 0, the caller, takes 0, 1, 2, …
+// and the helpers b−1, b−2, …: in the jobs of a step each thread keeps to
+// its own end of the batch, whose rows its cache holds from the job
+// before, where taking turns from one counter handed half of each job's
+// rows to the other core (5–7% of a Set Transformer step). One atomic
+// addition a claim: an item is handed out only while the two counts
+// together are below b, so the front and the back never hand out the
+// same one.
 static inline int pf_claim(int *ctr, int worker, int b) {
 	long long old = __atomic_fetch_add((long long *)ctr, worker == 0 ? 1LL : 1LL << 32, __ATOMIC_RELAXED);
 	int front = (int)(old & 0xffffffff), back = (int)(old >> 32);

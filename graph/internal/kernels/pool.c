@@ -98,8 +98,7 @@ struct range_job {
 // away, and the job's arguments and the caller's locals beside it would
 // go with it (the caller reads them at each chunk or batch element).
 struct counter {
-	_Alignas(64) int n; // and the int after it
-	int back;
+	_Alignas(64) long long n;
 	char pad[56];
 };
 
@@ -440,7 +439,7 @@ int pf_pool_range(int workers, int helpers, int kind, int n, int d, int chunks, 
                   void *p0, void *p1, void *p2, void *p3, void *p4, void *p5, void *p6, void *p7, void *p8, void *p9) {
 	struct counter ctr = {0};
 	struct job j = {.kind = JOB_RANGE,
-	                .r = {kind, n, d, chunks, units, align, eps, {p0, p1, p2, p3, p4, p5, p6, p7, p8, p9}, &ctr.n}};
+	                .r = {kind, n, d, chunks, units, align, eps, {p0, p1, p2, p3, p4, p5, p6, p7, p8, p9}, (int *)&ctr.n}};
 	return pool_run(&j, workers, helpers);
 }
 
@@ -462,7 +461,7 @@ int pf_pool_attn(int workers, int helpers, int bwd, int level, const float *q, i
 	                .a = {.level = level, .ldq = ldq, .ldk = ldk, .ldv = ldv, .ldg = ldg, .ldo = ldo, .b = b,
 	                      .heads = heads, .n = n, .m = m, .d = d, .dv = dv, .causal = causal, .residual = residual,
 	                      .pstride = pstride, .scale = scale, .q = q, .k = k, .v = v, .g = g, .mask = mask,
-	                      .bias = bias, .drop = drop, .p = p, .out = out, .dq = dq, .dk = dk, .dvv = dvv, .ctr = &ctr.n}};
+	                      .bias = bias, .drop = drop, .p = p, .out = out, .dq = dq, .dk = dk, .dvv = dvv, .ctr = (int *)&ctr.n}};
 	return pool_run(&j, workers, helpers);
 }
 
@@ -486,7 +485,7 @@ int pf_pool_em(int workers, int helpers, int bwd, const int *dims, const int *iv
 	                       .o_h = offs[7], .sr_b = offs[8], .sr_h = offs[9], .g_q_b = offs[10], .g_q_h = offs[11],
 	                       .g_k_b = offs[12], .g_k_h = offs[13], .g_v_b = offs[14], .g_v_h = offs[15],
 	                       .tsize = offs[16], .ns = offs[17], .trace = trace, .out = out, .gq = gq, .gxi0 = gxi0,
-	                       .gmu0 = gmu0, .gh = gh, .scr = scr, .ctr = &ctr.n, .failed = &failed}};
+	                       .gmu0 = gmu0, .gh = gh, .scr = scr, .ctr = (int *)&ctr.n, .failed = &failed}};
 	pool_run(&jb, workers, helpers);
 	return !failed;
 }
@@ -507,6 +506,6 @@ int pf_pool_bayes(int workers, int helpers, int bwd, const int *dims, const floa
 	                       .r = dims[11], .scale = fl[0], .gx = fl[1], .gd = gd, .pgsize = pgsize, .q = q, .k = k,
 	                       .v = v, .g = g, .mask = mask, .qmask = qmask, .noise = noise, .pad = pad, .b2 = b2,
 	                       .xc = xc, .kc = kc, .p = p, .x = x, .out = out, .dc = dc, .dq = dq, .dk = dk, .dvv = dvv,
-	                       .pg = pg, .sums = sums, .part = part, .skipped = skipped, .ctr = &ctr.n}};
+	                       .pg = pg, .sums = sums, .part = part, .skipped = skipped, .ctr = (int *)&ctr.n}};
 	return pool_run(&jb, workers, helpers);
 }

@@ -63,10 +63,12 @@ func TestClaimConcurrent(t *testing.T) {
 		seen, covered := make([]int32, b), make([]int32, m)
 		var mu sync.Mutex
 		var wg sync.WaitGroup
+		start := make(chan struct{}) // all three claim at once
 		for w := range 3 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				<-start
 				var mine []int
 				for i := claimItem(&ctr, w, b); i >= 0; i = claimItem(&ctr, w, b) {
 					mine = append(mine, i)
@@ -87,6 +89,7 @@ func TestClaimConcurrent(t *testing.T) {
 				}
 			}()
 		}
+		close(start)
 		wg.Wait()
 		for i, n := range seen {
 			if n != 1 {
