@@ -189,7 +189,7 @@
 // over the same batch, and a job reads what the one before wrote: so each
 // thread reads the rows it wrote itself, from its own L2, where taking
 // turns from one counter gave each thread half of its rows from the other
-// core's cache. The Set Transformer step ran 5–7% faster so; which
+// core's cache. The Set Transformer step ran some 5% faster so; which
 // thread takes what still changes no value.
 //
 // A helper that has not started its share when the caller

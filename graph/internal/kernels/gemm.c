@@ -887,7 +887,9 @@ static inline int claim(int *c) { return __atomic_fetch_add(c, 1, __ATOMIC_RELAX
 // the ends meet, are small and neither thread waits long for the other's,
 // but not so small that the counter's cache line, passed between the
 // cores at each claim, costs more than they save (blocks of 12 rows
-// slowed 512×64×64); a back block starts on a multiple of unit. No
+// slowed 512×64×64). A back block starts on a multiple of unit, so it
+// may be up to unit − 1 rows longer (the first holds the rows past the
+// last multiple). No
 // element's value depends on the rows beside it, so whoever takes what,
 // the values are pf_sgemm's.
 int pf_claim_rows(int *ctr, int worker, int m, int rb, int unit, int *i0, int *i1) {

@@ -99,7 +99,7 @@ void pf_softmax_rows512(float *p, int n, int m, const float *mask, int causal);
 // and the helpers b−1, b−2, …: in the jobs of a step each thread keeps to
 // its own end of the batch, whose rows its cache holds from the job
 // before, where taking turns from one counter handed half of each job's
-// rows to the other core (5–7% of a Set Transformer step). One atomic
+// rows to the other core (some 5% of a Set Transformer step). One atomic
 // addition a claim: an item is handed out only while the two counts
 // together are below b, so the front and the back never hand out the
 // same one.
