@@ -219,12 +219,7 @@ type addLayerNormGradKernel struct {
 	sum bool
 }
 
-func (g addLayerNormGradKernel) name() string {
-	if g.sum {
-		return "grad-" + g.k.name() + "+sum"
-	}
-	return "grad-" + g.k.name()
-}
+func (g addLayerNormGradKernel) name() string { return gradName(g.k.name(), g.sum) }
 func (g addLayerNormGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	n := in[0].TotalSize() + 2*in[g.k.params()].TotalSize()
 	if g.k.dropout {

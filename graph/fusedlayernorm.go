@@ -225,12 +225,7 @@ type layerNormGradKernel struct {
 	sum bool
 }
 
-func (g layerNormGradKernel) name() string {
-	if g.sum {
-		return "grad-" + g.k.name() + "+sum"
-	}
-	return "grad-" + g.k.name()
-}
+func (g layerNormGradKernel) name() string { return gradName(g.k.name(), g.sum) }
 func (g layerNormGradKernel) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	return tensor.Shape{in[0].TotalSize() + 2*in[1].TotalSize()}, nil
 }
@@ -274,6 +269,15 @@ func (g layerNormGradKernel) do(in []*tensor.Dense, out *tensor.Dense) error {
 		layerNormBackward(g.k.eps, floats[float64](in[0]), floats[float64](in[1]), gOut, o, mean, rstd)
 	}
 	return nil
+}
+
+// gradName names the backward of the op called fwd, "+sum" marking one
+// that takes the two gradients of a grad-sum (splitGradSum).
+func gradName(fwd string, sum bool) string {
+	if sum {
+		return "grad-" + fwd + "+sum"
+	}
+	return "grad-" + fwd
 }
 
 // summed is a, or a + b in a new slice when b is not nil: the values

@@ -113,17 +113,9 @@ func gradientAdd(n, reader *Node) (a, b *Node, ok bool) {
 	if !g.Has(n.ID()) || !onlyReader(g.To(n.ID()), reader) {
 		return nil, nil, false
 	}
-	from := g.From(n.ID())
-	if from.Len() != 2 {
+	ch, ok := operands2(g, n)
+	if !ok {
 		return nil, nil, false
-	}
-	var ch [2]*Node
-	for i := 0; from.Next(); i++ {
-		c, isNode := from.Node().(*Node)
-		if !isNode {
-			return nil, nil, false
-		}
-		ch[i] = c
 	}
 	for _, c := range ch {
 		if (c.Dtype() != tensor.Float32 && c.Dtype() != tensor.Float64) || c.Dtype() != n.Dtype() ||
@@ -165,20 +157,29 @@ func splitGradSum(g *Node) (a, b *Node, ok bool) {
 	if gr == nil || !gr.Has(g.ID()) || gr.To(g.ID()).Len() != 0 {
 		return nil, nil, false
 	}
-	from := gr.From(g.ID())
-	if from.Len() != 2 {
+	ch, ok := operands2(gr, g)
+	if !ok {
 		return nil, nil, false
-	}
-	var ch [2]*Node
-	for i := 0; from.Next(); i++ {
-		c, isNode := from.Node().(*Node)
-		if !isNode {
-			return nil, nil, false
-		}
-		ch[i] = c
 	}
 	deadSums.add(g)
 	return ch[0], ch[1], true
+}
+
+// operands2 returns the two nodes that n, a node of g, reads, with ok
+// false unless it reads two.
+func operands2(g *G.ExprGraph, n *Node) (ch [2]*Node, ok bool) {
+	from := g.From(n.ID())
+	if from.Len() != 2 {
+		return ch, false
+	}
+	for i := 0; from.Next(); i++ {
+		c, isNode := from.Node().(*Node)
+		if !isNode {
+			return ch, false
+		}
+		ch[i] = c
+	}
+	return ch, true
 }
 
 // gradSumOp is the custom op of gradSumKernel on a and b.

@@ -127,27 +127,24 @@ func checkRangeJobs(t *testing.T, procs, caller int, x, f, b, g, gb []float32) {
 	}
 	h := rows / 2 * d
 	wdg, gdg := make([]float32, 4*d), make([]float32, 4*d) // dγ, dβ, part's dγ, dβ
-	LayerNormBwd32(x[:h], g, f[:h], nil, wm[:h/d], wr[:h/d], want[:h], wdg[:d], wdg[d:2*d])
-	LayerNormBwd32(x[h:], g, f[h:], nil, wm[h/d:], wr[h/d:], want[h:], wdg[2*d:3*d], wdg[3*d:])
-	if !LayerNormBwdHalves32(x, g, f, nil, gm, gr, got, gdg[:d], gdg[d:2*d], gdg[2*d:]) {
-		t.Fatal("LayerNormBwdHalves32 did not run")
-	}
-	same("layernorm-bwd dx", want, got)
-	same("layernorm-bwd dγ, dβ and the second half's", wdg, gdg)
-
 	// With a second output gradient (x here), the halves are the one-
 	// gradient backward of the sum f + x, formed first.
 	fx := make([]float32, n)
 	split(8, func(lo, hi int) { AddRepeat32(f[lo:hi], x[lo:hi], fx[lo:hi]) })
-	clear(wdg)
-	clear(gdg)
-	LayerNormBwd32(x[:h], g, fx[:h], nil, wm[:h/d], wr[:h/d], want[:h], wdg[:d], wdg[d:2*d])
-	LayerNormBwd32(x[h:], g, fx[h:], nil, wm[h/d:], wr[h/d:], want[h:], wdg[2*d:3*d], wdg[3*d:])
-	if !LayerNormBwdHalves32(x, g, f, x, gm, gr, got, gdg[:d], gdg[d:2*d], gdg[2*d:]) {
-		t.Fatal("LayerNormBwdHalves32 with two gradients did not run")
+	for _, c := range []struct {
+		what      string
+		g2, whole []float32 // the second gradient, and the sum the reference takes
+	}{{"layernorm-bwd", nil, f}, {"layernorm-bwd of a sum", x, fx}} {
+		clear(wdg)
+		clear(gdg)
+		LayerNormBwd32(x[:h], g, c.whole[:h], nil, wm[:h/d], wr[:h/d], want[:h], wdg[:d], wdg[d:2*d])
+		LayerNormBwd32(x[h:], g, c.whole[h:], nil, wm[h/d:], wr[h/d:], want[h:], wdg[2*d:3*d], wdg[3*d:])
+		if !LayerNormBwdHalves32(x, g, f, c.g2, gm, gr, got, gdg[:d], gdg[d:2*d], gdg[2*d:]) {
+			t.Fatalf("%s: LayerNormBwdHalves32 did not run", c.what)
+		}
+		same(c.what+" dx", want, got)
+		same(c.what+" dγ, dβ and the second half's", wdg, gdg)
 	}
-	same("layernorm-bwd of a sum, dx", want, got)
-	same("layernorm-bwd of a sum, dγ, dβ and the second half's", wdg, gdg)
 	got2 := make([]float32, n)
 	clear(gdg)
 	LayerNormBwd32(x, g, x, f, wm, wr, got2, gdg[:d], gdg[d:2*d])
