@@ -55,18 +55,10 @@ func LayerNormBwd32(x, g, gOut, gOut2, mean, rstd, dx, dgamma, dbeta []float32) 
 		len(gOut) < len(x) || (gOut2 != nil && len(gOut2) < len(x)) {
 		return false
 	}
-	C.pf_layernorm_bwd((*C.float)(&x[0]), (*C.float)(&g[0]), (*C.float)(&gOut[0]), optF32(gOut2),
+	C.pf_layernorm_bwd((*C.float)(&x[0]), (*C.float)(&g[0]), (*C.float)(&gOut[0]), cptr(gOut2),
 		(*C.float)(&mean[0]), (*C.float)(&rstd[0]), (*C.float)(&dx[0]), (*C.float)(&dgamma[0]),
 		(*C.float)(&dbeta[0]), C.int(len(x)/d), C.int(d))
 	return true
-}
-
-// optF32 is x's first value's address, or nil for a nil x.
-func optF32(x []float32) *C.float {
-	if x == nil {
-		return nil
-	}
-	return (*C.float)(&x[0])
 }
 
 // LayerNormFwdShared32 is LayerNormFwd32 on SplitRange's chunks of whole
@@ -112,12 +104,8 @@ func LayerNormBwdHalves32(x, g, gOut, gOut2, mean, rstd, dx, dgamma, dbeta, part
 		(gOut2 != nil && len(gOut2) < len(x)) || len(dgamma) < d || len(dbeta) < d || len(part) < 2*d {
 		return false
 	}
-	var g2 unsafe.Pointer
-	if gOut2 != nil {
-		g2 = f32p(gOut2)
-	}
 	poolRun(C.PF_RANGE_LN_BWD, len(x), d, 2, len(x)/d, d, min(runtime.GOMAXPROCS(0), 2), 0,
 		[C.PF_RANGE_PTRS]unsafe.Pointer{f32p(x), f32p(g), f32p(gOut), f32p(mean), f32p(rstd), f32p(dx),
-			f32p(dgamma), f32p(dbeta), f32p(part), g2})
+			f32p(dgamma), f32p(dbeta), f32p(part), unsafe.Pointer(cptr(gOut2))})
 	return true
 }
