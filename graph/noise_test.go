@@ -175,3 +175,64 @@ func TestUniformNoiseC(t *testing.T) {
 		t.Log("no AVX-512 here: fillNoise took the Go loop")
 	}
 }
+
+// TestNormalNoiseRetriesInC holds a million float32 normal draws of
+// bayes.c's loop, whose retries of rejected first tries run in C, to
+// fillNoiseGo bit for bit, and checks that C leaves Go only the base
+// layer's tail draws and near-ties: fewer than 1 in 1000 (the tail is
+// about 6 in 10⁴), where the rejected first tries are about 1.2%.
+func TestNormalNoiseRetriesInC(t *testing.T) {
+	t.Parallel()
+	const n = 1 << 20
+	got, want := make([]float32, n), make([]float32, n)
+	rej := make([]int32, n)
+	left, ok := kernels.NormalNoise32(got, 11, 0, n/2, 5, zig.w[:], zig.k[:], zig.f[:], rej)
+	if !ok {
+		t.Skip("no AVX-512 here: fillNoise takes the Go loop")
+	}
+	if left > n/1000 {
+		t.Errorf("C left %d of %d draws to Go, want at most %d", left, n, n/1000)
+	}
+	for _, e := range rej[:left] {
+		if got[e] != 0 {
+			t.Fatalf("entry %d left to Go was written (%v)", e, got[e])
+		}
+	}
+	fillNoise(got, 11, NormalNoise, 0, n/2, 5)
+	fillNoiseGo(want, 11, NormalNoise, 0, n/2, 5)
+	firstTry := 0
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("entry %d is %v, want %v", i, got[i], want[i])
+		}
+		g := uint64(i/2 + 5)
+		h := kernels.SplitMix64(11 + (g+1)*kernels.MaskGamma)
+		bits := int32(h)
+		if i%2 == 1 {
+			bits = int32(h >> 32)
+		}
+		if absInt32(bits) < zig.k[bits&127] {
+			firstTry++
+		}
+	}
+	if rejected := n - firstTry; rejected < n/200 {
+		t.Errorf("only %d first tries rejected: the retries are not exercised", rejected)
+	}
+}
+
+// BenchmarkFillNoise fills, on one thread, the 832 000 float32 draws a
+// maxnorm-bayes training step takes (the step's five noise inputs),
+// uniform for the Weibull kernel and normal for the log-normal one.
+func BenchmarkFillNoise(b *testing.B) {
+	d := make([]float32, 64*4*(4*16*50+50))
+	for _, dist := range []struct {
+		name string
+		n    Noise
+	}{{"uniform", UniformNoise}, {"normal", NormalNoise}} {
+		b.Run(dist.name, func(b *testing.B) {
+			for i := range b.N {
+				fillNoise(d, uint64(i), dist.n, 0, len(d)/2, 0)
+			}
+		})
+	}
+}

@@ -91,21 +91,119 @@ void pf_uniform_noise512(float *d, long len, unsigned long long seed, long lo, l
 	}
 }
 
+#define PF_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
+
+// splitmix8 is SplitMix64's output function (kernels.SplitMix64) on
+// eight 64-bit lanes.
+PF_AVX512 static inline __m512i splitmix8(__m512i z) {
+	z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)),
+	                       _mm512_set1_epi64((long long)0xBF58476D1CE4E5B9ULL));
+	z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)),
+	                       _mm512_set1_epi64((long long)0x94D049BB133111EBULL));
+	return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+}
+
+// exp_neg8 is e^y for y in [−7, 0] in double, within a few ulps (far
+// inside normal_retry8's margin): y = n·ln 2 + r with |r| ≤ ln 2 / 2 (ln 2
+// in two parts, so r is exact to about 2⁻⁶⁰), e^r by its Taylor series to
+// r¹³/13! (a remainder below 10⁻¹⁷), then scaled by 2ⁿ.
+PF_AVX512 static inline __m512d exp_neg8(__m512d y) {
+	const __m512d ln2hi = _mm512_set1_pd(6.93147180369123816490e-01), ln2lo = _mm512_set1_pd(1.90821492927058770002e-10);
+	__m512d n = _mm512_roundscale_pd(_mm512_mul_pd(y, _mm512_set1_pd(1.4426950408889634074)),
+	                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m512d r = _mm512_fnmadd_pd(n, ln2lo, _mm512_fnmadd_pd(n, ln2hi, y));
+	static const double c[] = {1.0 / 6227020800, 1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880,
+	                           1.0 / 40320,      1.0 / 5040,      1.0 / 720,      1.0 / 120,     1.0 / 24,
+	                           1.0 / 6,          0.5,             1,              1};
+	__m512d p = _mm512_set1_pd(c[0]);
+	for (int t = 1; t < 14; t++) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(c[t]));
+	return _mm512_scalef_pd(p, n);
+}
+
+// pf_exp_neg is exp_neg8 on y [n], into out, for the tests of its
+// accuracy.
+PF_AVX512 void pf_exp_neg(const double *y, double *out, long n) {
+	for (long i = 0; i < n; i += 8) {
+		const __mmask8 l = n - i < 8 ? (__mmask8)((1u << (n - i)) - 1) : 0xFF;
+		_mm512_mask_storeu_pd(out + i, l, exp_neg8(_mm512_maskz_loadu_pd(l, y + i)));
+	}
+}
+
+// normal_retry8 is noise.go's zigguratNormal for the up to 8 entries
+// e [len live] of the noise stream of seed (entry e is pair e/2 + first,
+// half e%2) whose first tries were rejected, with the ziggurat's tables
+// w, k and f [128], eight lanes at a time (a branch per draw would be
+// mispredicted at each accept-or-retry): it writes each draw it finishes
+// to d[e], rounded to float32, and returns the mask of the lanes it
+// leaves to Go. Those are the draws that reach the base layer (i = 0,
+// whose tail takes logarithms: 6 draws in 10⁴) or a test f_i +
+// u·(f_{i−1} − f_i) < exp(−x²/2) within 10⁻¹³ relative of a tie. Away from
+// a tie, exp_neg8 and Go's math.Exp (each within a few ulps of the true
+// value) decide alike, and so would a multiply-add fused by either
+// compiler, so the draws are the Go loop's bit for bit; the draw x =
+// hz·w_i is one product, as in Go.
+PF_AVX512 static __mmask8 normal_retry8(float *d, unsigned long long seed, long first, const int *e, int live,
+                                        const double *w, const unsigned *k, const double *f) {
+	const __m512i gamma = _mm512_set1_epi64((long long)0x9E3779B97F4A7C15ULL), one = _mm512_set1_epi64(1);
+	const __m512i m127 = _mm512_set1_epi64(127);
+	const __mmask8 lanes = (__mmask8)((1u << live) - 1);
+	__m512i ev = _mm512_cvtepi32_epi64(_mm256_maskz_loadu_epi32(lanes, e));
+	__m512i odd = _mm512_and_si512(ev, one);
+	__m512i g = _mm512_add_epi64(_mm512_srli_epi64(ev, 1), _mm512_set1_epi64(first));
+	__m512i h = splitmix8(_mm512_add_epi64(_mm512_set1_epi64((long long)seed),
+	                                       _mm512_mullo_epi64(_mm512_add_epi64(g, one), gamma)));
+	__mmask8 hi = _mm512_test_epi64_mask(odd, odd);
+	__m512i bits = _mm512_mask_srli_epi64(_mm512_and_si512(h, _mm512_set1_epi64(0xFFFFFFFFLL)), hi, h, 32);
+	__m512i more = _mm512_xor_si512(h, _mm512_or_si512(_mm512_slli_epi64(g, 1), odd));
+	__m512d x = _mm512_setzero_pd();
+	__mmask8 act = lanes, done = 0;
+	for (int round = 0; act && round < 64; round++) {
+		__m512i hz = _mm512_srai_epi64(_mm512_slli_epi64(bits, 32), 32); // int32(bits)
+		__m512i i = _mm512_and_si512(bits, m127);
+		x = _mm512_mask_mul_pd(x, act, _mm512_cvtepi64_pd(hz), _mm512_mask_i64gather_pd(_mm512_set1_pd(1), act, i, w, 8));
+		__m512i ki = _mm512_cvtepu32_epi64(_mm512_mask_i64gather_epi32(_mm256_setzero_si256(), act, i, (const int *)k, 4));
+		__mmask8 acc = _mm512_mask_cmplt_epu64_mask(act, _mm512_abs_epi64(hz), ki);
+		done |= acc, act &= ~acc;
+		act &= ~_mm512_cmpeq_epi64_mask(i, _mm512_setzero_si512()); // the tail: Go's
+		more = _mm512_add_epi64(more, gamma);
+		__m512i ub = _mm512_srli_epi64(splitmix8(more), 40); // next() >> 8
+		__m512d u = _mm512_mul_pd(_mm512_add_pd(_mm512_cvtepu64_pd(ub), _mm512_set1_pd(0.5)), _mm512_set1_pd(0x1p-24));
+		__m512d fi = _mm512_mask_i64gather_pd(_mm512_set1_pd(1), act, i, f, 8),
+		        fp = _mm512_mask_i64gather_pd(_mm512_set1_pd(1), act, _mm512_sub_epi64(i, one), f, 8);
+		__m512d lhs = _mm512_add_pd(fi, _mm512_mul_pd(u, _mm512_sub_pd(fp, fi)));
+		__m512d ex = exp_neg8(_mm512_mul_pd(_mm512_mul_pd(_mm512_set1_pd(-0.5), x), x));
+		__m512d gap = _mm512_abs_pd(_mm512_sub_pd(lhs, ex));
+		act &= ~_mm512_cmp_pd_mask(gap, _mm512_mul_pd(_mm512_set1_pd(1e-13), ex), _CMP_LE_OQ); // near a tie: Go's
+		acc = _mm512_mask_cmp_pd_mask(act, lhs, ex, _CMP_LT_OQ);
+		done |= acc, act &= ~acc;
+		more = _mm512_add_epi64(more, gamma);
+		bits = _mm512_srli_epi64(splitmix8(more), 32);
+	}
+	float out[8];
+	_mm256_storeu_ps(out, _mm512_cvtpd_ps(x));
+	for (int t = 0; t < live; t++)
+		if (done >> t & 1) d[e[t]] = out[t];
+	return (__mmask8)(lanes & ~done);
+}
+
 // pf_normal_noise512 fills pairs j ∈ [lo, hi) of d [len] with graph's
-// normal noise where the ziggurat's first try accepts (noise.go's
-// zigguratNormal: 99% of the draws): each entry's 32 bits x (the halves
-// of h as in pf_uniform_noise512) give i = x & 127 and, where |x| < k[i]
-// (as int32, |·| wrapping as absInt32), the float64 product x·w[i]
-// rounded to float32, the Go loop's value bit for bit. The indices of
-// the entries it rejects go into rej (at most 2·(hi − lo)) for the Go
-// loop to draw; it returns how many there are.
+// normal noise (noise.go's zigguratNormal), the Go loop's values bit for
+// bit. Where the ziggurat's first try accepts (97% of the draws), eight
+// hashes at a time: each entry's 32 bits x (the halves of h as in
+// pf_uniform_noise512) give i = x & 127 and, where |x| < k[i] (as int32,
+// |·| wrapping as absInt32), the float64 product x·w[i] rounded to
+// float32. The entries it rejects go, eight at a time, through normal_retry8
+// (w, k and f the ziggurat's tables); the indices of those it leaves
+// for the Go loop go into rej (at most 2·(hi − lo)), and it returns how
+// many there are.
 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
 long pf_normal_noise512(float *d, long len, unsigned long long seed, long lo, long hi, long first, const double *w,
-                        const unsigned *k, int *rej) {
+                        const unsigned *k, const double *f, int *rej) {
 	const unsigned long long gamma = 0x9E3779B97F4A7C15ULL;
 	const __m512i c1 = _mm512_set1_epi64((long long)0xBF58476D1CE4E5B9ULL),
 	              c2 = _mm512_set1_epi64((long long)0x94D049BB133111EBULL);
 	const __m512i vgam8 = _mm512_set1_epi64((long long)(gamma * 8)), m127 = _mm512_set1_epi32(127);
+	const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 	long j = lo, nrej = 0;
 	long full = hi;
 	if (2 * full > len) full = len / 2;
@@ -130,7 +228,12 @@ long pf_normal_noise512(float *d, long len, unsigned long long seed, long lo, lo
 			__m512d x1 = _mm512_mul_pd(_mm512_cvtepi32_pd(h1), _mm512_i32gather_pd(i1, w, 8));
 			__m512 f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(x0)), _mm512_cvtpd_ps(x1), 1);
 			_mm512_mask_storeu_ps(d + 2 * j, ok, f);
-			for (unsigned r = (unsigned)(~ok & 0xFFFF); r; r &= r - 1) rej[nrej++] = (int)(2 * j + __builtin_ctz(r));
+			// the rejected lanes' indices, packed to the front of a
+			// full store: a branch per rejection would be mispredicted
+			// in a third of the iterations (2.7% of the draws are)
+			__m512i at = _mm512_add_epi32(_mm512_set1_epi32((int)(2 * j)), iota);
+			_mm512_storeu_si512((void *)(rej + nrej), _mm512_maskz_compress_epi32((__mmask16)~ok, at));
+			nrej += __builtin_popcount((unsigned)(__mmask16)~ok);
 		}
 	}
 	for (; j < hi; j++) {
@@ -149,7 +252,14 @@ long pf_normal_noise512(float *d, long len, unsigned long long seed, long lo, lo
 			}
 		}
 	}
-	return nrej;
+	long left = 0;
+	for (long t = 0; t < nrej; t += 8) {
+		const int live = nrej - t < 8 ? (int)(nrej - t) : 8;
+		const __mmask8 go = normal_retry8(d, seed, first, rej + t, live, w, k, f);
+		for (int l = 0; l < live; l++)
+			if (go >> l & 1) rej[left++] = rej[t + l];
+	}
+	return left;
 }
 
 // add_pd4 and add_sd are a + b with a the instruction's first source,

@@ -167,3 +167,30 @@ func TestBayesHeadAVX512IsAVX2(t *testing.T) {
 		}
 	}
 }
+
+// TestExpNegWithinMargin holds exp_neg8, which the normal noise's
+// retries compare against (pf_normal_noise512), to math.Exp within 4 ulps
+// on [−7, 0], where the retries' margin (10⁻¹³ relative) assumes a few:
+// 2·10⁵ random points, the ends, and the points where n = round(y/ln 2)
+// changes.
+func TestExpNegWithinMargin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	y := []float64{0, -7, math.Copysign(0, -1), -1e-300}
+	for n := 1; n <= 10; n++ {
+		h := (float64(n) - 0.5) * math.Ln2
+		y = append(y, -h, math.Nextafter(-h, 0), math.Nextafter(-h, -8))
+	}
+	for range 200000 {
+		y = append(y, -7*rng.Float64())
+	}
+	got := make([]float64, len(y))
+	if !expNeg64(y, got) {
+		t.Skip("no AVX-512 here")
+	}
+	for i, v := range y {
+		want := math.Exp(v)
+		if d := math.Abs(got[i]-want) / want; d > 4*0x1p-52 {
+			t.Fatalf("exp(%v) = %v, math.Exp %v: %.3g relative", v, got[i], want, d)
+		}
+	}
+}

@@ -44,23 +44,35 @@ func UniformNoise32(d []float32, seed uint64, lo, hi, first int) bool {
 }
 
 // NormalNoise32 fills pairs j ∈ [lo, hi) of d with graph's normal noise
-// where the ziggurat's first try accepts (bayes.c's pf_normal_noise512;
-// w and k are graph's ziggurat tables [128]), the Go loop's values bit for
-// bit, and puts the indices of the entries it left for the Go loop into
-// rej [≥ 2·(hi − lo)], returning how many; ok is false (nothing done) where
-// it does not run (no AVX-512, PROBFORMER_SIMD=avx2, or operands too
-// short).
-func NormalNoise32(d []float32, seed uint64, lo, hi, first int, w []float64, k []uint32, rej []int32) (n int, ok bool) {
+// (bayes.c's pf_normal_noise512; w, k and f are graph's ziggurat tables
+// [128]), the Go loop's values bit for bit, but for the few entries it
+// leaves to the Go loop (the base layer's tail, near-ties of the
+// rejection test): it puts their indices into rej [≥ 2·(hi − lo)] and
+// returns how many; ok is false (nothing done) where it does not run (no
+// AVX-512, PROBFORMER_SIMD=avx2, or operands too short).
+func NormalNoise32(d []float32, seed uint64, lo, hi, first int, w []float64, k []uint32, f []float64, rej []int32) (n int, ok bool) {
 	if simdLevel() < 2 || lo < 0 || hi < lo || 2*hi > len(d)+1 || first < 0 || len(w) < 128 || len(k) < 128 ||
-		len(rej) < 2*(hi-lo) {
+		len(f) < 128 || len(rej) < 2*(hi-lo) {
 		return 0, false
 	}
 	if lo == hi {
 		return 0, true
 	}
 	r := C.pf_normal_noise512((*C.float)(&d[0]), C.long(len(d)), C.ulonglong(seed), C.long(lo), C.long(hi),
-		C.long(first), (*C.double)(&w[0]), (*C.unsigned)(&k[0]), (*C.int)(&rej[0]))
+		C.long(first), (*C.double)(&w[0]), (*C.unsigned)(&k[0]), (*C.double)(&f[0]), (*C.int)(&rej[0]))
 	return int(r), true
+}
+
+// expNeg64 sets out [len(y)] to bayes.c's e^y (exp_neg8, which
+// pf_normal_noise512's retries compare against) for y in [−7, 0], and
+// reports whether it ran (it needs AVX-512), for the tests of its
+// accuracy.
+func expNeg64(y, out []float64) bool {
+	if simdLevel() < 2 || len(y) == 0 || len(out) < len(y) {
+		return false
+	}
+	C.pf_exp_neg((*C.double)(&y[0]), (*C.double)(&out[0]), C.long(len(y)))
+	return true
 }
 
 // SumParts64 sets sum [np] to the sums over rows r < rows of part[r·stride

@@ -222,7 +222,8 @@ void pf_prior_head(const float *k, int ldk, int rows, int m, int d, const float 
 void pf_weibull_log_noise(const float *u, float *b, int n, float scale);
 void pf_uniform_noise512(float *d, long len, unsigned long long seed, long lo, long hi, long first);
 long pf_normal_noise512(float *d, long len, unsigned long long seed, long lo, long hi, long first, const double *w,
-                        const unsigned *k, int *rej);
+                        const unsigned *k, const double *f, int *rej);
+void pf_exp_neg(const double *y, double *out, long n);
 void pf_sum_parts(const double *part, long stride, int rows, int np, double *sum);
 void pf_weibull_bias_fast(const float *u, float *b, int n, float scale);
 
