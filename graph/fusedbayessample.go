@@ -961,6 +961,24 @@ func (r bayesReadoutKernel) do(_ []*tensor.Dense, out *tensor.Dense) error {
 	}
 	return nil
 }
+
+// view hands out the readout the op's forward pass saved, on its own
+// backing (the state's buffer, kept between runs), where do copies it:
+// the input, the op's node, only orders the readout after the forward
+// pass. It is safe as unpackKernel's views are: the op writes the buffer
+// once a run, before the readout and its readers, and nothing else
+// writes it (the backward pass does not read it).
+func (r bayesReadoutKernel) view(_ *tensor.Dense, kept *keptHeader) (*tensor.Dense, error) {
+	at := unpackKernel{shape: r.shape}
+	switch o := r.st.out.(type) {
+	case []float32:
+		return viewRange(at, o, tensor.Float32, kept)
+	case []float64:
+		return viewRange(at, o, tensor.Float64, kept)
+	}
+	return nil, fmt.Errorf("no readout saved (%T)", r.st.out)
+}
+
 func (r bayesReadoutKernel) grads(_ []*Node, _, g *Node) []*Node {
 	r.st.gOut = g
 	return []*Node{apply(zeroGradKernel{}, g)}

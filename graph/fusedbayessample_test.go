@@ -2,7 +2,6 @@ package graph
 
 import (
 	"fmt"
-	"github.com/probformer/probformer/graph/graphtest"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -10,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"gorgonia.org/tensor"
+
+	"github.com/probformer/probformer/graph/graphtest"
 	"github.com/probformer/probformer/graph/internal/kernels"
 )
 
@@ -401,5 +403,46 @@ func TestBayesAttentionSampleSharedElements(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestBayesReadoutViewsSaved: the readout node's value is the readout the
+// op saved, without a copy: equal to do's copy, the header kept between
+// runs while the buffer stays, showing the new values of the next run,
+// and made anew on a new buffer (another batch size).
+func TestBayesReadoutViewsSaved(t *testing.T) {
+	st := &bayesSampleState{out: []float32{1, 2, 3, 4, 5, 6}}
+	r := bayesReadoutKernel{st: st, shape: fix(tensor.Shape{1, 2, 3})}
+	var kept keptHeader
+	v, err := r.view(nil, &kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(1, 2, 3))
+	if err := r.do(nil, want); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(v.Data().([]float32), want.Data().([]float32)) || !v.Shape().Eq(want.Shape()) {
+		t.Fatalf("view %v %v, copy %v %v", v.Shape(), v.Data(), want.Shape(), want.Data())
+	}
+	st.out.([]float32)[4] = 50 // the next run's forward pass
+	v2, err := r.view(nil, &kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2 != v || v2.Data().([]float32)[4] != 50 {
+		t.Fatalf("second run: header kept %v, value %v, want the same header showing 50", v2 == v, v2.Data())
+	}
+	st.out = []float32{7, 8, 9, 10, 11, 12}
+	v3, err := r.view(nil, &kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v3 == v || v3.Data().([]float32)[0] != 7 {
+		t.Fatalf("new buffer: got the old header (%v) or values %v", v3 == v, v3.Data())
+	}
+	st.out = []float32{1, 2}
+	if _, err := r.view(nil, &kept); err == nil {
+		t.Fatal("a saved readout shorter than the shape was viewed")
 	}
 }
