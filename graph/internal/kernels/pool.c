@@ -54,14 +54,21 @@
 // caller's, so it is usually nearly done.
 #define WAIT_SPIN_NS 50000
 
-// SERVE_SPIN_NS is how long a helper woken in pf_pool_serve polls for the
-// next post after its share before it sleeps again: a step's sections
-// come back to back or after serial gaps of a few µs, and a sleeping
-// helper costs the caller a broadcast and starts its share some 25 µs
-// late (TestStepPoolStats: 71 wake-ups a Set Transformer step, where it
-// now counts about 10). workers.go's helperSpin, the same span, is the
-// poll of a helper in Go.
-#define SERVE_SPIN_NS 50000
+// SERVE_SPIN_NS is how long a helper in pf_pool_serve polls for the next
+// post, pausing between reads, before it sleeps: on entry (after its
+// poll in Go, workers.go's helperSpin) and after each share. A sleeping
+// helper costs the caller a broadcast and starts its share 17–30 µs late
+// on average, later than the two or three short sections after the
+// wake-up, which the caller then takes back and runs alone. The span
+// covers a Set Transformer step's serial stretches (the loss's Gorgonia
+// ops, 120–160 µs; the hand-over to Adam): the helper sleeps 0.3–0.6
+// times a step where it slept 3–4 times with 50 µs
+// (TestStepPoolStats), and the step is 2–9% faster
+// (BenchmarkSetTransformerStepLN, 20 alternated rounds: best 9%, median
+// 2%); the Transformer step is unchanged. The price is up to 0.35 ms of
+// a core at each pause in the work longer than that, while the other
+// core is busy or idle.
+#define SERVE_SPIN_NS 350000
 
 // The states of a slot's product share. The caller moves it IDLE →
 // POSTED and, if the helper has not started, POSTED → IDLE (taking the
@@ -286,11 +293,24 @@ static int take(struct slot *s, int w, int woke) {
 	return 1;
 }
 
-// pf_pool_serve is helper i's sleep, after it has polled in vain in Go
-// (worker i + 1 of the products): it sleeps until a product share is
-// posted to slot i, runs it, polls for SERVE_SPIN_NS for the next one
-// and sleeps again if none comes, and returns when
-// workers.go has posted a Go job to the slot (gojob), clearing it.
+// poll_slot polls slot s for a post or a Go job, pausing between reads,
+// for up to span ns.
+static void poll_slot(struct slot *s, long long span) {
+	long long start = 0;
+	for (int it = 0; load(&s->state) != POSTED && !load(&s->gojob); it++) {
+		relax();
+		if ((it & 63) != 63) continue;
+		long long t = now_ns();
+		if (!start) start = t;
+		else if (t - start > span) break;
+	}
+}
+
+// pf_pool_serve is helper i's wait for work, after it has polled in vain
+// in Go (worker i + 1 of the products): it polls for SERVE_SPIN_NS, then
+// sleeps until a product share is posted to slot i, runs it, and polls
+// and sleeps again, and returns when workers.go has posted a Go job to
+// the slot (gojob), clearing it.
 //
 // A share its caller took back before the helper, woken for it, could
 // start (the wake-up takes some 25 µs, longer than many sections) is
@@ -304,6 +324,7 @@ static int take(struct slot *s, int w, int woke) {
 void pf_pool_serve(int i) {
 	struct slot *s = &pool.slots[i];
 	for (;;) {
+		poll_slot(s, SERVE_SPIN_NS);
 		int slept = 0;
 		if (load(&s->state) != POSTED && !load(&s->gojob)) {
 			// sleeping is set before state and gojob are read again,
@@ -322,16 +343,6 @@ void pf_pool_serve(int i) {
 		}
 		if (load(&s->gojob) && __atomic_exchange_n(&s->gojob, 0, __ATOMIC_SEQ_CST)) return;
 		take(s, i + 1, slept); // or its caller took it back
-		// Sections come back to back, or after short serial gaps:
-		// poll for the next post before sleeping again.
-		long long start = 0;
-		for (int it = 0; load(&s->state) != POSTED && !load(&s->gojob); it++) {
-			relax();
-			if ((it & 63) != 63) continue;
-			long long t = now_ns();
-			if (!start) start = t;
-			else if (t - start > SERVE_SPIN_NS) break;
-		}
 	}
 }
 
