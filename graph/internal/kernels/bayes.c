@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #include "kernels.h"
 #include "bayes.h"
+#include "simd.h"
 
 // pf_weibull_log_noise sets b[i] = scale · log(−log u[i]) for i < n: the
 // log of a Weibull(1/scale, 1) draw from a uniform one (fusedbayes.go).
@@ -90,8 +91,6 @@ void pf_uniform_noise512(float *d, long len, unsigned long long seed, long lo, l
 		if (2 * j + 1 < len) d[2 * j + 1] = ((float)(unsigned)(h >> 41) + 0.5f) * 0x1p-23f;
 	}
 }
-
-#define PF_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
 
 // splitmix8 is SplitMix64's output function (kernels.SplitMix64) on
 // eight 64-bit lanes.
