@@ -937,6 +937,9 @@ func sampleHeadBwd32[T float](q, k, v, g, p, x []T, hd, hv, n, m, d, dv int, sca
 		any(dq).([]float32), any(dk).([]float32), any(dvOut).([]float32), net, xc32, gx, part, r, pg)
 }
 
+// A readout is a view, not a copy.
+var _ viewKernel = bayesReadoutKernel{}
+
 // bayesReadoutKernel is a BayesAttentionSample node's readout: its input
 // is the op's node, its value the readout that node's forward pass saved.
 // Its gradient is recorded for the op's backward pass, and reaches the op
@@ -966,8 +969,10 @@ func (r bayesReadoutKernel) do(_ []*tensor.Dense, out *tensor.Dense) error {
 // backing (the state's buffer, kept between runs), where do copies it:
 // the input, the op's node, only orders the readout after the forward
 // pass. It is safe as unpackKernel's views are: the op writes the buffer
-// once a run, before the readout and its readers, and nothing else
-// writes it (the backward pass does not read it).
+// once a run, before the readout and its readers, and nothing writes it
+// before the readout's last reader (an op after that may reuse the
+// register and overwrite it in place, and nothing reads it afterwards:
+// the backward pass does not).
 func (r bayesReadoutKernel) view(_ *tensor.Dense, kept *keptHeader) (*tensor.Dense, error) {
 	at := unpackKernel{shape: r.shape}
 	switch o := r.st.out.(type) {

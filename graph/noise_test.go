@@ -180,7 +180,7 @@ func TestUniformNoiseC(t *testing.T) {
 // bayes.c's loop, whose retries of rejected first tries run in C, to
 // fillNoiseGo bit for bit, and checks that C leaves Go only the base
 // layer's tail draws and near-ties: fewer than 1 in 1000 (the tail is
-// about 6 in 10⁴), where the rejected first tries are about 1.2%.
+// about 6 in 10⁴), where the rejected first tries are about 2.7%.
 func TestNormalNoiseRetriesInC(t *testing.T) {
 	t.Parallel()
 	const n = 1 << 20

@@ -225,8 +225,8 @@ long pf_normal_noise512(float *d, long len, unsigned long long seed, long lo, lo
 			__m256i i0 = _mm512_castsi512_si256(idx), i1 = _mm512_extracti64x4_epi64(idx, 1);
 			__m512d x0 = _mm512_mul_pd(_mm512_cvtepi32_pd(h0), _mm512_i32gather_pd(i0, w, 8));
 			__m512d x1 = _mm512_mul_pd(_mm512_cvtepi32_pd(h1), _mm512_i32gather_pd(i1, w, 8));
-			__m512 f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(x0)), _mm512_cvtpd_ps(x1), 1);
-			_mm512_mask_storeu_ps(d + 2 * j, ok, f);
+			__m512 xf = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(x0)), _mm512_cvtpd_ps(x1), 1);
+			_mm512_mask_storeu_ps(d + 2 * j, ok, xf);
 			// the rejected lanes' indices, packed to the front of a
 			// full store: a branch per rejection would be mispredicted
 			// in a third of the iterations (2.7% of the draws are)

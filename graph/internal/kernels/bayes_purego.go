@@ -18,6 +18,3 @@ func NormalNoise32([]float32, uint64, int, int, int, []float64, []uint32, []floa
 
 // SumParts64 has no pure-Go fast path: graph sums the parts in Go.
 func SumParts64([]float64, int, int, int, []float64) bool { return false }
-
-// expNeg64 exists in C only.
-func expNeg64([]float64, []float64) bool { return false }

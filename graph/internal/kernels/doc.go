@@ -17,7 +17,7 @@
 //	layernorm.c  layer norm rows, forward and backward (LayerNormFwd32, LayerNormBwd32)
 //	vec.c        column sums, Adam, product, repeated add, ReLU and its gradient, the finiteness check of Adam's gradients, bit for bit their Go loops (ColSum32, Adam32, Finite32, ...)
 //	attention.c  one attention head forward and backward, with dropout or a score bias; the Bayesian heads: KL rows, prior network, sampled head (AttnHead*, KLHead32, PriorHead32, BayesHead*), and a pass of sampled heads as one pool.c job (BayesForwardPass32, BayesBackwardPass32)
-//	bayes.c      Weibull noise, scale·log(−log u) (WeibullLogNoise32, WeibullBiasFast32); the uniform and normal noise streams filled 8 and 16 hashes at a time with AVX-512, the ziggurat's rejected draws retried 8 at a time, the Go loop's values bit for bit (UniformNoise32, NormalNoise32)
+//	bayes.c      Weibull noise, scale·log(−log u) (WeibullLogNoise32, WeibullBiasFast32); the uniform and normal noise streams filled 8 hashes (16 values) at a time with AVX-512, the ziggurat's rejected draws retried 8 at a time, the Go loop's values bit for bit (UniformNoise32, NormalNoise32)
 //	dropout.c    counter-based dropout masks, portable and AVX2 (FillMask; FillMaskGo is the Go reference)
 //	em.c         one EM attention problem, forward and backward (EMForwardC, EMBackwardC; EMForward, EMBackward in emgroup.go and emgroupback.go are the Go reference), and a pass of them as one pool.c job (EMForwardPass32, EMBackwardPass32)
 //	em512.c      em.c compiled again for AVX-512, 16 lanes on the [N×M] passes and products, its values the AVX2 build's bit for bit (EMAVX512; PROBFORMER_SIMD=avx2 or EMUseAVX512 = false keeps AVX2)

@@ -15,10 +15,10 @@
 // in C: no RunShares, no WaitGroup, no return to Go in between. A helper
 // polling for work in Go (workers.go's poll) sees its slot's state
 // and runs its share with one cgo call (pf_pool_take); a helper that has
-// polled in vain for helperSpin sleeps here (pf_pool_serve) rather than
-// parking its goroutine, so that the caller's C code wakes it straight
-// from a condition variable, and it runs the share before it returns to
-// Go; a Go job (RunShares' other sections) wakes it too, and makes
+// polled in vain for helperSpin polls on here (pf_pool_serve) for
+// SERVE_SPIN_NS, then sleeps here rather than parking its goroutine, so
+// that the caller's C code wakes it straight from a condition variable,
+// and it runs the share before it returns to Go; a Go job (RunShares' other sections) wakes it too, and makes
 // pf_pool_serve return. The helpers stay Go's threads, so Go's signal
 // handling (Ctrl-C saving a checkpoint, the profiler) is unchanged.
 //
@@ -30,7 +30,7 @@
 // per spare core, one for products and one for the rest, each asleep
 // when the other's work came, and three threads spinning on two cores:
 // the Set Transformer step was 10–15% slower. One helper per core, which
-// polls in Go and sleeps in C, serves both.
+// polls in Go, then in C, and sleeps in C, serves both.
 //
 // The pool is the process's: kernels have no handle on a program, and two
 // programs running at once share the cores anyway. It is the only mutable
@@ -57,17 +57,17 @@
 // SERVE_SPIN_NS is how long a helper in pf_pool_serve polls for the next
 // post, pausing between reads, before it sleeps: on entry (after its
 // poll in Go, workers.go's helperSpin) and after each share. A sleeping
-// helper costs the caller a broadcast and starts its share 17–30 µs late
+// helper costs the caller a broadcast and starts its share 20–33 µs late
 // on average, later than the two or three short sections after the
 // wake-up, which the caller then takes back and runs alone. The span
 // covers a Set Transformer step's serial stretches (the loss's Gorgonia
-// ops, 120–160 µs; the hand-over to Adam): the helper sleeps 0.3–0.6
-// times a step where it slept 3–4 times with 50 µs
+// ops, 120–160 µs; the hand-over to Adam): the helper sleeps 0.1–0.9
+// times a step where it slept 3.6–4.7 times with 50 µs
 // (TestStepPoolStats), and the step is 2–9% faster
 // (BenchmarkSetTransformerStepLN, 20 alternated rounds: best 9%, median
-// 2%); the Transformer step is unchanged. The price is up to 0.35 ms of
-// a core at each pause in the work longer than that, while the other
-// core is busy or idle.
+// 2%); the Transformer step is unchanged or a few per cent slower
+// (graph/PERFORMANCE.md). The price is up to 0.4 ms of a core (the poll
+// in Go, then this one) at each pause in the work longer than that.
 #define SERVE_SPIN_NS 350000
 
 // The states of a slot's product share. The caller moves it IDLE →

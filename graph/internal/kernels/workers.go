@@ -31,7 +31,8 @@ import (
 // or, without a slot there, parks. In Go the poll holds a processor and
 // goes through the scheduler at each yield: polling 400 µs in Go rather
 // than in C made the Transformer step (BenchmarkSeq2SeqStep) about 10%
-// slower, where the poll in C leaves it unchanged.
+// slower, where the poll in C leaves it unchanged or a few per cent
+// slower.
 const helperSpin = 50 * time.Microsecond
 
 // helper is one persistent goroutine, its mailbox, and the task it runs
