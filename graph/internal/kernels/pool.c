@@ -15,10 +15,10 @@
 // in C: no RunShares, no WaitGroup, no return to Go in between. A helper
 // polling for work in Go (workers.go's poll) sees its slot's state
 // and runs its share with one cgo call (pf_pool_take); a helper that has
-// polled in vain for helperSpin polls on here (pf_pool_serve) for
-// SERVE_SPIN_NS, then sleeps here rather than parking its goroutine, so
-// that the caller's C code wakes it straight from a condition variable,
-// and it runs the share before it returns to Go; a Go job (RunShares' other sections) wakes it too, and makes
+// polled in vain for helperSpin sleeps here (pf_pool_serve) rather than
+// parking its goroutine, so that the caller's C code wakes it straight
+// from a condition variable, and it runs the share before it returns to
+// Go; a Go job (RunShares' other sections) wakes it too, and makes
 // pf_pool_serve return. The helpers stay Go's threads, so Go's signal
 // handling (Ctrl-C saving a checkpoint, the profiler) is unchanged.
 //
@@ -30,7 +30,7 @@
 // per spare core, one for products and one for the rest, each asleep
 // when the other's work came, and three threads spinning on two cores:
 // the Set Transformer step was 10–15% slower. One helper per core, which
-// polls in Go, then in C, and sleeps in C, serves both.
+// polls in Go and sleeps in C, serves both.
 //
 // The pool is the process's: kernels have no handle on a program, and two
 // programs running at once share the cores anyway. It is the only mutable
@@ -54,21 +54,20 @@
 // caller's, so it is usually nearly done.
 #define WAIT_SPIN_NS 50000
 
-// SERVE_SPIN_NS is how long a helper in pf_pool_serve polls for the next
-// post, pausing between reads, before it sleeps: on entry (after its
-// poll in Go, workers.go's helperSpin) and after each share. A sleeping
-// helper costs the caller a broadcast and starts its share 20–33 µs late
-// on average, later than the two or three short sections after the
-// wake-up, which the caller then takes back and runs alone. The span
-// covers a Set Transformer step's serial stretches (the loss's Gorgonia
-// ops, 120–160 µs; the hand-over to Adam): the helper sleeps 0.1–0.9
-// times a step where it slept 3.6–4.7 times with 50 µs
-// (TestStepPoolStats), and the step is 2–9% faster
-// (BenchmarkSetTransformerStepLN, 20 alternated rounds: best 9%, median
-// 2%); the Transformer step is unchanged or a few per cent slower
-// (graph/PERFORMANCE.md). The price is up to 0.4 ms of a core (the poll
-// in Go, then this one) at each pause in the work longer than that.
-#define SERVE_SPIN_NS 350000
+// SERVE_SPIN_NS is how long a helper woken in pf_pool_serve polls for the
+// next post after its share before it sleeps again: a step's sections
+// come back to back or after serial gaps of a few µs, and a sleeping
+// helper costs the caller a broadcast and starts its share some 25 µs
+// late (TestStepPoolStats: 71 wake-ups a Set Transformer step, where it
+// now counts about 10). workers.go's helperSpin, the same span, is the
+// poll of a helper in Go. Longer is worse where it matters: a 350 µs poll
+// here, on entry as after each share, made a quiet machine's Set
+// Transformer step 2–9% faster, but with one other busy process on the
+// two cores the Set Transformer step 35–45% and the Transformer step
+// 17–20% slower (BenchmarkSetTransformerStepLN, BenchmarkSeq2SeqStep,
+// alternated): a polling helper is a runnable thread, and on busy cores
+// it takes its time from the caller.
+#define SERVE_SPIN_NS 50000
 
 // The states of a slot's product share. The caller moves it IDLE →
 // POSTED and, if the helper has not started, POSTED → IDLE (taking the
@@ -293,24 +292,11 @@ static int take(struct slot *s, int w, int woke) {
 	return 1;
 }
 
-// poll_slot polls slot s for a post or a Go job, pausing between reads,
-// for up to span ns.
-static void poll_slot(struct slot *s, long long span) {
-	long long start = 0;
-	for (int it = 0; load(&s->state) != POSTED && !load(&s->gojob); it++) {
-		relax();
-		if ((it & 63) != 63) continue;
-		long long t = now_ns();
-		if (!start) start = t;
-		else if (t - start > span) break;
-	}
-}
-
-// pf_pool_serve is helper i's wait for work, after it has polled in vain
-// in Go (worker i + 1 of the products): it polls for SERVE_SPIN_NS, then
-// sleeps until a product share is posted to slot i, runs it, and polls
-// and sleeps again, and returns when workers.go has posted a Go job to
-// the slot (gojob), clearing it.
+// pf_pool_serve is helper i's sleep, after it has polled in vain in Go
+// (worker i + 1 of the products): it sleeps until a product share is
+// posted to slot i, runs it, polls for SERVE_SPIN_NS for the next one
+// and sleeps again if none comes, and returns when
+// workers.go has posted a Go job to the slot (gojob), clearing it.
 //
 // A share its caller took back before the helper, woken for it, could
 // start (the wake-up takes some 25 µs, longer than many sections) is
@@ -324,7 +310,6 @@ static void poll_slot(struct slot *s, long long span) {
 void pf_pool_serve(int i) {
 	struct slot *s = &pool.slots[i];
 	for (;;) {
-		poll_slot(s, SERVE_SPIN_NS);
 		int slept = 0;
 		if (load(&s->state) != POSTED && !load(&s->gojob)) {
 			// sleeping is set before state and gojob are read again,
@@ -343,6 +328,16 @@ void pf_pool_serve(int i) {
 		}
 		if (load(&s->gojob) && __atomic_exchange_n(&s->gojob, 0, __ATOMIC_SEQ_CST)) return;
 		take(s, i + 1, slept); // or its caller took it back
+		// Sections come back to back, or after short serial gaps:
+		// poll for the next post before sleeping again.
+		long long start = 0;
+		for (int it = 0; load(&s->state) != POSTED && !load(&s->gojob); it++) {
+			relax();
+			if ((it & 63) != 63) continue;
+			long long t = now_ns();
+			if (!start) start = t;
+			else if (t - start > SERVE_SPIN_NS) break;
+		}
 	}
 }
 

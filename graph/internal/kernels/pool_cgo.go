@@ -19,10 +19,9 @@ import (
 // Go jobs, and park in Go.
 const poolSlots = C.PF_POOL_SLOTS
 
-// poolServe is helper i's wait, once it has polled in vain in Go: in C,
-// where it polls for SERVE_SPIN_NS, then sleeps, a product's caller wakes
-// it and it runs its share without returning to Go; it returns when a Go
-// job has been posted to it (poolNotify).
+// poolServe is helper i's sleep, once it has polled in vain: in C, where
+// a product's caller wakes it and it runs its share without returning to
+// Go; it returns when a Go job has been posted to it (poolNotify).
 func poolServe(i int) { C.pf_pool_serve(C.int(i)) }
 
 // poolWords is slot i's words in pool.c: the state of its product share,

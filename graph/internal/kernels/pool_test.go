@@ -119,7 +119,7 @@ func TestPoolConcurrentCallers(t *testing.T) {
 // polling on, so that an idle or evaluating trainer spins no core; asleep,
 // it is woken by the next product's post and by a Go job (RunShares),
 // and the product still has its one-thread values. The deadline only
-// bounds a failure: the helper polls for about 0.4 ms before it sleeps.
+// bounds a failure: the helper polls for tens of µs before it sleeps.
 func TestPoolHelperSleepsWhenIdle(t *testing.T) {
 	if hasAVX2() == 0 {
 		t.Skip("no AVX2 on this CPU")
