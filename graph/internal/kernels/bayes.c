@@ -46,6 +46,23 @@ void pf_weibull_bias_fast(const float *u, float *b, int n, float scale) {
 	}
 }
 
+// splitmix8 is SplitMix64's output function (kernels.SplitMix64) on
+// eight 64-bit lanes.
+PF_AVX512 static inline __m512i splitmix8(__m512i z) {
+	z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)),
+	                       _mm512_set1_epi64((long long)0xBF58476D1CE4E5B9ULL));
+	z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)),
+	                       _mm512_set1_epi64((long long)0x94D049BB133111EBULL));
+	return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+}
+
+// splitmix is splitmix8 on one 64-bit value.
+static inline unsigned long long splitmix(unsigned long long z) {
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	return z ^ (z >> 31);
+}
+
 // pf_uniform_noise512 fills pairs j ∈ [lo, hi) of d [len] with graph's
 // uniform noise (noise.go's fillNoise, DrawNoise): with g = j + first and
 // h = SplitMix64(seed + (g+1)·γ), d[2j] and d[2j+1] are (x ≫ 9 + ½)·2⁻²³
@@ -58,8 +75,6 @@ void pf_weibull_bias_fast(const float *u, float *b, int n, float scale) {
 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
 void pf_uniform_noise512(float *d, long len, unsigned long long seed, long lo, long hi, long first) {
 	const unsigned long long gamma = 0x9E3779B97F4A7C15ULL;
-	const __m512i c1 = _mm512_set1_epi64((long long)0xBF58476D1CE4E5B9ULL),
-	              c2 = _mm512_set1_epi64((long long)0x94D049BB133111EBULL);
 	const __m512i vgam8 = _mm512_set1_epi64((long long)(gamma * 8));
 	const __m512 half = _mm512_set1_ps(0.5f), unit = _mm512_set1_ps(0x1p-23f);
 	long j = lo;
@@ -72,34 +87,17 @@ void pf_uniform_noise512(float *d, long len, unsigned long long seed, long lo, l
 		                             _mm512_mullo_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7),
 		                                                _mm512_set1_epi64((long long)gamma)));
 		for (; j + 8 <= full; j += 8) {
-			__m512i h = _mm512_xor_si512(z, _mm512_srli_epi64(z, 30));
-			h = _mm512_mullo_epi64(h, c1);
-			h = _mm512_xor_si512(h, _mm512_srli_epi64(h, 27));
-			h = _mm512_mullo_epi64(h, c2);
-			h = _mm512_xor_si512(h, _mm512_srli_epi64(h, 31));
+			__m512i h = splitmix8(z);
 			__m512 f = _mm512_cvtepi32_ps(_mm512_srli_epi32(h, 9));
 			_mm512_storeu_ps(d + 2 * j, _mm512_mul_ps(_mm512_add_ps(f, half), unit));
 			z = _mm512_add_epi64(z, vgam8);
 		}
 	}
 	for (; j < hi; j++) {
-		unsigned long long h = seed + (unsigned long long)(j + first + 1) * gamma;
-		h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ULL;
-		h = (h ^ (h >> 27)) * 0x94D049BB133111EBULL;
-		h ^= h >> 31;
+		const unsigned long long h = splitmix(seed + (unsigned long long)(j + first + 1) * gamma);
 		d[2 * j] = ((float)(unsigned)((h & 0xFFFFFFFFULL) >> 9) + 0.5f) * 0x1p-23f;
 		if (2 * j + 1 < len) d[2 * j + 1] = ((float)(unsigned)(h >> 41) + 0.5f) * 0x1p-23f;
 	}
-}
-
-// splitmix8 is SplitMix64's output function (kernels.SplitMix64) on
-// eight 64-bit lanes.
-PF_AVX512 static inline __m512i splitmix8(__m512i z) {
-	z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)),
-	                       _mm512_set1_epi64((long long)0xBF58476D1CE4E5B9ULL));
-	z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)),
-	                       _mm512_set1_epi64((long long)0x94D049BB133111EBULL));
-	return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
 }
 
 // exp_neg8 is e^y for y in [−7, 0] in double, within a few ulps (far
@@ -199,8 +197,6 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
 long pf_normal_noise512(float *d, long len, unsigned long long seed, long lo, long hi, long first, const double *w,
                         const unsigned *k, const double *f, int *rej) {
 	const unsigned long long gamma = 0x9E3779B97F4A7C15ULL;
-	const __m512i c1 = _mm512_set1_epi64((long long)0xBF58476D1CE4E5B9ULL),
-	              c2 = _mm512_set1_epi64((long long)0x94D049BB133111EBULL);
 	const __m512i vgam8 = _mm512_set1_epi64((long long)(gamma * 8)), m127 = _mm512_set1_epi32(127);
 	const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 	long j = lo, nrej = 0;
@@ -212,11 +208,7 @@ long pf_normal_noise512(float *d, long len, unsigned long long seed, long lo, lo
 		                             _mm512_mullo_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7),
 		                                                _mm512_set1_epi64((long long)gamma)));
 		for (; j + 8 <= full; j += 8) {
-			__m512i h = _mm512_xor_si512(z, _mm512_srli_epi64(z, 30));
-			h = _mm512_mullo_epi64(h, c1);
-			h = _mm512_xor_si512(h, _mm512_srli_epi64(h, 27));
-			h = _mm512_mullo_epi64(h, c2);
-			h = _mm512_xor_si512(h, _mm512_srli_epi64(h, 31));
+			__m512i h = splitmix8(z);
 			z = _mm512_add_epi64(z, vgam8);
 			__m512i idx = _mm512_and_si512(h, m127);
 			__m512i kv = _mm512_i32gather_epi32(idx, (const void *)k, 4);
@@ -236,10 +228,7 @@ long pf_normal_noise512(float *d, long len, unsigned long long seed, long lo, lo
 		}
 	}
 	for (; j < hi; j++) {
-		unsigned long long h = seed + (unsigned long long)(j + first + 1) * gamma;
-		h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ULL;
-		h = (h ^ (h >> 27)) * 0x94D049BB133111EBULL;
-		h ^= h >> 31;
+		const unsigned long long h = splitmix(seed + (unsigned long long)(j + first + 1) * gamma);
 		for (int half = 0; half < 2 && 2 * j + half < len; half++) {
 			int hz = (int)(unsigned)(half ? h >> 32 : h & 0xFFFFFFFFULL);
 			int i = hz & 127;
