@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -81,10 +82,13 @@ func newTrainCommand() *cobra.Command {
 		Long: `Train a model. --config takes a preset name (see 'trainer presets') or a
 YAML file; --set key=value overrides any field, e.g. --set training.steps=500.
 Checkpoints, config.yaml and metrics.jsonl go to --out (default
-checkpoints/<preset>-<time>). Ctrl-C saves a checkpoint and exits;
---resume DIR continues from it. Ctrl-C or SIGTERM before training starts
-(while the config loads, the data is made or the model is built) ends
-the command at once with status 130 or 143: nothing was trained.
+checkpoints/<preset>-<time>), a new or empty directory: one holding
+other files is refused (status 2), and one holding a run is continued
+with --resume. Ctrl-C saves a checkpoint and exits; --resume DIR
+continues from it. Ctrl-C or SIGTERM before training starts (while the
+config loads, the data is made or the model is built) ends the command
+at once with status 130 or 143: nothing was trained, and the same
+command starts the run again in the same directory.
 
 A run directory has one writer: a train or --resume holds a lock on
 DIR/.lock (which records its pid) until it ends, and a second one on the
@@ -109,7 +113,7 @@ test_file).`,
 		},
 	}
 	cmd.Flags().StringVar(&f.config, "config", configs.DefaultPreset, "preset name or YAML file")
-	cmd.Flags().StringVar(&f.out, "out", "", "run directory (default checkpoints/<preset>-<time>)")
+	cmd.Flags().StringVar(&f.out, "out", "", "run directory, new or empty (default checkpoints/<preset>-<time>)")
 	cmd.Flags().StringArrayVar(&f.sets, "set", nil, "override a config field: key=value (repeatable)")
 	cmd.Flags().StringVar(&f.resume, "resume", "", "continue the run in DIR, or from checkpoint PATH")
 	cmd.Flags().StringVar(&f.bar, "progress", "auto", "progress display: auto, bar or lines")
@@ -267,6 +271,19 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (_ *trainer, err error) {
 		}
 		// In an MPI job rank 0 alone touches the run directory.
 		if leader() {
+			// looked at before the lock is made, so that a directory
+			// refused is left as it was, and again under the lock
+			if err := checkNewRunDir(dir, cfg); err != nil {
+				// another process's run there is the news, if it is one
+				if _, serr := os.Stat(filepath.Join(dir, train.LockFile)); serr == nil {
+					r, lerr := lockRunDir(dir)
+					if lerr != nil {
+						return nil, lerr
+					}
+					r()
+				}
+				return nil, err
+			}
 			if release, err = lockRunDir(dir); err != nil {
 				return nil, err
 			}
@@ -367,20 +384,63 @@ func lockResumeDir(path string) (release func(), err error) {
 }
 
 // newRunDir creates a new run's directory and writes its config.yaml; a
-// directory that holds a run already is refused. The caller holds the
-// directory's lock (lockRunDir), so that no other process can start a run
-// there between the check and the write.
+// directory that holds a run already is refused, and so is any other
+// directory with files in it, as Hugging Face's Trainer refuses a
+// non-empty output_dir: a run writes config.yaml, metrics.jsonl and
+// best.ckpt, and a user's own files there would be replaced or appended
+// to (and a symlink among them followed). Only the run's lock (which
+// lockRunDir has just made) and a config.yaml with the very text this
+// run writes (the same command again, after a run stopped in its
+// set-up) may be there. The caller holds the directory's lock, so that
+// no other process can start a run there between the check and the
+// write.
 func newRunDir(dir string, cfg *configs.Config) error {
-	if steps, _ := train.StepCheckpoints(dir); len(steps) > 0 {
-		return badInput(fmt.Errorf("%s already holds a run: continue it with --resume %s, or choose another --out", dir, dir))
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return badInput(fmt.Errorf("run directory: %w", err))
+	if err := checkNewRunDir(dir, cfg); err != nil {
+		return err
 	}
 	return fileio.WriteFileAtomic(filepath.Join(dir, train.ConfigFile), func(w io.Writer) error {
 		_, err := w.Write(portableConfig(cfg).YAML())
 		return err
 	})
+}
+
+// checkNewRunDir refuses dir as a new run's directory unless it does not
+// exist yet or holds nothing but what newRunDir allows.
+func checkNewRunDir(dir string, cfg *configs.Config) error {
+	if steps, _ := train.StepCheckpoints(dir); len(steps) > 0 {
+		return badInput(fmt.Errorf("%s already holds a run: continue it with --resume %s, or choose another --out", dir, dir))
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return badInput(fmt.Errorf("run directory: %w", err))
+	}
+	text := portableConfig(cfg).YAML()
+	for _, e := range entries {
+		switch n := e.Name(); {
+		case n == train.LockFile && e.Type().IsRegular():
+		case n == train.ConfigFile && e.Type().IsRegular() && sameFile(filepath.Join(dir, n), text):
+		default:
+			return badInput(fmt.Errorf("--out %s: the directory is not empty (it holds %s) and is not a run; choose a new or empty directory", dir, n))
+		}
+	}
+	return nil
+}
+
+// sameFile reports whether the regular file at path holds exactly text.
+func sameFile(path string, text []byte) bool {
+	f, size, err := fileio.OpenRegular(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if size != int64(len(text)) {
+		return false
+	}
+	got, err := io.ReadAll(io.LimitReader(f, size+1))
+	return err == nil && bytes.Equal(got, text)
 }
 
 // readResume reads the checkpoint to resume from, and returns it with its

@@ -105,6 +105,12 @@ func LatestCheckpoint(dir string, warn io.Writer) (*ckpt.Checkpoint, string, err
 		return nil, "", fmt.Errorf("resume: %w", err)
 	}
 	if len(steps) == 0 {
+		// a run stopped in its set-up leaves its config.yaml: the same
+		// train command (or this one) starts it again there
+		if info, err := os.Stat(filepath.Join(dir, ConfigFile)); err == nil && info.Mode().IsRegular() {
+			cf := filepath.Join(dir, ConfigFile)
+			return nil, "", fmt.Errorf("resume: %s holds no step checkpoint (its run stopped before its first); start it again with trainer train --config %s --out %s: %w", dir, cf, dir, ErrNoCheckpoint)
+		}
 		return nil, "", fmt.Errorf("resume: %s holds no step checkpoint: %w", dir, ErrNoCheckpoint)
 	}
 	for i := len(steps) - 1; i >= 0; i-- {
