@@ -12,6 +12,11 @@ import (
 	"github.com/probformer/probformer/configs"
 )
 
+// maxTranslateInput bounds what translate reads from standard input,
+// which may never end (/dev/zero, yes): every line is kept, with its
+// tokens and translation, until all are done.
+const maxTranslateInput = 16 << 20
+
 func newTranslateCommand() *cobra.Command {
 	var path, text string
 	var beam int
@@ -51,9 +56,12 @@ translation.`,
 			}
 			input := text
 			if !cmd.Flags().Changed("text") {
-				data, err := io.ReadAll(cmd.InOrStdin())
+				data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxTranslateInput+1))
 				if err != nil {
 					return fmt.Errorf("read standard input: %w", err)
+				}
+				if len(data) > maxTranslateInput {
+					return badInput(fmt.Errorf("standard input: more than %d MiB, the most translate reads at once; give it the text in parts", maxTranslateInput>>20))
 				}
 				input = string(data)
 			}
