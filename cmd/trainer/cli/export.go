@@ -98,6 +98,14 @@ that receives model.safetensors and probformer_torch.py.
 				meta[key] = v
 			}
 			if format == "pytorch" {
+				// The PyTorch module is built from the config's sizes:
+				// held to an evaluation's rules and memory estimate
+				// first, as eval holds it (a checkpoint whose config was
+				// edited could ask for a width of a billion).
+				cfg.ForInference = true
+				if err := cfg.Validate(); err != nil {
+					return badInput(fmt.Errorf("checkpoint %s: config: %w", file, err))
+				}
 				return exportPyTorch(cmd.OutOrStdout(), ck, cfg, file, out, meta)
 			}
 			tensors := make([]ckpt.SafeTensor, len(ck.Params))

@@ -108,9 +108,13 @@ func (e estimate) total() float64 { return e.params + e.activations + e.data }
 
 // describe words e as "3.7 TiB (estimate: 3.7 TiB of parameters and
 // optimizer state, 12 MiB of activations, 6.0 MiB of data)".
-func (e estimate) describe() string {
-	return fmt.Sprintf("%s (estimate: %s of parameters and optimizer state, %s of activations, %s of data)",
-		bytesWord(e.total()), bytesWord(e.params), bytesWord(e.activations), bytesWord(e.data))
+func (e estimate) describe(inference bool) string {
+	state := "of parameters and optimizer state"
+	if inference {
+		state = "of parameters"
+	}
+	return fmt.Sprintf("%s (estimate: %s %s, %s of activations, %s of data)",
+		bytesWord(e.total()), bytesWord(e.params), state, bytesWord(e.activations), bytesWord(e.data))
 }
 
 // bytesWord writes a byte count in binary units with two or three
@@ -202,9 +206,12 @@ func ceilingRules(sizes []size) []configs.Rule {
 // its lowest value. Every size must be within its ceiling (ceilingRules)
 // first, so that the estimate is finite.
 func checkBudget(c *configs.Config, sizes []size, est func() estimate) error {
-	if c.ForInference {
-		return nil // the estimate is a training step's (see configs.Config.ForInference)
-	}
+	// A model used, not trained (configs.Config.ForInference), is held
+	// to an evaluation's estimate: one copy of the weights and the
+	// evaluation graph (paramBytes, activationBytes), so that a model
+	// trained on a larger machine still evaluates here, and a checkpoint
+	// whose stored config asks for a width it does not hold (one edited,
+	// its checksum made again) is refused before the model is built.
 	e := est()
 	budget, machine := memoryBudget()
 	if e.total() <= budget {
@@ -238,13 +245,16 @@ func checkBudget(c *configs.Config, sizes []size, est func() estimate) error {
 			others = append(others, k.key)
 		}
 	}
-	also := ""
+	also, what := "", "run"
+	if c.ForInference {
+		what = "model"
+	}
 	if len(others) > 0 {
 		also = " (" + strings.Join(others, ", ") + " too)"
 	}
 	return c.Check(want(false, ranked[0].key, fmt.Sprintf(
-		"a smaller value%s: the run would need about %s, more than %s, half of this machine's %s of memory",
-		also, e.describe(), bytesWord(budget), bytesWord(machine))))
+		"a smaller value%s: the %s would need about %s, more than %s, half of this machine's %s of memory",
+		also, what, e.describe(c.ForInference), bytesWord(budget), bytesWord(machine))))
 }
 
 // checkSizes applies the ceilings of sizes, then the memory budget.
@@ -270,12 +280,18 @@ func paramBytes(c *configs.Config, n float64) float64 {
 	if c.Training.EMADecay > 0 {
 		copies++
 	}
+	if c.ForInference {
+		copies = 1
+	}
 	return n * copies * valueBytes(c)
 }
 
 // activationBytes is the memory of a training graph of train values
 // (each with its gradient) and an evaluation graph of eval values.
 func activationBytes(c *configs.Config, train, eval float64) float64 {
+	if c.ForInference {
+		train = 0
+	}
 	return (2*train + eval) * valueBytes(c)
 }
 

@@ -27,9 +27,9 @@ func TestPresetsFitTheBudget(t *testing.T) {
 			t.Errorf("%s: no estimate for task %s", name, cfg.Task)
 			continue
 		}
-		t.Logf("%s: %s", name, e.describe())
+		t.Logf("%s: %s", name, e.describe(false))
 		if e.total() > 2<<30 || e.params <= 0 || e.activations <= 0 {
-			t.Errorf("%s: estimate %s, want positive parts and under 2 GiB", name, e.describe())
+			t.Errorf("%s: estimate %s, want positive parts and under 2 GiB", name, e.describe(false))
 		}
 	}
 }
@@ -71,7 +71,7 @@ func TestEstimateGrowsWithSizes(t *testing.T) {
 			b, _ := estimateConfig(base)
 			e, _ := estimateConfig(big)
 			if e.total() < 2*b.total() {
-				t.Errorf("estimate %s, want at least twice the preset's %s", e.describe(), b.describe())
+				t.Errorf("estimate %s, want at least twice the preset's %s", e.describe(false), b.describe(false))
 			}
 		})
 	}
@@ -186,27 +186,38 @@ func TestMachineMemory(t *testing.T) {
 	}
 }
 
-// TestBudgetIsForTraining: the memory budget is a training step's, so a
-// config read to use a trained model (configs.Config.ForInference) is
-// not refused by it; its sizes' ceilings still hold.
-func TestBudgetIsForTraining(t *testing.T) {
+// TestBudgetForInference: a config read to use a trained model
+// (configs.Config.ForInference) is held to an evaluation's estimate, one
+// copy of the weights and the evaluation graph, not a training step's:
+// a model trained on a larger machine still evaluates on a smaller one,
+// and a width no machine here can hold (a checkpoint whose config was
+// edited) is refused before the model is built. Its sizes' ceilings
+// still hold.
+func TestBudgetForInference(t *testing.T) {
 	old := memoryBudget
 	t.Cleanup(func() { memoryBudget = old })
 	memoryBudget = func() (float64, float64) { return 1 << 30, 2 << 30 }
-	cfg, err := configs.Load("maxnorm", nil)
-	if err != nil {
-		t.Fatal(err)
+	load := func(dim string, inference bool) *configs.Config {
+		cfg, err := configs.Load("maxnorm", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Set("model.dim=" + dim); err != nil {
+			t.Fatal(err)
+		}
+		cfg.ForInference = inference
+		return cfg
 	}
-	if err := cfg.Set("model.dim=8192"); err != nil {
-		t.Fatal(err)
+	if err := load("512", false).Validate(); err == nil {
+		t.Error("width 512: over the budget for training, and accepted")
 	}
-	if err := cfg.Validate(); err == nil {
-		t.Fatal("a model over the budget was accepted for training")
+	if err := load("512", true).Validate(); err != nil {
+		t.Errorf("width 512 for inference: %v", err)
 	}
-	cfg.ForInference = true
-	if err := cfg.Validate(); err != nil {
-		t.Errorf("for inference: %v", err)
+	if err := load("8192", true).Validate(); err == nil || !strings.Contains(err.Error(), "the model would need") {
+		t.Errorf("width 8192 for inference: %v; want refused by the estimate", err)
 	}
+	cfg := load("512", true)
 	if err := cfg.Set("model.dim=1000000000"); err == nil {
 		if err := cfg.Validate(); err == nil {
 			t.Error("for inference, a width past its ceiling was accepted")
