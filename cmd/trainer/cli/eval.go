@@ -98,6 +98,11 @@ func runEval(f evalFlags, w, warn io.Writer) error {
 			return err
 		}
 	}
+	if f.plots != "" { // before the report, which can take minutes
+		if err := checkPlotDir(f.plots); err != nil {
+			return err
+		}
+	}
 	t, file, err := loadCheckpointWarn(f.path, f.sets, []string{"test"}, warn)
 	if err != nil {
 		return err
@@ -213,6 +218,18 @@ func checkOutputDir(flag, path string) error {
 	}
 	if !st.IsDir() {
 		return badInput(fmt.Errorf("%s %s: %s is not a directory", flag, path, dir))
+	}
+	return nil
+}
+
+// checkPlotDir refuses a --plots that is not an existing directory.
+func checkPlotDir(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return badInput(fmt.Errorf("--plots %s: %w", dir, err))
+	}
+	if !st.IsDir() {
+		return badInput(fmt.Errorf("--plots %s: not a directory (the figures' directory; it must exist)", dir))
 	}
 	return nil
 }
