@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -320,6 +321,10 @@ func ReadMetrics(dir string) ([]map[string]float64, error) {
 			if x, ok := v.(float64); ok {
 				m[k] = x
 			}
+		}
+		// a step is a count: 1e30 or 1.5 read as an int would be garbage
+		if step, ok := m["step"]; ok && (step < 0 || step > 1<<53 || step != math.Trunc(step)) {
+			return fmt.Errorf("%s: line %d: step %v: want a whole number of steps, 0 to 2^53", path, n, step)
 		}
 		out = append(out, m)
 		return nil
