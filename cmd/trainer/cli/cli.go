@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
 	"sync"
@@ -162,17 +165,31 @@ func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		if world != nil && world.Rank() != 0 {
 			profile += fmt.Sprintf(".rank%d", world.Rank()) // each process profiles itself
 		}
-		f, err := os.Create(profile)
-		if err != nil {
+		// The profile is kept in memory and written atomically when the
+		// command ends (a device, a named pipe or a full disk must not
+		// take it, or the run, silently); the path is looked at now, so
+		// that a bad one fails before the command runs.
+		if info, err := os.Stat(profile); err == nil && !info.Mode().IsRegular() {
+			return badInput(fmt.Errorf("--cpuprofile %s: %w", profile, &fileio.NotRegularError{Path: profile, Mode: info.Mode()}))
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return badInput(fmt.Errorf("--cpuprofile: %w", err))
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
+		if info, err := os.Stat(filepath.Dir(profile)); err != nil || !info.IsDir() {
+			return badInput(fmt.Errorf("--cpuprofile %s: %s is not a directory", profile, filepath.Dir(profile)))
+		}
+		var buf bytes.Buffer
+		if err := pprof.StartCPUProfile(&buf); err != nil {
 			return badInput(fmt.Errorf("--cpuprofile: %w", err))
 		}
+		path, stderr := profile, root.ErrOrStderr()
 		profiles.Store(root, func() {
 			pprof.StopCPUProfile()
-			f.Close()
+			if err := fileio.WriteFileAtomic(path, func(w io.Writer) error {
+				_, err := w.Write(buf.Bytes())
+				return err
+			}); err != nil {
+				fmt.Fprintf(stderr, "trainer: --cpuprofile: %v\n", err)
+			}
 		})
 		return nil
 	}
