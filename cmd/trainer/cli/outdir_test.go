@@ -102,3 +102,15 @@ func listDir(t *testing.T, dir string) string {
 	}
 	return strings.Join(names, " ")
 }
+
+// TestResumeRefusesConfigAndOut: --config and --out with --resume are
+// refused (exit 2); before, both were silently ignored.
+func TestResumeRefusesConfigAndOut(t *testing.T) {
+	run := filepath.Join(t.TempDir(), "run")
+	for _, extra := range [][]string{{"--config", "maxnorm"}, {"--out", filepath.Join(t.TempDir(), "elsewhere")}} {
+		code, _, stderr := runCLI(t, append([]string{"train", "--resume", run}, extra...)...)
+		if code != 2 || !strings.Contains(stderr, extra[0]+" with --resume") {
+			t.Errorf("train --resume %s %v: exit %d, stderr %q; want 2 naming %s", run, extra, code, stderr, extra[0])
+		}
+	}
+}

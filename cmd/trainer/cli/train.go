@@ -107,6 +107,13 @@ test_file).`,
 			if cmd.Flags().Changed("out") && f.out == "" {
 				return badInput(errors.New(`--out "": give a run directory, or leave out --out for checkpoints/<preset>-<time>`))
 			}
+			// A resumed run goes on in its own directory with the config
+			// its checkpoint holds: the two flags would be ignored.
+			for _, flag := range []string{"config", "out"} {
+				if f.resume != "" && cmd.Flags().Changed(flag) {
+					return badInput(fmt.Errorf("--%s with --resume: a resumed run keeps its config and goes on in its own directory (--set changes what may change)", flag))
+				}
+			}
 			ctx, stop := train.WithSignals(cmd.Context())
 			defer stop()
 			return runTrain(ctx, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
