@@ -42,7 +42,10 @@ metrics.jsonl as curves updating live while the runs train (the page polls
 every second), their config.yaml side by side, the latest evaluation line
 of each run as a table, and the PNGs the runs wrote. The page and its
 charting library (uPlot) are embedded in the binary; nothing is fetched
-from the network. Binds to 127.0.0.1 unless --addr says otherwise.
+from the network. Binds to 127.0.0.1 unless --addr says otherwise, and
+answers only requests that name it by IP address, localhost or this
+machine's host name (another site's page whose name was made to resolve
+to 127.0.0.1 is refused: DNS rebinding).
 
 A DIR is a run directory or a directory of runs, as TensorBoard's --logdir:
 every directory at or below it that holds metrics.jsonl, config.yaml or a
@@ -365,10 +368,32 @@ func (b *board) current() []*boardRun {
 
 func securityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !boardHost(r.Host) {
+			http.Error(w, "board: Host "+strconv.Quote(r.Host)+" refused: open the board by IP address, localhost or this machine's name", http.StatusForbidden)
+			return
+		}
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self'; style-src 'self' 'unsafe-inline'")
 		h.ServeHTTP(w, r)
 	})
+}
+
+// boardHost reports whether a request's Host may reach the board: an IP
+// address, localhost or this machine's host name. A page of another
+// site whose name was made to resolve to 127.0.0.1 (DNS rebinding)
+// names its own host, and would otherwise read the runs as the board's
+// own page does.
+func boardHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	name, err := os.Hostname()
+	return err == nil && name != "" && strings.EqualFold(host, name)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -82,9 +82,38 @@ func appendMetric(t *testing.T, w io.Writer, step int) {
 
 func getBoard(t *testing.T, h http.Handler, target string) *httptest.ResponseRecorder {
 	t.Helper()
+	return getBoardAs(h, target, "127.0.0.1:6006")
+}
+
+// getBoardAs requests target with the Host header host.
+func getBoardAs(h http.Handler, target, host string) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
+	req := httptest.NewRequest("GET", target, nil)
+	req.Host = host
+	h.ServeHTTP(rec, req)
 	return rec
+}
+
+// TestBoardRefusesOtherHosts: a request whose Host names another site
+// (a page that rebound its name to 127.0.0.1) gets 403 on every path; an
+// IP address, localhost and this machine's name get the board.
+func TestBoardRefusesOtherHosts(t *testing.T) {
+	b, err := newBoardHandler([]string{t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, _ := os.Hostname()
+	for host, want := range map[string]int{
+		"evil.example:6006": http.StatusForbidden, "evil.example": http.StatusForbidden, name + ".evil.example": http.StatusForbidden,
+		"127.0.0.1:6006": http.StatusOK, "[::1]:6006": http.StatusOK, "localhost:6006": http.StatusOK, "LOCALHOST": http.StatusOK,
+		"192.168.1.20:6006": http.StatusOK, name + ":6006": http.StatusOK,
+	} {
+		for _, target := range []string{"/", "/api/runs"} {
+			if got := getBoardAs(b.handler, target, host).Code; got != want {
+				t.Errorf("GET %s with Host %q: status %d, want %d", target, host, got, want)
+			}
+		}
+	}
 }
 
 func decodeBoard[T any](t *testing.T, rec *httptest.ResponseRecorder) T {
