@@ -13,8 +13,11 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -290,7 +293,13 @@ func typeWord(goType string, names map[string]string) string {
 func (c *Config) Set(assignment string) error {
 	key, value, ok := strings.Cut(assignment, "=")
 	if !ok || key == "" {
-		return fmt.Errorf("--set %q: want key=value, e.g. training.steps=100", assignment)
+		return fmt.Errorf("--set %s: want key=value, e.g. training.steps=100", shorten(assignment))
+	}
+	if len(key) > maxKeyBytes || !utf8.ValidString(key) || shorten(key) != key {
+		return fmt.Errorf("--set %s: not a key; keys are dotted names such as training.steps", shorten(key))
+	}
+	if !utf8.ValidString(value) {
+		return fmt.Errorf("--set %s=%s: not valid UTF-8", key, shorten(value))
 	}
 	field, err := c.field(key)
 	if err != nil {
@@ -367,11 +376,24 @@ func (c *Config) retype() error {
 // shorten quotes at most the first 40 bytes of a --set value in an error.
 func shorten(value string) string {
 	const most = 40
-	if len(value) <= most {
-		return value
+	s := value
+	if len(s) > most {
+		s = s[:most]
 	}
-	return fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(value[:most], ""), len(value))
+	// a terminal is not to be sent raw bytes or escape sequences
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		q := strconv.Quote(s)
+		s = q[1 : len(q)-1]
+	}
+	if len(value) > most {
+		s = fmt.Sprintf("%s… (%d bytes)", s, len(value))
+	}
+	return s
 }
+
+// maxKeyBytes bounds a --set key: the longest dotted path of the schema
+// is a few dozen bytes.
+const maxKeyBytes = 128
 
 // Get returns the value at a dotted key, for messages and checks.
 func (c *Config) Get(key string) (any, error) {
