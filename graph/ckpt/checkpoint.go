@@ -406,6 +406,11 @@ func DecodeCheckpoint(data []byte) (*Checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("header: %w", err)
 	}
+	// counts of steps: a negative one (Adam's bias correction 1 − β^t
+	// then exceeds 1 or is negative) resumed into NaN losses
+	if hdr.Step < 0 || hdr.AdamStep < 0 {
+		return nil, fmt.Errorf("header: step %d, adam_step %d: want counts ≥ 0", hdr.Step, hdr.AdamStep)
+	}
 	ck := &Checkpoint{DType: dt, Step: hdr.Step, Config: []byte(hdr.Config), Metrics: hdr.Metrics,
 		RNG: hdr.RNG, Extra: hdr.Extra, Adam: optim.AdamState{Step: hdr.AdamStep, M: map[string][]float64{}, V: map[string][]float64{}}}
 	rest := body[fixed+int(n):]

@@ -167,3 +167,23 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckpointNegativeSteps: a checkpoint whose step or Adam step is
+// negative (written by hand, its checksum made again) does not decode;
+// resumed, Adam's bias correction made its losses NaN.
+func TestCheckpointNegativeSteps(t *testing.T) {
+	for _, bad := range []func(*Checkpoint){
+		func(ck *Checkpoint) { ck.Adam.Step = -1 },
+		func(ck *Checkpoint) { ck.Step = -5 },
+	} {
+		ck, _ := trainedCheckpoint(t, graph.Float64)
+		bad(ck)
+		data, err := EncodeCheckpoint(ck)
+		if err != nil {
+			continue // refused when written: as good
+		}
+		if _, err := DecodeCheckpoint(data); err == nil || !strings.Contains(err.Error(), "want counts ≥ 0") {
+			t.Errorf("step %d, adam step %d: decoded with error %v; want the counts refused", ck.Step, ck.Adam.Step, err)
+		}
+	}
+}
