@@ -5,6 +5,7 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -175,6 +176,9 @@ func newBoardHandler(dirs []string) (*board, error) {
 		byDir: map[string]bool{}, names: map[string]int{},
 	}
 	for _, d := range dirs {
+		if d == "" { // filepath.Abs would make it the working directory
+			return nil, errors.New(`board: "": give a directory`)
+		}
 		abs, err := filepath.Abs(d)
 		if err != nil {
 			return nil, err

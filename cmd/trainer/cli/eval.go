@@ -90,6 +90,11 @@ Files are replaced atomically.`,
 	return cmd
 }
 
+// maxSamples bounds eval --samples: each sample is a pass over the test
+// set, and a billion ran for ever (the spread's estimate is settled long
+// before a thousand).
+const maxSamples = 10000
+
 // runEval is `trainer eval`; warn receives the warning of a checkpoint
 // fallback (loadCheckpointWarn).
 func runEval(f evalFlags, w, warn io.Writer) error {
@@ -97,6 +102,9 @@ func runEval(f evalFlags, w, warn io.Writer) error {
 		if err := checkOutputDir(p.flag, p.path); err != nil {
 			return err
 		}
+	}
+	if f.samples < 0 || f.samples == 1 || f.samples > maxSamples {
+		return badInput(fmt.Errorf("--samples %d: want 0 (the mean weights) or 2 to %d", f.samples, maxSamples))
 	}
 	if f.plots != "" { // before the report, which can take minutes
 		if err := checkPlotDir(f.plots); err != nil {
@@ -112,9 +120,6 @@ func runEval(f evalFlags, w, warn io.Writer) error {
 			f.plots = filepath.Dir(file)
 		}
 		ft.SetPlotDir(f.plots)
-	}
-	if f.samples < 0 || f.samples == 1 {
-		return badInput(fmt.Errorf("--samples %d: want 0 (the mean weights) or at least 2", f.samples))
 	}
 	sm, canSample := t.task.(train.Sampler)
 	if f.samples > 1 && !canSample {

@@ -114,3 +114,24 @@ func TestResumeRefusesConfigAndOut(t *testing.T) {
 		}
 	}
 }
+
+// TestCountsHaveCeilings: eval --samples, sweep --timing-steps and an
+// empty board directory are refused with exit 2 before any work; a
+// billion samples or timed steps ran for ever, and board "" served the
+// working directory.
+func TestCountsHaveCeilings(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"eval", "--checkpoint", filepath.Join(dir, "none"), "--samples", "1000000000"}, "--samples 1000000000: want 0"},
+		{[]string{"sweep", "--out", filepath.Join(dir, "s"), "--variant", "a", "--timing-steps", "1000000000"}, "--timing-steps 1000000000: want 1 to"},
+		{[]string{"board", ""}, `board: "": give a directory`},
+	} {
+		code, _, stderr := runCLI(t, c.args...)
+		if code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", c.args, code, stderr, c.want)
+		}
+	}
+}

@@ -105,8 +105,8 @@ func parseVariants(f sweepFlags) ([]variant, error) {
 	if len(f.variants) == 0 {
 		return nil, fmt.Errorf("--variant: give at least one")
 	}
-	if f.timing < 1 {
-		return nil, fmt.Errorf("--timing-steps %d: want at least 1", f.timing)
+	if f.timing < 1 || f.timing > maxTimingSteps {
+		return nil, fmt.Errorf("--timing-steps %d: want 1 to %d", f.timing, maxTimingSteps)
 	}
 	var out []variant
 	seen := map[string]bool{}
@@ -131,6 +131,10 @@ func parseVariants(f sweepFlags) ([]variant, error) {
 	}
 	return out, nil
 }
+
+// maxTimingSteps bounds sweep --timing-steps, the steps timed per
+// variant after its training: a billion ran for ever.
+const maxTimingSteps = 100000
 
 func runSweep(f sweepFlags, stdout, stderr io.Writer) error {
 	if f.out == "" {
