@@ -52,41 +52,46 @@ func TestOutRefusesUsersDirectory(t *testing.T) {
 	}
 }
 
-// TestOutRestartsRunStoppedInSetUp: a run stopped in its set-up leaves
-// its lock and config.yaml; the same command starts it again there, and
-// --resume says how.
-func TestOutRestartsRunStoppedInSetUp(t *testing.T) {
-	done := filepath.Join(t.TempDir(), "done")
-	args := append([]string{"train", "--set", "training.steps=2"}, tiny...)
-	if code, _, stderr := runCLI(t, append(args, "--out", done)...); code != 0 {
-		t.Fatalf("train: exit %d: %s", code, stderr)
+// TestOutRestartsRunFailedInSetUp: a run whose set-up failed (here its
+// init.encoder_from names a directory with no run) leaves its lock and config.yaml; the
+// corrected command starts it again in the same directory, --resume
+// says so, and a directory whose run went further without a step
+// checkpoint is refused as a run, not as a user's directory.
+func TestOutRestartsRunFailedInSetUp(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	args := []string{"train", "--config", "seq2seq-toy", "--out", dir, "--set", "training.steps=2", "--set", "model.dim=8",
+		"--set", "model.heads=2", "--set", "model.ff=16", "--set", "data.train_pairs=64", "--set", "data.valid_pairs=16",
+		"--set", "data.test_pairs=16", "--set", "training.batch=8", "--set", "optimizer.warmup_steps=1"}
+	code, _, stderr := runCLI(t, append(args, "--set", "init.encoder_from="+t.TempDir())...)
+	if code != 2 {
+		t.Fatalf("train with a missing init.encoder_from: exit %d, stderr %q; want 2", code, stderr)
 	}
-	stopped := filepath.Join(t.TempDir(), "stopped")
-	if err := os.MkdirAll(stopped, 0o755); err != nil {
+	if got := listDir(t, dir); got != ".lock config.yaml" {
+		t.Fatalf("the failed set-up left %q, want the lock and config.yaml", got)
+	}
+	code, _, stderr = runCLI(t, "train", "--resume", dir)
+	if code != 2 || !strings.Contains(stderr, "run the train command that started it again") || !strings.Contains(stderr, "--out "+dir) {
+		t.Errorf("train --resume of a run that failed in set-up: exit %d, stderr %q; want 2 and how to start it again", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, args...); code != 0 {
+		t.Fatalf("the corrected command: exit %d: %s", code, stderr)
+	}
+	if steps, err := train.StepCheckpoints(dir); err != nil || len(steps) != 1 {
+		t.Errorf("the run started again holds step checkpoints %v (%v), want one", steps, err)
+	}
+
+	further := filepath.Join(t.TempDir(), "further")
+	if err := os.MkdirAll(further, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	config, err := os.ReadFile(filepath.Join(done, train.ConfigFile))
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{train.LockFile, train.ConfigFile, train.MetricsFile} {
+		if err := os.WriteFile(filepath.Join(further, name), []byte("{}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	os.WriteFile(filepath.Join(stopped, train.ConfigFile), config, 0o644)
-	os.WriteFile(filepath.Join(stopped, train.LockFile), []byte("1"), 0o644)
-	code, _, stderr := runCLI(t, "train", "--resume", stopped)
-	if code != 2 || !strings.Contains(stderr, "trainer train --config "+filepath.Join(stopped, train.ConfigFile)+" --out "+stopped) {
-		t.Errorf("train --resume of a run stopped in set-up: exit %d, stderr %q; want 2 and the command that starts it again", code, stderr)
-	}
-	if code, _, stderr := runCLI(t, append(args, "--out", stopped)...); code != 0 {
-		t.Fatalf("the same train command again: exit %d: %s", code, stderr)
-	}
-	if steps, _ := train.StepCheckpoints(stopped); len(steps) != 1 {
-		t.Errorf("the run started again holds %d step checkpoints, want 1", len(steps))
-	}
-	// another config is not the stopped run's: refused
-	other := filepath.Join(t.TempDir(), "other")
-	os.MkdirAll(other, 0o755)
-	os.WriteFile(filepath.Join(other, train.ConfigFile), config, 0o644)
-	if code, _, stderr := runCLI(t, append(args, "--out", other, "--set", "seed=7")...); code != 2 || !strings.Contains(stderr, "config.yaml") {
-		t.Errorf("train --out a directory holding another config: exit %d, stderr %q; want 2 naming config.yaml", code, stderr)
+	code, _, stderr = runCLI(t, append(append([]string{}, args...), "--out", further)...)
+	if code != 2 || !strings.Contains(stderr, "holds a run with no step checkpoint") || !strings.Contains(stderr, "metrics.jsonl") {
+		t.Errorf("train --out a run with metrics and no checkpoint: exit %d, stderr %q; want 2 naming it a run", code, stderr)
 	}
 }
 

@@ -82,12 +82,13 @@ func newTrainCommand() *cobra.Command {
 		Long: `Train a model. --config takes a preset name (see 'trainer presets') or a
 YAML file; --set key=value overrides any field, e.g. --set training.steps=500.
 Checkpoints, config.yaml and metrics.jsonl go to --out (default
-checkpoints/<preset>-<time>), a new or empty directory: one holding
-other files is refused (status 2), and one holding a run is continued
-with --resume. Ctrl-C saves a checkpoint and exits; --resume DIR
-continues from it. Ctrl-C or SIGTERM before training starts (while the
-config loads, the data is made or the model is built) ends the command
-at once with status 130 or 143: nothing was trained, and the same
+checkpoints/<preset>-<time>), a new or empty directory, or one that a
+run failed or stopped in its set-up left (its .lock and config.yaml):
+one holding other files is refused (status 2), and one holding a run is
+continued with --resume. Ctrl-C saves a checkpoint and exits; --resume
+DIR continues from it. Ctrl-C or SIGTERM before training starts (while
+the config loads, the data is made or the model is built) ends the
+command at once with status 130 or 143: nothing was trained, and the
 command starts the run again in the same directory.
 
 A run directory has one writer: a train or --resume holds a lock on
@@ -280,15 +281,10 @@ func setupRun(f trainFlags, stdout, stderr io.Writer) (_ *trainer, err error) {
 		if leader() {
 			// looked at before the lock is made, so that a directory
 			// refused is left as it was, and again under the lock
+			if err := train.RunDirInUse(dir); err != nil {
+				return nil, badInput(err)
+			}
 			if err := checkNewRunDir(dir, cfg); err != nil {
-				// another process's run there is the news, if it is one
-				if _, serr := os.Stat(filepath.Join(dir, train.LockFile)); serr == nil {
-					r, lerr := lockRunDir(dir)
-					if lerr != nil {
-						return nil, lerr
-					}
-					r()
-				}
 				return nil, err
 			}
 			if release, err = lockRunDir(dir); err != nil {
@@ -390,17 +386,16 @@ func lockResumeDir(path string) (release func(), err error) {
 	return release, nil
 }
 
-// newRunDir creates a new run's directory and writes its config.yaml; a
-// directory that holds a run already is refused, and so is any other
-// directory with files in it, as Hugging Face's Trainer refuses a
-// non-empty output_dir: a run writes config.yaml, metrics.jsonl and
-// best.ckpt, and a user's own files there would be replaced or appended
-// to (and a symlink among them followed). Only the run's lock (which
-// lockRunDir has just made) and a config.yaml with the very text this
-// run writes (the same command again, after a run stopped in its
-// set-up) may be there. The caller holds the directory's lock, so that
-// no other process can start a run there between the check and the
-// write.
+// newRunDir creates a new run's directory and writes its config.yaml. The
+// directory must be new or empty, as Hugging Face's example scripts want
+// their output_dir: a run writes config.yaml, metrics.jsonl and best.ckpt,
+// and a user's own files there would be replaced or appended to (and a
+// symbolic link among them followed). It may hold what a run that failed
+// or stopped in its set-up leaves, its lock and its config.yaml, so that
+// the command, corrected, starts it again there; a run that went further
+// (metrics, checkpoints) is refused, to be resumed or removed. The caller
+// holds the directory's lock, so that no other process can start a run
+// there between the check and the write.
 func newRunDir(dir string, cfg *configs.Config) error {
 	if err := checkNewRunDir(dir, cfg); err != nil {
 		return err
@@ -412,7 +407,9 @@ func newRunDir(dir string, cfg *configs.Config) error {
 }
 
 // checkNewRunDir refuses dir as a new run's directory unless it does not
-// exist yet or holds nothing but what newRunDir allows.
+// exist yet or holds nothing but what newRunDir allows: the lock, and a
+// config.yaml beside it (a config.yaml alone only if it is this run's, the
+// same command again).
 func checkNewRunDir(dir string, cfg *configs.Config) error {
 	if steps, _ := train.StepCheckpoints(dir); len(steps) > 0 {
 		return badInput(fmt.Errorf("%s already holds a run: continue it with --resume %s, or choose another --out", dir, dir))
@@ -424,14 +421,25 @@ func checkNewRunDir(dir string, cfg *configs.Config) error {
 	if err != nil {
 		return badInput(fmt.Errorf("run directory: %w", err))
 	}
-	text := portableConfig(cfg).YAML()
+	var lock, config bool
+	var other []string
 	for _, e := range entries {
 		switch n := e.Name(); {
 		case n == train.LockFile && e.Type().IsRegular():
-		case n == train.ConfigFile && e.Type().IsRegular() && sameFile(filepath.Join(dir, n), text):
+			lock = true
+		case n == train.ConfigFile && e.Type().IsRegular():
+			config = true
 		default:
-			return badInput(fmt.Errorf("--out %s: the directory is not empty (it holds %s) and is not a run; choose a new or empty directory", dir, n))
+			other = append(other, n)
 		}
+	}
+	switch {
+	case len(other) > 0 && lock && config:
+		return badInput(fmt.Errorf("--out %s holds a run with no step checkpoint to continue (it holds %s): remove the directory to start again, or choose another --out", dir, other[0]))
+	case len(other) > 0:
+		return badInput(fmt.Errorf("--out %s: the directory is not empty (it holds %s) and is not a run; choose a new or empty directory", dir, other[0]))
+	case config && !lock && !sameFile(filepath.Join(dir, train.ConfigFile), portableConfig(cfg).YAML()):
+		return badInput(fmt.Errorf("--out %s: the directory is not empty (it holds %s) and is not a run; choose a new or empty directory", dir, train.ConfigFile))
 	}
 	return nil
 }
@@ -464,6 +472,11 @@ func readResume(f trainFlags, stderr io.Writer) (ck *ckpt.Checkpoint, dir, path 
 	}
 	if info.IsDir() {
 		ck, path, err = train.LatestCheckpoint(f.resume, stderr)
+		// a run that failed or stopped in its set-up left its config and
+		// no checkpoint: the train command that started it starts it again
+		if _, serr := os.Stat(filepath.Join(f.resume, train.ConfigFile)); errors.Is(err, train.ErrNoCheckpoint) && serr == nil {
+			err = fmt.Errorf("%w; if its run stopped before its first checkpoint, run the train command that started it again (its --config and --set, with --out %s), or remove the directory", err, f.resume)
+		}
 	} else {
 		dir = filepath.Dir(f.resume)
 		ck, err = ckpt.ReadCheckpoint(f.resume)

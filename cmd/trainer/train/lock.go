@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -131,6 +132,45 @@ func LockRunDir(dir string) (release func(), err error) {
 			}
 		})
 	}, nil
+}
+
+// RunDirInUse returns a *LockedError if another process holds dir's lock
+// (LockRunDir), and nil if none does or dir has no lock file. It writes
+// nothing: the lock file is opened read-only, locked and unlocked at once,
+// so that a command can tell a run in progress from a directory it
+// refuses for what it holds, and leave that directory as it was.
+func RunDirInUse(dir string) error {
+	path := filepath.Join(dir, LockFile)
+	key, err := filepath.Abs(dir)
+	if err == nil {
+		key, err = filepath.EvalSymlinks(key)
+	}
+	if err == nil {
+		held.Lock()
+		mine := held.dirs[key] != nil
+		held.Unlock()
+		if mine {
+			return nil // this process writes it
+		}
+	}
+	info, err := os.Lstat(path)
+	if err != nil || !info.Mode().IsRegular() {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	busy, err := tryLock(f)
+	if err != nil {
+		return nil
+	}
+	if busy {
+		return &LockedError{Dir: dir, PID: holderPID(path)}
+	}
+	unlock(f)
+	return nil
 }
 
 // samePathFile reports whether f is still the file at path.

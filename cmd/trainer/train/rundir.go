@@ -106,12 +106,6 @@ func LatestCheckpoint(dir string, warn io.Writer) (*ckpt.Checkpoint, string, err
 		return nil, "", fmt.Errorf("resume: %w", err)
 	}
 	if len(steps) == 0 {
-		// a run stopped in its set-up leaves its config.yaml: the same
-		// train command (or this one) starts it again there
-		if info, err := os.Stat(filepath.Join(dir, ConfigFile)); err == nil && info.Mode().IsRegular() {
-			cf := filepath.Join(dir, ConfigFile)
-			return nil, "", fmt.Errorf("resume: %s holds no step checkpoint (its run stopped before its first); start it again with trainer train --config %s --out %s: %w", dir, cf, dir, ErrNoCheckpoint)
-		}
 		return nil, "", fmt.Errorf("resume: %s holds no step checkpoint: %w", dir, ErrNoCheckpoint)
 	}
 	for i := len(steps) - 1; i >= 0; i-- {
@@ -297,7 +291,8 @@ func metricsLines(r io.Reader, fn func(n int, line []byte, complete bool) error)
 
 // ReadMetrics reads a run directory's metrics.jsonl: one map per line, of
 // its numeric fields ("step", "train_loss", …). Lines may be of any
-// length. A line that is not JSON is an error naming the file and line,
+// length. A line that is not JSON, or whose step is not a whole number in
+// [0, 2^53], is an error naming the file and line,
 // except a last line with no newline, which a running process is still
 // writing: it is read if it is whole, and skipped if not.
 func ReadMetrics(dir string) ([]map[string]float64, error) {
