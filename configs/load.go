@@ -295,7 +295,7 @@ func (c *Config) Set(assignment string) error {
 	if !ok || key == "" {
 		return fmt.Errorf("--set %s: want key=value, e.g. training.steps=100", shorten(assignment))
 	}
-	if len(key) > maxKeyBytes || !utf8.ValidString(key) || shorten(key) != key {
+	if len(key) > maxKeyBytes || !utf8.ValidString(key) || strings.ContainsFunc(key, func(r rune) bool { return !unicode.IsPrint(r) }) {
 		return fmt.Errorf("--set %s: not a key; keys are dotted names such as training.steps", shorten(key))
 	}
 	if !utf8.ValidString(value) {

@@ -20,6 +20,8 @@ func TestSetErrorsAreSafeToPrint(t *testing.T) {
 		{"training.steps=" + long, "… (100000 bytes): want"},
 		{"seed=a\xff\x1b[31m", `--set seed=a\xff\x1b[31m: not valid UTF-8`},
 		{"\x1b[31m", `--set \x1b[31m: want key=value`},
+		// a long key within the bound is looked up, not refused as a key
+		{strings.Repeat("k", 60) + "=1", "unknown key"},
 	} {
 		err := cfg.Set(c.set)
 		if err == nil {
