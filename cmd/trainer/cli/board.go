@@ -43,10 +43,11 @@ metrics.jsonl as curves updating live while the runs train (the page polls
 every second), their config.yaml side by side, the latest evaluation line
 of each run as a table, and the PNGs the runs wrote. The page and its
 charting library (uPlot) are embedded in the binary; nothing is fetched
-from the network. Binds to 127.0.0.1 unless --addr says otherwise, and
-answers only requests that name it by IP address, localhost or this
-machine's host name (another site's page whose name was made to resolve
-to 127.0.0.1 is refused: DNS rebinding).
+from the network. Binds to 127.0.0.1 unless --addr says otherwise. On a
+loopback address it answers only requests that name it by IP address,
+localhost or this machine's host name, so that another site's page whose
+name was made to resolve to 127.0.0.1 cannot read the runs (DNS
+rebinding); on another address (--addr 0.0.0.0:6006) it answers any.
 
 A DIR is a run directory or a directory of runs, as TensorBoard's --logdir:
 every directory at or below it that holds metrics.jsonl, config.yaml or a
@@ -72,6 +73,12 @@ no run below it is reported on stderr and on the page.
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return badInput(fmt.Errorf("--addr: %w", err))
+			}
+			// Bound to another interface than loopback, the board is
+			// served on purpose to other machines, under whatever names
+			// (a domain, an mDNS name, a proxy's) they reach it by.
+			if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+				b.anyHost = true
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "board: http://%s/ (%d runs; Ctrl-C to stop)\n", ln.Addr(), b.runCount())
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -158,6 +165,9 @@ type board struct {
 	// above, smaller in tests.
 	maxDepth, maxDirs, maxRuns int
 	rescan                     time.Duration
+	// anyHost lets requests name the board by any Host: set when it
+	// listens on an interface other than loopback (boardHost).
+	anyHost bool
 
 	mu      sync.Mutex // guards the fields below
 	runs    []*boardRun
@@ -218,7 +228,7 @@ func newBoardHandler(dirs []string) (*board, error) {
 	mux.HandleFunc("GET /api/status", b.serveStatus)
 	mux.HandleFunc("GET /api/metrics", b.serveMetrics)
 	mux.HandleFunc("GET /api/image", b.serveImage)
-	b.handler = securityHeaders(mux)
+	b.handler = b.securityHeaders(mux)
 	return b, nil
 }
 
@@ -370,9 +380,9 @@ func (b *board) current() []*boardRun {
 	return slices.Clone(b.runs)
 }
 
-func securityHeaders(h http.Handler) http.Handler {
+func (b *board) securityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !boardHost(r.Host) {
+		if !b.anyHost && !boardHost(r.Host) {
 			http.Error(w, "board: Host "+strconv.Quote(r.Host)+" refused: open the board by IP address, localhost or this machine's name", http.StatusForbidden)
 			return
 		}
