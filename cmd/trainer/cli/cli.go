@@ -68,7 +68,15 @@ func execute(root *cobra.Command, args []string) (code int, err error) {
 			code, err = 1, fmt.Errorf("internal error: %v", r)
 		}
 	}()
-	defer stopProfile(root)
+	// a profile that cannot be written fails a command that succeeded
+	defer func() {
+		if perr := stopProfile(root); perr != nil {
+			fmt.Fprintf(stderr, "trainer: --cpuprofile: %v\n", perr)
+			if code == 0 {
+				code, err = 1, perr
+			}
+		}
+	}()
 	root.SetArgs(args)
 	// An error before a command starts running is a usage error: an
 	// unknown command, a missing required flag, extra arguments.
@@ -134,13 +142,15 @@ func markStart(c *cobra.Command, started *bool) {
 
 // profiles holds, for a root command whose --cpuprofile started a
 // profile, the function that finishes it.
-var profiles sync.Map // *cobra.Command → func()
+var profiles sync.Map // *cobra.Command → func() error
 
-// stopProfile finishes the CPU profile root's --cpuprofile started, if any.
-func stopProfile(root *cobra.Command) {
+// stopProfile finishes the CPU profile root's --cpuprofile started, if
+// any, and returns the error of writing it.
+func stopProfile(root *cobra.Command) error {
 	if stop, ok := profiles.LoadAndDelete(root); ok {
-		stop.(func())()
+		return stop.(func() error)()
 	}
+	return nil
 }
 
 // NewRootCommand returns the trainer's command tree (train, eval, export,
@@ -174,22 +184,22 @@ func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return badInput(fmt.Errorf("--cpuprofile: %w", err))
 		}
-		if info, err := os.Stat(filepath.Dir(profile)); err != nil || !info.IsDir() {
+		if info, err := os.Stat(filepath.Dir(profile)); err != nil {
+			return badInput(fmt.Errorf("--cpuprofile %s: %w", profile, err))
+		} else if !info.IsDir() {
 			return badInput(fmt.Errorf("--cpuprofile %s: %s is not a directory", profile, filepath.Dir(profile)))
 		}
 		var buf bytes.Buffer
 		if err := pprof.StartCPUProfile(&buf); err != nil {
 			return badInput(fmt.Errorf("--cpuprofile: %w", err))
 		}
-		path, stderr := profile, root.ErrOrStderr()
-		profiles.Store(root, func() {
+		path := profile
+		profiles.Store(root, func() error {
 			pprof.StopCPUProfile()
-			if err := fileio.WriteFileAtomic(path, func(w io.Writer) error {
+			return fileio.WriteFileAtomic(path, func(w io.Writer) error {
 				_, err := w.Write(buf.Bytes())
 				return err
-			}); err != nil {
-				fmt.Fprintf(stderr, "trainer: --cpuprofile: %v\n", err)
-			}
+			})
 		})
 		return nil
 	}
