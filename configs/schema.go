@@ -23,10 +23,12 @@ type Config struct {
 	Init      Init      `yaml:"init"`
 
 	// ForInference marks a config read to use a trained model (eval,
-	// translate, attention) rather than to train one: a task's rules may
-	// skip what only training needs, such as the built-in tasks' memory
-	// budget for a training step, so that a model trained on a larger
-	// machine still evaluates on a smaller one. It is never stored.
+	// translate, attention, export --format pytorch) rather than to train
+	// one: a task's rules may hold it to what using the model needs
+	// instead, as the built-in tasks' memory budget holds it to an
+	// evaluation's estimate rather than a training step's, so that a
+	// model trained on a larger machine still evaluates on a smaller one.
+	// It is never stored.
 	ForInference bool `yaml:"-"`
 
 	// where holds where a value came from by dotted key, for Check's

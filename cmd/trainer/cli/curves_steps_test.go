@@ -15,7 +15,9 @@ import (
 func TestCurvesRefusesStepsOutOfRange(t *testing.T) {
 	for _, line := range []string{`{"step":1e30,"x":1}`, `{"step":1.5,"x":1}`, `{"step":-3,"x":1}`} {
 		dir := t.TempDir()
-		os.WriteFile(filepath.Join(dir, train.MetricsFile), []byte(`{"step":1,"x":2}`+"\n"+line+"\n"), 0o644)
+		if err := os.WriteFile(filepath.Join(dir, train.MetricsFile), []byte(`{"step":1,"x":2}`+"\n"+line+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		code, _, stderr := runCLI(t, "curves", dir, "--metric", "x")
 		if code != 2 || !strings.Contains(stderr, "metrics.jsonl: line 2: step") {
 			t.Errorf("curves on %s: exit %d, stderr %q; want 2 naming line 2's step", line, code, stderr)

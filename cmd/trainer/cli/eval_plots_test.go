@@ -13,7 +13,9 @@ import (
 func TestEvalPlotsDirectory(t *testing.T) {
 	run := tinyRun(t)
 	file := filepath.Join(t.TempDir(), "file")
-	os.WriteFile(file, []byte("x"), 0o644)
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, plots := range []string{file, "/dev/null", filepath.Join(t.TempDir(), "missing", "dir")} {
 		code, stdout, stderr := runCLI(t, "eval", "--checkpoint", run, "--plots", plots)
 		if code != 2 || stdout != "" || !strings.Contains(stderr, "--plots "+plots) {

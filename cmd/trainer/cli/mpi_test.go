@@ -279,8 +279,11 @@ func TestMPIResumeAcrossProcessCounts(t *testing.T) {
 		t.Fatalf("SIGTERM did not save the run:\n%s", out.String())
 	}
 	ck, path, err := train.LatestCheckpoint(stopped, nil)
-	if err != nil || ck.Step < 40 {
+	if err != nil {
 		t.Fatalf("latest checkpoint %s: %v", path, err)
+	}
+	if ck.Step < 40 {
+		t.Fatalf("latest checkpoint %s at step %d, before the signal was sent at step 40", path, ck.Step)
 	}
 	steps := max(1500, ck.Step+300)
 	whole := filepath.Join(t.TempDir(), "whole")
