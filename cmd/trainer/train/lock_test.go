@@ -135,3 +135,36 @@ func TestLoopRefusesLockedDir(t *testing.T) {
 		t.Errorf("the directory holds %d entries, want only the lock and metrics files", len(entries))
 	}
 }
+
+// TestRunDirInUse: a directory whose lock another writer holds is
+// reported with the holder's pid, and neither that nor a free or absent
+// lock file changes the directory: the probe writes nothing.
+func TestRunDirInUse(t *testing.T) {
+	dir := t.TempDir()
+	if err := train.RunDirInUse(dir); err != nil {
+		t.Errorf("no lock file: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the probe of a directory without a lock made %d entries", len(entries))
+	}
+	unlock := holdForeign(t, dir, 4242)
+	var locked *train.LockedError
+	if err := train.RunDirInUse(dir); !errors.As(err, &locked) || locked.PID != 4242 {
+		t.Errorf("held by pid 4242: %v", err)
+	}
+	unlock()
+	if err := train.RunDirInUse(dir); err != nil {
+		t.Errorf("free again: %v", err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, train.LockFile)); string(data) != "4242\n" {
+		t.Errorf("the lock file holds %q after the probes, want the holder's pid as it wrote it", data)
+	}
+	release, err := train.LockRunDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if err := train.RunDirInUse(dir); err != nil {
+		t.Errorf("held by this process: %v", err)
+	}
+}
