@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
 	"sync"
@@ -184,10 +183,8 @@ func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return badInput(fmt.Errorf("--cpuprofile: %w", err))
 		}
-		if info, err := os.Stat(filepath.Dir(profile)); err != nil {
-			return badInput(fmt.Errorf("--cpuprofile %s: %w", profile, err))
-		} else if !info.IsDir() {
-			return badInput(fmt.Errorf("--cpuprofile %s: %s is not a directory", profile, filepath.Dir(profile)))
+		if err := checkOutputDir("--cpuprofile", profile); err != nil {
+			return err
 		}
 		var buf bytes.Buffer
 		if err := pprof.StartCPUProfile(&buf); err != nil {
