@@ -8,18 +8,18 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/probformer/probformer/graph/fileio"
 )
 
 //go:embed presets/*.yaml
@@ -174,16 +174,28 @@ func parse(data []byte) (*Config, map[string]int, error) {
 // one is an error naming the file, and only MaxConfigBytes+1 bytes of it
 // are read.
 func readConfigFile(path string) ([]byte, error) {
-	// only a regular file: a device is not even opened, and a named pipe,
-	// whose writer may never come, is refused instead of waited on
-	f, _, err := fileio.OpenRegular(path)
-	if errors.Is(err, fileio.ErrNotRegular) {
-		return nil, fmt.Errorf("%s: %w; a config is a YAML file", path, err)
-	}
+	// Only a regular file (a symbolic link to one is followed): stat
+	// first, so that a device is not even opened, and a non-blocking open,
+	// so that a named pipe put there in between, whose writer may never
+	// come, is refused by the second stat instead of waited on.
+	info, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, notRegular(path, info.Mode())
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
+	if info, err = f.Stat(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, notRegular(path, info.Mode())
+	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
@@ -192,6 +204,24 @@ func readConfigFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: more than the %s a config may have", path, sizeWord(MaxConfigBytes))
 	}
 	return data, nil
+}
+
+// notRegular is the error for a config path that is not a regular file.
+func notRegular(path string, m fs.FileMode) error {
+	kind := "a special file"
+	switch {
+	case m.IsDir():
+		kind = "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		kind = "a named pipe (FIFO)"
+	case m&fs.ModeCharDevice != 0:
+		kind = "a character device"
+	case m&fs.ModeDevice != 0:
+		kind = "a block device"
+	case m&fs.ModeSocket != 0:
+		kind = "a socket"
+	}
+	return fmt.Errorf("%s: not a regular file but %s; a config is a YAML file", path, kind)
 }
 
 var (
