@@ -177,7 +177,9 @@ func readConfigFile(path string) ([]byte, error) {
 	// Only a regular file (a symbolic link to one is followed): stat
 	// first, so that a device is not even opened, and a non-blocking open,
 	// so that a named pipe put there in between, whose writer may never
-	// come, is refused by the second stat instead of waited on.
+	// come, is refused by the second stat instead of waited on. This is
+	// graph/fileio's OpenRegular again: configs imports no package of the
+	// project but layers (TestImportsPointOneWay).
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, err
