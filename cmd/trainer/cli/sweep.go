@@ -173,6 +173,25 @@ func runSweep(f sweepFlags, stdout, stderr io.Writer) error {
 	return err
 }
 
+// runWallSec is the training wall time of the run in dir: the wall_sec
+// its metrics.jsonl logged last, which a resumed run carries over from
+// its checkpoint, where this session's time (session) counted only the
+// resumed part (0 s for a run that had finished before a signal stopped
+// the sweep); session when the run logged none (no validation).
+func runWallSec(dir string, session float64) float64 {
+	wall, err := train.ReadMetric(dir, "wall_sec")
+	last, at := 0.0, -1
+	for step, w := range wall {
+		if step > at {
+			last, at = w, step
+		}
+	}
+	if err != nil || at < 0 {
+		return session
+	}
+	return max(last, session)
+}
+
 // sweepVariant trains (or resumes, or reuses) one variant and measures it.
 func sweepVariant(f sweepFlags, v variant, stdout, stderr io.Writer) (sweepResult, error) {
 	dir := filepath.Join(f.out, v.name)
@@ -218,7 +237,7 @@ func sweepVariant(f sweepFlags, v variant, stdout, stderr io.Writer) (sweepResul
 	if err := runTrain(context.Background(), tf, stdout, stderr); err != nil {
 		return sweepResult{}, err
 	}
-	r := sweepResult{Variant: v.name, Sets: v.sets, TrainSec: time.Since(start).Seconds(), Config: want}
+	r := sweepResult{Variant: v.name, Sets: v.sets, TrainSec: runWallSec(dir, time.Since(start).Seconds()), Config: want}
 	t, _, err := loadCheckpointWarn(dir, nil, []string{"test"}, stderr)
 	if err != nil {
 		return r, err
