@@ -297,7 +297,7 @@ func (c *Config) Set(assignment string) error {
 	if !ok || key == "" {
 		return fmt.Errorf("--set %s: want key=value, e.g. training.steps=100", shorten(assignment))
 	}
-	if len(key) > maxKeyBytes || !utf8.ValidString(key) || strings.ContainsFunc(key, func(r rune) bool { return !unicode.IsPrint(r) }) {
+	if len(key) > maxKeyBytes || !utf8.ValidString(key) || strings.ContainsFunc(key, unprintable) {
 		return fmt.Errorf("--set %s: not a key; keys are dotted names such as training.steps", shorten(key))
 	}
 	if !utf8.ValidString(value) {
@@ -383,7 +383,7 @@ func shorten(value string) string {
 		s = s[:most]
 	}
 	// a terminal is not to be sent raw bytes or escape sequences
-	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, unprintable) {
 		q := strconv.Quote(s)
 		s = q[1 : len(q)-1]
 	}
@@ -392,6 +392,10 @@ func shorten(value string) string {
 	}
 	return s
 }
+
+// unprintable reports a rune that a message must not print as it is (a
+// control character: an escape sequence would reach the terminal).
+func unprintable(r rune) bool { return !unicode.IsPrint(r) }
 
 // maxKeyBytes bounds a --set key: the longest dotted path of the schema
 // is a few dozen bytes.

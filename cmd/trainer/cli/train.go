@@ -433,15 +433,16 @@ func checkNewRunDir(dir string, cfg *configs.Config) error {
 			other = append(other, n)
 		}
 	}
-	switch {
-	case len(other) > 0 && lock && config:
-		return badInput(fmt.Errorf("--out %s holds a run with no step checkpoint to continue (it holds %s): remove the directory to start again, or choose another --out", dir, other[0]))
-	case len(other) > 0:
-		return badInput(fmt.Errorf("--out %s: the directory is not empty (it holds %s) and is not a run; choose a new or empty directory", dir, other[0]))
-	case config && !lock && !sameFile(filepath.Join(dir, train.ConfigFile), portableConfig(cfg).YAML()):
-		return badInput(fmt.Errorf("--out %s: the directory is not empty (it holds %s) and is not a run; choose a new or empty directory", dir, train.ConfigFile))
+	if config && !lock && !sameFile(filepath.Join(dir, train.ConfigFile), portableConfig(cfg).YAML()) {
+		other = append(other, train.ConfigFile) // a config.yaml of the user's
 	}
-	return nil
+	switch {
+	case len(other) == 0:
+		return nil
+	case lock && config:
+		return badInput(fmt.Errorf("--out %s holds a run with no step checkpoint to continue (it holds %s): remove the directory to start again, or choose another --out", dir, other[0]))
+	}
+	return badInput(fmt.Errorf("--out %s: the directory is not empty (it holds %s) and is not a run; choose a new or empty directory", dir, other[0]))
 }
 
 // sameFile reports whether the regular file at path holds exactly text.

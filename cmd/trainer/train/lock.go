@@ -78,10 +78,7 @@ func LockRunDir(dir string) (release func(), err error) {
 	if !info.IsDir() {
 		return nil, fmt.Errorf("lock run directory: %s is not a directory", dir)
 	}
-	key, err := filepath.Abs(dir)
-	if err == nil {
-		key, err = filepath.EvalSymlinks(key)
-	}
+	key, err := lockKey(dir)
 	if err != nil {
 		return nil, fmt.Errorf("lock run directory: %w", err)
 	}
@@ -134,6 +131,15 @@ func LockRunDir(dir string) (release func(), err error) {
 	}, nil
 }
 
+// lockKey is dir as held keys it: its absolute path, links resolved.
+func lockKey(dir string) (string, error) {
+	key, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(key)
+}
+
 // RunDirInUse returns a *LockedError if another process holds dir's lock
 // (LockRunDir), and nil if none does or dir has no lock file. It writes
 // nothing: the lock file is opened read-only, locked and unlocked at once,
@@ -141,11 +147,7 @@ func LockRunDir(dir string) (release func(), err error) {
 // refuses for what it holds, and leave that directory as it was.
 func RunDirInUse(dir string) error {
 	path := filepath.Join(dir, LockFile)
-	key, err := filepath.Abs(dir)
-	if err == nil {
-		key, err = filepath.EvalSymlinks(key)
-	}
-	if err == nil {
+	if key, err := lockKey(dir); err == nil {
 		held.Lock()
 		mine := held.dirs[key] != nil
 		held.Unlock()
