@@ -273,7 +273,9 @@ func TestEMCThreadCount(t *testing.T) {
 // two builds: heads of 8, 16 and 32, N and M from 1 to 64 (on, beside and
 // between multiples of 8 and 16, with the models' 16, 50, 45 and 29),
 // T_k 0–2 with and without adapted α, T_p and T_v 0–1, masks, annotated
-// units (and an empty S), both priors and both head layouts.
+// units (and an empty S), both priors and both head layouts; and the
+// maxnorm-em models' kind of problem (T_k = 1 or 2, α fixed, T_p = T_v =
+// 0) at their sizes and beside them.
 func emBitCases() []emCCase {
 	nm := [][2]int{{1, 1}, {16, 50}, {50, 16}, {45, 29}, {29, 45}, {16, 16}, {64, 64}, {9, 17}, {17, 9}, {8, 24},
 		{24, 8}, {31, 33}, {33, 31}, {63, 40}, {40, 63}, {7, 15}, {15, 7}, {32, 48}, {48, 32}, {3, 57}, {57, 3},
@@ -289,6 +291,15 @@ func emBitCases() []emCCase {
 				AdaptAlpha: i%4 != 3, AdaptBeta: i%3 != 1, AdaptPi: i%5 < 3, SplitHeads: i%5 < 2},
 			masks: i%4 != 2, annotate: tp > 0 || i%7 == 0, free: i%2 == 1, emptyS: i%13 == 5,
 			perHeadPi: i%4 == 1})
+	}
+	// the maxnorm-em models' EM, T_k = 1 or 2 with α fixed and neither
+	// propagation nor value iterations, where em.c's AVX-512 backward
+	// runs softmax_back, gaussian_back and dist_back's sums as one pass
+	// (back_rows16) from the readout on
+	for i, z := range [][2]int{{16, 50}, {50, 16}, {1, 50}, {45, 29}, {9, 20}, {64, 64}, {17, 9}, {7, 57}} {
+		cs = append(cs, emCCase{b: 2, n: z[0], m: z[1], d: heads[i%2], dv: heads[i%2],
+			spec:  EMSpec{KeyIters: 1 + i%2, Heads: 2, SplitHeads: i%3 == 2},
+			masks: i%2 == 0, free: i%4 == 3})
 	}
 	return cs
 }

@@ -433,6 +433,16 @@ static void transpose(const float *x, int ldx, int rows, int w, float *t) {
 		for (int r = r8; r < rows; r++) t[(size_t)k * rows + r] = x[(size_t)r * ldx + k];
 }
 
+// axpy_row adds a·x to y [w]: one fused multiply-add an element, as GCC
+// contracts the scalar loop's y += a·x (so vectors give its values).
+EM_TARGET
+static void axpy_row(int w, float a, const float *x, float *y) {
+	const __m256 va = _mm256_set1_ps(a);
+	int k = 0;
+	for (; k + 8 <= w; k += 8) _mm256_storeu_ps(y + k, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + k), _mm256_loadu_ps(y + k)));
+	for (; k < w; k++) y[k] = fmaf(a, x[k], y[k]);
+}
+
 // dot is Σ_k a_k b_k over k < n.
 EM_TARGET
 static float dot(const float *a, const float *b, int n) {
@@ -710,6 +720,24 @@ static void dist(int n, int m, int w, const float *a, int lda, const float *c, i
 	}
 }
 
+// dist_back_apply is dist_back past its masking and sums: given G [n×m]
+// and its row and column sums rs and cs, da_i += 2 rs_i a_i − 2 Σ_j G_ij
+// c_j and dc_j += 2 cs_j c_j − 2 Σ_i G_ij a_i (da or dc may be NULL).
+EM_TARGET
+static void dist_back_apply(int n, int m, int w, const float *a, int lda, const float *c, int ldc, const float *g,
+                            float *da, int ldda, float *dc, int lddc, const float *rs, const float *cs) {
+	if (da) {
+		for (int i = 0; i < n; i++)
+			if (rs[i] != 0) axpy_row(w, 2 * rs[i], a + (size_t)i * lda, da + (size_t)i * ldda);
+		mm(n, m, w, -2, g, m, 1, c, ldc, 1, da, ldda);
+	}
+	if (dc) {
+		for (int j = 0; j < m; j++)
+			if (cs[j] != 0) axpy_row(w, 2 * cs[j], c + (size_t)j * ldc, dc + (size_t)j * lddc);
+		mm(m, n, w, -2, g, 1, m, a, lda, 1, dc, lddc);
+	}
+}
+
 // dist_back is emDistBack: g [n×m] becomes G = g ⊙ [D > 0], and
 // da_i += 2 (Σ_j G_ij) a_i − 2 Σ_j G_ij c_j, dc_j += 2 (Σ_i G_ij) c_j −
 // 2 Σ_i G_ij a_i; da or dc may be NULL. rs [n] and cs [m] are scratch.
@@ -741,24 +769,7 @@ static void dist_back(int n, int m, int w, const float *a, int lda, const float 
 		rs[i] = t;
 	}
 	if (!have_cs) col_sums(n, m, g, cs);
-	if (da) {
-		for (int i = 0; i < n; i++) {
-			if (rs[i] == 0) continue;
-			const float *ai = a + (size_t)i * lda;
-			float *di = da + (size_t)i * ldda, f = 2 * rs[i];
-			for (int k = 0; k < w; k++) di[k] += f * ai[k];
-		}
-		mm(n, m, w, -2, g, m, 1, c, ldc, 1, da, ldda);
-	}
-	if (dc) {
-		for (int j = 0; j < m; j++) {
-			if (cs[j] == 0) continue;
-			const float *cj = c + (size_t)j * ldc;
-			float *dj = dc + (size_t)j * lddc, f = 2 * cs[j];
-			for (int k = 0; k < w; k++) dj[k] += f * cj[k];
-		}
-		mm(m, n, w, -2, g, 1, m, a, lda, 1, dc, lddc);
-	}
+	dist_back_apply(n, m, w, a, lda, c, ldc, g, da, ldda, dc, lddc, rs, cs);
 }
 
 // row_top is the largest score of a row over the real keys, NaN if one of
@@ -1048,25 +1059,78 @@ static void softmax_back16(int n, int m, const float *w, float *dw, const float 
 #endif
 
 #ifdef EM_AVX512
-// softmax_back_rows16 is softmax_back_add for 8 < m ≤ 64 in one pass
-// over the rows, eight at a time: each row gets add_row16's dw + v,
-// row_dots' dot with w (the 8-lane blocks' fused multiply-adds in order,
-// the last block's lanes past m 0, eight rows to one hsum8x8; the last
-// n % 8 rows through dot, as row_dots), softmax_back16's w (x − dot),
-// and, with cols, col_sums16's running column sums from cols, down the
-// rows in order: every value as the three passes made it, while the
-// rows are in L1 and without three loops' loads and stores.
+#endif
+
+// gaussian_back_cols is gaussian_back for the columns from j0 on, one at
+// a time: its last m % 8 columns, in both builds the same code. How the
+// compiler vectorizes this loop, and so which of its multiply-adds it
+// fuses, depends on the target and on what it knows of the arguments
+// (GCC 12 adds most products unfused when dd is given, and fuses them
+// when it is NULL), so it is never inlined into an AVX-512 caller nor
+// cloned, and every caller gives it a dd.
+__attribute__((noinline, noclone)) EM_TARGET
+static void gaussian_back_cols(int n, int m, int j0, float half, const float *lambda, const float *dist,
+                               const float *ds, float *dlambda, float *dd) {
+	for (int j = j0; j < m; j++) {
+		float inv = half / lambda[j], hl = -lambda[j] / 2, acc = dlambda[j];
+		for (int i = 0; i < n; i++) {
+			const size_t at = (size_t)i * m + j;
+			acc += ds[at] * (inv - dist[at] / 2);
+			if (dd) dd[at] = hl * ds[at];
+		}
+		dlambda[j] = acc;
+	}
+}
+
+#ifdef EM_AVX512
+// em_gd is what back_rows16 needs to go on, past softmax_back_add, to
+// gaussian_back's and then dist_back's masking and sums: the precisions
+// lambda [m] of a k-wide Gaussian (half = k/2), its distances dist [n×m],
+// the sums dlambda [m] to add to, and where G = (−λ_j/2 ds_ij)·[D_ij > 0]
+// [n×m] and its row and column sums rs [n], cs [m] go (dist_back_apply
+// reads them); spare [n×m] is scratch for gaussian_back_cols' dd.
+typedef struct {
+	float half;
+	const float *lambda, *dist;
+	float *dlambda, *g, *rs, *cs, *spare;
+} em_gd;
+
+// back_rows16 is softmax_back_add for 8 < m ≤ 64 in one pass over the
+// rows, eight at a time: each row gets add_row16's dw + v, row_dots' dot
+// with w (the 8-lane blocks' fused multiply-adds in order, the last
+// block's lanes past m 0, eight rows to one hsum8x8; the last n % 8 rows
+// through dot, as row_dots), softmax_back16's w (x − dot), and, with
+// cols, col_sums16's running column sums from cols, down the rows in
+// order: every value as the three passes made it, while the rows are in
+// L1 and without three loops' loads and stores. With gd, the same pass
+// goes on with each row of ds = w (x − dot), as gaussian_back (the
+// multiply-adds GCC fuses there, in order down the rows) and then
+// dist_rows16 (G = −λ/2 ds where D > 0, its row sums in dist_rows16's
+// order: 8-lane halves to the last whole 8 columns, eight rows to one
+// hsum8, the columns past them added one by one; its column sums down
+// the rows) make them: two more passes over [n×m] saved.
 EM_TARGET512
-static void softmax_back_rows16(int n, int m, const float *w, float *dw, float *rs, const float *v, float *cols) {
-	const int nv = (m + 15) / 16;
-	__m512 csum[4];
-	__mmask16 in[4];
+static void back_rows16(int n, int m, const float *w, float *dw, const float *v, float *cols, const em_gd *gd) {
+	const int nv = (m + 15) / 16, m8 = m & ~7;
+	__m512 csum[4], lsum[4], gsum[4], inv[4], hl[4];
+	__mmask16 in[4], full[4]; // full: the lanes of gaussian_back16's columns, before m8
+	const __m512 wh = _mm512_set1_ps(0.5f);
 	for (int k = 0; k < 4; k++) {
 		in[k] = k < nv ? mask16(m - 16 * k) : 0;
+		full[k] = m8 > 16 * k ? mask16(m8 - 16 * k) : 0;
 		csum[k] = cols && k < nv ? _mm512_maskz_loadu_ps(in[k], cols + 16 * k) : _mm512_setzero_ps();
+		lsum[k] = gsum[k] = inv[k] = hl[k] = _mm512_setzero_ps();
+		if (gd && k < nv) {
+			const __m512 lam = _mm512_mask_loadu_ps(_mm512_set1_ps(1), in[k], gd->lambda + 16 * k);
+			lsum[k] = _mm512_maskz_loadu_ps(in[k], gd->dlambda + 16 * k);
+			inv[k] = _mm512_div_ps(_mm512_set1_ps(gd->half), lam);
+			hl[k] = _mm512_mul_ps(_mm512_set1_ps(-0.5f), lam);
+		}
 	}
+	const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(m));
 	for (int i = 0; i < n; i += 8) {
 		const int rows = n - i < 8 ? n - i : 8;
+		float dots[8];
 		if (rows == 8) {
 			__m256 acc[8];
 			for (int r = 0; r < 8; r++) {
@@ -1086,7 +1150,7 @@ static void softmax_back_rows16(int n, int m, const float *w, float *dw, float *
 				}
 				acc[r] = s;
 			}
-			_mm256_storeu_ps(rs + i, hsum8x8(acc));
+			_mm256_storeu_ps(dots, hsum8x8(acc));
 		} else {
 			for (int r = 0; r < rows; r++) {
 				const float *wr = w + (size_t)(i + r) * m;
@@ -1097,24 +1161,57 @@ static void softmax_back_rows16(int n, int m, const float *w, float *dw, float *
 						_mm512_mask_storeu_ps(dr + j, in[k],
 						                      _mm512_add_ps(_mm512_maskz_loadu_ps(in[k], dr + j), _mm512_maskz_loadu_ps(in[k], v + j)));
 					}
-				rs[i + r] = dot_avx2(wr, dr, m);
+				dots[r] = dot_avx2(wr, dr, m);
 			}
 		}
+		__m256 gs[8];
 		for (int r = 0; r < rows; r++) {
 			const float *wr = w + (size_t)(i + r) * m;
 			float *dr = dw + (size_t)(i + r) * m;
-			const __m512 vs = _mm512_set1_ps(rs[i + r]);
+			const __m512 vs = _mm512_set1_ps(dots[r]);
+			gs[r] = _mm256_setzero_ps();
 			for (int k = 0; k < nv; k++) {
 				const int j = 16 * k;
 				__m512 y = _mm512_mul_ps(_mm512_maskz_loadu_ps(in[k], wr + j), _mm512_sub_ps(_mm512_maskz_loadu_ps(in[k], dr + j), vs));
 				_mm512_mask_storeu_ps(dr + j, in[k], y);
 				__asm__("" : "+v"(y)); // summed as stored: no multiply-add fused into the sum
 				if (cols) csum[k] = _mm512_add_ps(csum[k], y);
+				if (!gd) continue;
+				const size_t o = (size_t)(i + r) * m + j;
+				const __m512 dd = _mm512_maskz_loadu_ps(in[k], gd->dist + o);
+				lsum[k] = _mm512_mask3_fmadd_ps(y, _mm512_fnmadd_ps(dd, wh, inv[k]), lsum[k], full[k]);
+				const __mmask16 pos = _mm512_mask_cmp_ps_mask(in[k], dd, _mm512_setzero_ps(), _CMP_GT_OQ);
+				const __m512 x = _mm512_maskz_mul_ps(pos, hl[k], y);
+				_mm512_mask_storeu_ps(gd->g + o, in[k], x);
+				gsum[k] = _mm512_add_ps(gsum[k], x);
+				if (j + 16 <= m8)
+					gs[r] = add_halves(gs[r], x);
+				else if (j + 8 <= m8)
+					gs[r] = _mm256_add_ps(gs[r], _mm512_castps512_ps256(x));
+			}
+		}
+		if (!gd) continue;
+		const float *g = gd->g + (size_t)i * m;
+		if (rows == 8) {
+			__m256 t = hsum8(gs);
+			for (int j = m8; j < m; j++) t = _mm256_add_ps(t, _mm256_i32gather_ps(g + j, at, 4));
+			_mm256_storeu_ps(gd->rs + i, t);
+		} else {
+			for (int r = 0; r < rows; r++) {
+				float t = hsum(gs[r]);
+				for (int j = m8; j < m; j++) t += g[(size_t)r * m + j];
+				gd->rs[i + r] = t;
 			}
 		}
 	}
-	if (cols)
-		for (int k = 0; k < nv; k++) _mm512_mask_storeu_ps(cols + 16 * k, in[k], csum[k]);
+	for (int k = 0; k < nv; k++) {
+		if (cols) _mm512_mask_storeu_ps(cols + 16 * k, in[k], csum[k]);
+		if (gd) {
+			_mm512_mask_storeu_ps(gd->dlambda + 16 * k, full[k], lsum[k]);
+			_mm512_mask_storeu_ps(gd->cs + 16 * k, in[k], gsum[k]);
+		}
+	}
+	if (gd) gaussian_back_cols(n, m, m8, gd->half, gd->lambda, gd->dist, dw, gd->dlambda, gd->spare);
 }
 #endif
 
@@ -1147,7 +1244,7 @@ EM_TARGET
 static void softmax_back_add(int n, int m, const float *w, float *dw, float *rs, const float *v, float *cols) {
 #ifdef EM_AVX512
 	if (m > 8 && m <= 64) {
-		softmax_back_rows16(n, m, w, dw, rs, v, cols);
+		back_rows16(n, m, w, dw, v, cols, NULL);
 		return;
 	}
 #endif
@@ -1318,18 +1415,7 @@ static void gaussian_back(int n, int m, int k, const float *lambda, const float 
 		}
 		_mm256_storeu_ps(dlambda + j, acc);
 	}
-	// the last m % 8 columns one at a time, in both builds (how the
-	// compiler vectorizes this loop, and so which of its multiply-adds it
-	// fuses, depends on the target)
-	for (j = m8; j < m; j++) {
-		float inv = half / lambda[j], hl = -lambda[j] / 2, acc = dlambda[j];
-		for (int i = 0; i < n; i++) {
-			const size_t at = (size_t)i * m + j;
-			acc += ds[at] * (inv - dist[at] / 2);
-			if (dd) dd[at] = hl * ds[at];
-		}
-		dlambda[j] = acc;
-	}
+	gaussian_back_cols(n, m, m8, half, lambda, dist, ds, dlambda, dd);
 	(void)cols;
 }
 
@@ -1530,9 +1616,17 @@ static void zero_rows(float *y, int rows, int w, int ld) {
 }
 
 // add_rows_into adds x [rows×w] (dense) into y (rows strided by ld).
+// Each element is one addition, so vectors give the scalar loop's values.
+EM_TARGET
 static void add_rows_into(int rows, int w, const float *x, float *y, int ld) {
-	for (int i = 0; i < rows; i++)
-		for (int k = 0; k < w; k++) y[(size_t)i * ld + k] += x[(size_t)i * w + k];
+	const int w8 = w & ~7;
+	for (int i = 0; i < rows; i++) {
+		const float *xr = x + (size_t)i * w;
+		float *yr = y + (size_t)i * ld;
+		int k = 0;
+		for (; k < w8; k += 8) _mm256_storeu_ps(yr + k, _mm256_add_ps(_mm256_loadu_ps(yr + k), _mm256_loadu_ps(xr + k)));
+		for (; k < w; k++) yr[k] += xr[k];
+	}
 }
 
 // pf_em_forward is emForward for one problem. iv holds N, M, d, dv, the
@@ -1670,8 +1764,11 @@ int EM_ENTRY(pf_em_forward)(const int *iv, const float *fv, const float *q, cons
 			float *oi = out + (size_t)i * ldo;
 			if (qm && qm[i] == 0)
 				for (int k = 0; k < dv; k++) oi[k] = qi[k] + 0.0f;
-			else
-				for (int k = 0; k < dv; k++) oi[k] = qi[k] + ri[k];
+			else {
+				int k = 0;
+				for (; k + 8 <= dv; k += 8) _mm256_storeu_ps(oi + k, _mm256_add_ps(_mm256_loadu_ps(qi + k), _mm256_loadu_ps(ri + k)));
+				for (; k < dv; k++) oi[k] = qi[k] + ri[k];
+			}
 		}
 	}
 	return 0;
@@ -1840,11 +1937,20 @@ int EM_ENTRY(pf_em_backward)(const int *iv, const float *fv, const float *q, con
 
 	// §3 backward. The outputs are the last readout and weights, 0 at
 	// padded query units.
+	// g_ready: the distances' gradient in b->d is dist_back's G already,
+	// b->rs and b->cs its sums (back_rows16 with em_gd)
+	int g_ready = 0;
 	float *dr = b->r, *dr_prev = b->r2;
 	memset(dr, 0, sizeof(float) * (size_t)n * dv);
-	if (sr)
+	if (sr) // a row of a head of 8 is one load and store, where memcpy would be a call
 		for (int i = 0; i < n; i++)
-			if (real_query(p, i)) memcpy(dr + (size_t)i * dv, sr + (size_t)i * ldr, sizeof(float) * (size_t)dv);
+			if (real_query(p, i)) {
+				const float *si = sr + (size_t)i * ldr;
+				float *di = dr + (size_t)i * dv;
+				int k = 0;
+				for (; k + 8 <= dv; k += 8) _mm256_storeu_ps(di + k, _mm256_loadu_ps(si + k));
+				for (; k < dv; k++) di[k] = si[k];
+			}
 	transpose(mu, ldmu, m, dv, b->ct); // μᵀ [dv×M], for the products into [N×M] until §5
 	for (int t = tv; t >= 1; t--) {
 		const float *w = WI(t), *r = RO(t), *pz = PZ(t - 1), *r_prev = RO(t - 1), *f = FV(t - 1);
@@ -1890,7 +1996,17 @@ int EM_ENTRY(pf_em_backward)(const int *iv, const float *fv, const float *q, con
 		for (size_t k = 0; k < nm; k++) b->kf[k] = b->s0[k] + dw0[k];
 		add_col_sums(n, m, b->kf, dlp);
 	} else { // kf is dw0: its column sums in softmax_back's pass
-		softmax_back_add(n, m, WI(0), dw0, b->rs, NULL, dlp);
+#ifdef EM_AVX512
+		// and on to gaussian_back and dist_back's sums where nothing
+		// comes between (propagation adds to kf, and precision_back to
+		// the distances' gradient before dist_back reads it)
+		if (m > 8 && m <= 64 && !p->pr && (tk == 0 || !p->adapt_alpha)) {
+			em_gd gd = {(float)d / 2, AL(tk), DK(tk), b->al[0], b->d, b->rs, b->cs, b->g};
+			back_rows16(n, m, WI(0), dw0, NULL, dlp, &gd);
+			g_ready = 1;
+		} else
+#endif
+			softmax_back_add(n, m, WI(0), dw0, b->rs, NULL, dlp);
 	}
 
 	// §5 backward.
@@ -1908,7 +2024,7 @@ int EM_ENTRY(pf_em_backward)(const int *iv, const float *fv, const float *q, con
 
 	// §4 backward.
 	float *dd = b->d, *dxi = b->xi[0], *dal = b->al[0];
-	gaussian_back(n, m, d, AL(tk), DK(tk), b->kf, dal, dd, b->cols);
+	if (!g_ready) gaussian_back(n, m, d, AL(tk), DK(tk), b->kf, dal, dd, b->cols);
 	for (int t = tk - 1; t >= 0; t--) {
 		const float *w = WK(t), *nn = NK(t), *a = AK(t), *xi_new = XI(t + 1), *al_old = AL(t), *al_new = AL(t + 1),
 		            *d_new = DK(t + 1);
@@ -1922,16 +2038,32 @@ int EM_ENTRY(pf_em_backward)(const int *iv, const float *fv, const float *q, con
 			               dal_old, b->sp);
 		else
 			memcpy(dal_old, dal, sizeof(float) * (size_t)m);
-		dist_back(n, m, d, q, p->ldq, xi_new, d, d_new, dd, gq, gldq, dxi, d, b->rs, b->cs);
+		if (g_ready)
+			dist_back_apply(n, m, d, q, p->ldq, xi_new, d, dd, gq, gldq, dxi, d, b->rs, b->cs);
+		else
+			dist_back(n, m, d, q, p->ldq, xi_new, d, d_new, dd, gq, gldq, dxi, d, b->rs, b->cs);
 		centres_back(p, w, q, p->ldq, gq, gldq, d, xi0, p->ldk, gxi0, gldk, al_old, h[H_THETA_XI], nn, a, xi_new, dxi,
 		             &gh[H_THETA_XI], dal_old, dn, dw, b->da, b->ct);
-		softmax_back_add(n, m, w, dw, b->rs, dn, b->lp0);
-		gaussian_back(n, m, d, al_old, DK(t), dw, dal_old, dd, b->cols);
+		g_ready = 0;
+#ifdef EM_AVX512
+		if (m > 8 && m <= 64 && (t == 0 || !p->adapt_alpha)) {
+			em_gd gd = {(float)d / 2, al_old, DK(t), dal_old, dd, b->rs, b->cs, b->g};
+			back_rows16(n, m, w, dw, dn, b->lp0, &gd);
+			g_ready = 1;
+		}
+#endif
+		if (!g_ready) {
+			softmax_back_add(n, m, w, dw, b->rs, dn, b->lp0);
+			gaussian_back(n, m, d, al_old, DK(t), dw, dal_old, dd, b->cols);
+		}
 		b->xi[0] = dxi_old, b->xi[1] = dxi;
 		b->al[0] = dal_old, b->al[1] = dal;
 		dxi = dxi_old, dal = dal_old;
 	}
-	dist_back(n, m, d, q, p->ldq, xi0, p->ldk, DK(0), dd, gq, gldq, gxi0, gldk, b->rs, b->cs);
+	if (g_ready)
+		dist_back_apply(n, m, d, q, p->ldq, xi0, p->ldk, dd, gq, gldq, gxi0, gldk, b->rs, b->cs);
+	else
+		dist_back(n, m, d, q, p->ldq, xi0, p->ldk, DK(0), dd, gq, gldq, gxi0, gldk, b->rs, b->cs);
 	add_rows_into(m, d, dxi, gxi0, gldk);
 	float ga = gh[H_ALPHA0];
 	for (int j = 0; j < m; j++) ga += dal[j]; // padded units too: their α is α⁰
@@ -1951,16 +2083,14 @@ int EM_ENTRY(pf_em_backward)(const int *iv, const float *fv, const float *q, con
 		}
 		ga += dz * tr.kn0[j] / 2;
 		gb += dz * tr.vn0[j] / 2;
-		float fa = dz * h[H_ALPHA0], fb = dz * h[H_BETA0];
-		for (int k = 0; k < d; k++) gxi0[(size_t)j * gldk + k] += fa * xi0[(size_t)j * p->ldk + k];
-		for (int k = 0; k < dv; k++) gmu0[(size_t)j * gldv + k] += fb * mu0[(size_t)j * p->ldv + k];
+		axpy_row(d, dz * h[H_ALPHA0], xi0 + (size_t)j * p->ldk, gxi0 + (size_t)j * gldk);
+		axpy_row(dv, dz * h[H_BETA0], mu0 + (size_t)j * p->ldv, gmu0 + (size_t)j * gldv);
 	}
 	gh[H_ALPHA0] = ga, gh[H_BETA0] = gb;
 	// the residual connection's q gradient (iv[18]): gq_i + sr_i, last,
 	// as graph's emAddRows added them after this call
 	if (iv[18])
-		for (int i = 0; i < n; i++)
-			for (int k = 0; k < d; k++) gq[(size_t)i * gldq + k] += sr[(size_t)i * ldr + k];
+		for (int i = 0; i < n; i++) add_rows_into(1, d, sr + (size_t)i * ldr, gq + (size_t)i * gldq, gldq);
 	return 0;
 }
 
