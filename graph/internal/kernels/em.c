@@ -1058,9 +1058,6 @@ static void softmax_back16(int n, int m, const float *w, float *dw, const float 
 }
 #endif
 
-#ifdef EM_AVX512
-#endif
-
 // gaussian_back_cols is gaussian_back for the columns from j0 on, one at
 // a time: its last m % 8 columns, in both builds the same code. How the
 // compiler vectorizes this loop, and so which of its multiply-adds it
@@ -1239,7 +1236,7 @@ static void softmax_back(int n, int m, const float *w, float *dw, float *rs) {
 
 // softmax_back_add is add_row(n, m, dw, v) (v NULL: none), then
 // softmax_back, then add_col_sums(n, m, dw, cols) (cols NULL: none): in
-// one pass for 8 < m ≤ 64 in the AVX-512 build (softmax_back_rows16).
+// one pass for 8 < m ≤ 64 in the AVX-512 build (back_rows16).
 EM_TARGET
 static void softmax_back_add(int n, int m, const float *w, float *dw, float *rs, const float *v, float *cols) {
 #ifdef EM_AVX512
