@@ -18,13 +18,20 @@ type emCCase struct {
 	b, n, m, d, dv        int
 	masks, annotate, free bool
 	emptyS, perHeadPi     bool
+	// selfKeys: the keys are the queries (n = m), so that D_ii = ‖q_i −
+	// q_i‖² rounds to 0 or below and dist_back's clamp mask matters
+	selfKeys bool
 }
 
 func (c emCCase) String() string {
 	s := c.spec
-	return fmt.Sprintf("T%d-%d-%d_a%v_b%v_p%v_free%v_split%v_n%dm%dd%ddv%d_masks%v_ann%v_empty%v",
+	name := fmt.Sprintf("T%d-%d-%d_a%v_b%v_p%v_free%v_split%v_n%dm%dd%ddv%d_masks%v_ann%v_empty%v",
 		s.KeyIters, s.PropagateIters, s.ValueIters, s.AdaptAlpha, s.AdaptBeta, s.AdaptPi, c.free, s.SplitHeads,
 		c.n, c.m, c.d, c.dv, c.masks, c.annotate, c.emptyS)
+	if c.selfKeys {
+		name += "_self"
+	}
+	return name
 }
 
 // emCCases covers T_k, T_p, T_v from 0 to 3, every adapt flag, masks,
@@ -95,8 +102,10 @@ func emCRun(t *testing.T, c emCCase, dt DType, useC bool, procs int) map[string]
 		}
 		in := EMInputs{
 			Q: bd.Param("q", shape(c.n, c.d), Normal(0.5)),
-			K: bd.Param("k", shape(c.m, c.d), Normal(0.5)),
 			V: bd.Param("v", shape(c.m, c.dv), Normal(0.5)),
+		}
+		if in.K = in.Q; !c.selfKeys {
+			in.K = bd.Param("k", shape(c.m, c.d), Normal(0.5))
 		}
 		var keyMask []float64
 		if c.masks {
@@ -275,7 +284,7 @@ func TestEMCThreadCount(t *testing.T) {
 // T_k 0–2 with and without adapted α, T_p and T_v 0–1, masks, annotated
 // units (and an empty S), both priors and both head layouts; and the
 // maxnorm-em models' kind of problem (T_k = 1 or 2, α fixed, T_p = T_v =
-// 0) at their sizes and beside them.
+// 0) at their sizes and beside them, also with the keys the queries.
 func emBitCases() []emCCase {
 	nm := [][2]int{{1, 1}, {16, 50}, {50, 16}, {45, 29}, {29, 45}, {16, 16}, {64, 64}, {9, 17}, {17, 9}, {8, 24},
 		{24, 8}, {31, 33}, {33, 31}, {63, 40}, {40, 63}, {7, 15}, {15, 7}, {32, 48}, {48, 32}, {3, 57}, {57, 3},
@@ -300,6 +309,12 @@ func emBitCases() []emCCase {
 		cs = append(cs, emCCase{b: 2, n: z[0], m: z[1], d: heads[i%2], dv: heads[i%2],
 			spec:  EMSpec{KeyIters: 1 + i%2, Heads: 2, SplitHeads: i%3 == 2},
 			masks: i%2 == 0, free: i%4 == 3})
+	}
+	// and with the keys the queries, where distances clamp to 0, in the
+	// fused pass from the readout (T_k = 0) and from a key iteration
+	for i, n := range []int{16, 50, 29, 9} {
+		cs = append(cs, emCCase{b: 2, n: n, m: n, d: heads[i%2], dv: 8, spec: EMSpec{KeyIters: i % 2, Heads: 2},
+			masks: i >= 2, selfKeys: true})
 	}
 	return cs
 }
