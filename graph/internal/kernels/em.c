@@ -1061,10 +1061,11 @@ static void softmax_back16(int n, int m, const float *w, float *dw, const float 
 // gaussian_back_cols is gaussian_back for the columns from j0 on, one at
 // a time: its last m % 8 columns, in both builds the same code. How the
 // compiler vectorizes this loop, and so which of its multiply-adds it
-// fuses, depends on the target and on what it knows of the arguments
-// (GCC 12 adds most products unfused when dd is given, and fuses them
-// when it is NULL), so it is never inlined into an AVX-512 caller nor
-// cloned, and every caller gives it a dd.
+// fuses, depends on the target and on what it knows of the arguments:
+// GCC 12 fuses each row's multiply-add in a loop a row at a time, and
+// takes two rows at a time, unfused, from 24 rows when dd is given but
+// from 2 when it is NULL. So it is never inlined into an AVX-512 caller
+// nor cloned, and every caller gives it a dd.
 __attribute__((noinline, noclone)) EM_TARGET
 static void gaussian_back_cols(int n, int m, int j0, float half, const float *lambda, const float *dist,
                                const float *ds, float *dlambda, float *dd) {
@@ -2043,6 +2044,9 @@ int EM_ENTRY(pf_em_backward)(const int *iv, const float *fv, const float *q, con
 		             &gh[H_THETA_XI], dal_old, dn, dw, b->da, b->ct);
 		g_ready = 0;
 #ifdef EM_AVX512
+		// on to gaussian_back and dist_back's sums unless precision_back
+		// adds to these distances' gradient first (with α adapted, in
+		// every key iteration before the first)
 		if (m > 8 && m <= 64 && (t == 0 || !p->adapt_alpha)) {
 			em_gd gd = {(float)d / 2, al_old, DK(t), dal_old, dd, b->rs, b->cs, b->g};
 			back_rows16(n, m, w, dw, dn, b->lp0, &gd);
