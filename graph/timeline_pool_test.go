@@ -58,10 +58,10 @@ func TestStepPoolStats(t *testing.T) {
 		}
 		return float64(ns) / float64(n) / 1e3
 	}
-	t.Logf("per step (%d steps, %v a step): %.1f C sections, %.1f wake-ups, %.1f started polling (mean %.2f µs after the post), %.1f after a wake-up (mean %.2f µs), longest %.1f µs, %.1f later than 10 µs, %.1f taken back; caller's own time %.0f µs, its wait for the helper %.0f µs, helper idle before the caller %.0f µs; %.1f helper sleeps; %.1f Go jobs, %.1f taken back, caller wait %.0f µs",
+	t.Logf("per step (%d steps, %v a step): %.1f C sections, %.1f wake-ups, %.1f started polling (mean %.2f µs after the post), %.1f after a wake-up (mean %.2f µs), longest %.1f µs, %.1f later than 10 µs, %.1f taken back; caller's own time %.0f µs, its wait for the helper %.0f µs, helper idle before the caller %.0f µs; %.1f helper sleeps, %.1f wake-ups sent off the waker's CPU; %.1f Go jobs, %.1f taken back, caller wait %.0f µs",
 		steps, wall/steps, per(s.Sections), per(s.Wakes), per(s.Started), avg(s.StartNs, s.Started),
 		per(s.WokeStarted), avg(s.WokeStartNs, s.WokeStarted), float64(s.StartMaxNs)/1e3, per(s.StartLate),
-		per(s.TakenBack), us(s.SectionNs), us(s.WaitNs), us(s.HelperIdleNs), per(s.Sleeps), per(s.GoJobs),
+		per(s.TakenBack), us(s.SectionNs), us(s.WaitNs), us(s.HelperIdleNs), per(s.Sleeps), per(s.WokeAway), per(s.GoJobs),
 		per(s.GoTakenBack), us(s.GoWaitNs))
 	// The serial part (Amdahl's): a step's wall time outside any section
 	// handed to the helper, in the executor, Go ops on one thread and

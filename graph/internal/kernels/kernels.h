@@ -30,8 +30,9 @@ void pf_pool_wake(void);
 // helper started polling and asleep with their summed start latencies
 // (ns after the post), the longest, those later than 10 µs, shares taken
 // back, the caller's own time in the sections, its wait for the helper
-// at the end, the helper's idle time before the caller finished, and
-// how often the helper went to sleep.
+// at the end, the helper's idle time before the caller finished, how
+// often the helper went to sleep, and its wake-ups sent away from the
+// waker's CPU (pf_pool_wake).
 enum {
 	PF_PS_SECTIONS,
 	PF_PS_WAKES,
@@ -46,6 +47,7 @@ enum {
 	PF_PS_WAIT_NS,
 	PF_PS_HELPER_IDLE_NS,
 	PF_PS_SLEEPS,
+	PF_PS_WOKE_AWAY,
 	PF_PS_N,
 };
 void pf_pool_stats_on(int on);

@@ -95,7 +95,7 @@ func poolStatsRead() PoolStats {
 		StartNs: c[C.PF_PS_START_NS], WokeStarted: c[C.PF_PS_WOKE_STARTED], WokeStartNs: c[C.PF_PS_WOKE_START_NS],
 		StartMaxNs: c[C.PF_PS_START_MAX_NS], StartLate: c[C.PF_PS_START_LATE], TakenBack: c[C.PF_PS_TAKEN_BACK],
 		SectionNs: c[C.PF_PS_SECTION_NS], WaitNs: c[C.PF_PS_WAIT_NS], HelperIdleNs: c[C.PF_PS_HELPER_IDLE_NS],
-		Sleeps: c[C.PF_PS_SLEEPS]}
+		Sleeps: c[C.PF_PS_SLEEPS], WokeAway: c[C.PF_PS_WOKE_AWAY]}
 }
 
 // claimItem is pf_claim on the counter at ctr, for the tests.

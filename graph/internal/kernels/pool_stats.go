@@ -20,6 +20,7 @@ type PoolStats struct {
 	WaitNs       int64 // the caller's wait for the helper's last block after that
 	HelperIdleNs int64 // the helper's time done before the caller was
 	Sleeps       int64 // the helper going to sleep in pool.c
+	WokeAway     int64 // wake-ups that kept the helper off the waker's CPU (pool.c's pf_pool_wake)
 	GoJobs       int64 // Go jobs posted to helpers (RunShares: heads, Adam, ...)
 	GoTakenBack  int64 // of those, taken back by the caller
 	GoWaitNs     int64 // the caller's time after its own share until Go jobs are done, shares it took back included
