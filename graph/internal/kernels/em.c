@@ -2141,7 +2141,7 @@ static int em_job_problem(const pf_em_job *j, int bwd, int bi, int h, float *scr
 
 // prefetch_nta asks for the 64-byte lines of [p, p + bytes) with the
 // non-temporal hint, which on the Zen 5 EPYC beat the L2 hint (T1) for
-// the traces, written or read: the width-32 EM step 1.56–1.66× its twin
+// the traces, written or read: the width-32 EM step 1.57–1.63× its twin
 // against 1.66–1.77× (six alternated rounds), and T2 no better than T1.
 // A trace is used by one problem, once each way, so the hint's promise
 // holds; where a CPU evicts such lines before their use, the prefetch is
