@@ -46,8 +46,11 @@
 // share takes every block it finds left.
 
 #ifdef __linux__
-#define _GNU_SOURCE // sched_getcpu, sched_setaffinity, gettid
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE // sched_getcpu, sched_setaffinity
+#endif
 #include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #endif
 #include <kernels.h>
@@ -64,7 +67,7 @@
 // come back to back or after serial gaps of a few µs, and a sleeping
 // helper costs the caller a broadcast and starts its share some 25 µs
 // late (TestStepPoolStats: 71 wake-ups a Set Transformer step, where it
-// now counts about 10). workers.go's helperSpin, the same span, is the
+// now counts about 4). workers.go's helperSpin, the same span, is the
 // poll of a helper in Go. Longer is worse where it matters: a 350 µs poll
 // here, on entry as after each share, made a quiet machine's Set
 // Transformer step 2–9% faster, but with one other busy process on the
@@ -138,9 +141,10 @@ struct slot {
 	_Alignas(64) int state;
 	int gojob;
 	int sleeping;
+	int kicked; // pf_pool_wake woke the helper for this slot (under pool.mu)
 #ifdef __linux__
 	// While sleeping (under pool.mu): the helper's thread and its CPUs
-	// as it went to sleep, and whether a waker narrowed them (wake_away).
+	// as it went to sleep, and whether pf_pool_wake narrowed them.
 	pid_t tid;
 	int narrowed;
 	cpu_set_t cpus;
@@ -305,10 +309,12 @@ static int take(struct slot *s, int w, int woke) {
 }
 
 // pf_pool_serve is helper i's sleep, after it has polled in vain in Go
-// (worker i + 1 of the products): it sleeps until a product share is
-// posted to slot i, runs it, polls for SERVE_SPIN_NS for the next one
-// and sleeps again if none comes, and returns when
-// workers.go has posted a Go job to the slot (gojob), clearing it.
+// (worker i + 1 of the products): it sleeps until pf_pool_wake wakes it
+// for a product share posted to slot i, runs it, polls for
+// SERVE_SPIN_NS for the next one and sleeps again if none comes, and
+// returns when workers.go has posted a Go job to the slot (gojob),
+// clearing it. A broadcast meant for other slots' helpers, or a
+// spurious wake-up, leaves it asleep.
 //
 // A share its caller took back before the helper, woken for it, could
 // start (the wake-up takes some 25 µs, longer than many sections) is
@@ -318,15 +324,17 @@ static int take(struct slot *s, int w, int woke) {
 // share back too. The helper sleeps only when nothing is posted: a post
 // found by the poll is taken without going through the mutex, so that
 // sleeping is never set, even briefly, while the helper is awake (a
-// caller seeing it would broadcast for nothing). Every wake-up leads
-// to that poll, even when the share was taken back before the helper got
-// the mutex: going straight back to sleep left a helper that wakes later
-// than a product lasts asleep for every product of a run (a benchmark's
-// 50 products of 512x64x64, all on the caller's thread).
+// caller seeing it would broadcast for nothing). Every wake-up for the
+// slot (kicked) leads to that poll, even when the share was taken back
+// before the helper got the mutex: going straight back to sleep left a
+// helper that wakes later than a product lasts asleep for every product
+// of a run (a benchmark's 50 products of 512x64x64, all on the caller's
+// thread).
 //
 // Asleep, the helper keeps its thread and CPUs in its slot, so that
 // pf_pool_wake can send it to another CPU than its waker's; woken, it
-// takes its CPUs back under the mutex before it runs anything.
+// takes its CPUs back under the mutex before it runs any share or Go
+// code (the process's CPUs, should its own be refused).
 void pf_pool_serve(int i) {
 	struct slot *s = &pool.slots[i];
 	for (;;) {
@@ -338,18 +346,22 @@ void pf_pool_serve(int i) {
 			// other.
 			pthread_mutex_lock(&pool.mu);
 #ifdef __linux__
-			s->tid = gettid();
+			s->tid = (pid_t)syscall(SYS_gettid);
 			if (sched_getaffinity(0, sizeof s->cpus, &s->cpus) != 0) s->tid = 0;
 #endif
 			store(&s->sleeping, 1);
-			while (!slept && load(&s->state) != POSTED && !load(&s->gojob)) {
-				if (load(&stats_on) && i == 0) stats[PF_PS_SLEEPS]++;
+			while (!s->kicked && load(&s->state) != POSTED && !load(&s->gojob)) {
+				if (!slept && load(&stats_on) && i == 0) stats[PF_PS_SLEEPS]++;
 				slept = 1;
 				pthread_cond_wait(&pool.work, &pool.mu);
 			}
 			store(&s->sleeping, 0);
+			s->kicked = 0;
 #ifdef __linux__
-			if (s->narrowed) sched_setaffinity(0, sizeof s->cpus, &s->cpus);
+			if (s->narrowed && sched_setaffinity(0, sizeof s->cpus, &s->cpus) != 0) {
+				cpu_set_t all; // the CPUs changed while it slept: take the process's
+				if (sched_getaffinity(getpid(), sizeof all, &all) == 0) sched_setaffinity(0, sizeof all, &all);
+			}
 			s->narrowed = 0;
 #endif
 			pthread_mutex_unlock(&pool.mu);
@@ -373,11 +385,13 @@ void pf_pool_serve(int i) {
 // i + 1, for a helper polling in Go, and reports whether it did.
 int pf_pool_take(int i) { return take(&pool.slots[i], i + 1, 0); }
 
-// pf_pool_wake wakes the sleeping helpers, after a post to a slot whose
-// sleeping word is set.
+// pf_pool_wake wakes the sleeping helpers whose slots have a share posted
+// or a Go job (kicked), after a post to a slot whose sleeping word is
+// set; the others sleep on.
 //
-// Each is first kept off its waker's CPU (its CPUs less the waker's,
-// until it wakes: pf_pool_serve restores them). Why: Linux wakes a thread
+// On Linux, where it can (two CPUs or more allowed, the calls not
+// refused), each is first kept off its waker's CPU (its CPUs less the
+// waker's, until it wakes: pf_pool_serve restores them). Why: Linux wakes a thread
 // on its waker's CPU when the other CPU is busy at that moment, and on
 // two cores it often is, briefly, with one of Go's own threads (the
 // scheduler's, the garbage collector's). The helper then waits behind
@@ -386,23 +400,30 @@ int pf_pool_take(int i) { return take(&pool.slots[i], i + 1, 0); }
 // CPU, idle again within microseconds, does not pull it for as long. A
 // benchmark of 50 products of 512x64x64 ran on one thread in 6–28 of 80
 // runs that way (half the rate), and none with the helper sent away;
-// the Set Transformer step's best of 6 rounds went from 4.12 to 3.41 ms.
-// The narrowing is done under the mutex, while the helper is known to
-// be waiting on it, so a helper never runs narrowed.
+// the Set Transformer step's best of ten alternated rounds went from
+// 4.56 to 3.94 ms (graph/PERFORMANCE.md). The narrowing is done under
+// the mutex, while the helper is known to be waiting on it, and undone
+// in the same critical section that ends its sleep, so a helper runs no
+// share and no Go code narrowed.
 void pf_pool_wake(void) {
 	pthread_mutex_lock(&pool.mu);
 #ifdef __linux__
 	int cpu = sched_getcpu();
-	for (int i = 0; cpu >= 0 && cpu < CPU_SETSIZE && i < PF_POOL_SLOTS; i++) {
+#endif
+	for (int i = 0; i < PF_POOL_SLOTS; i++) {
 		struct slot *s = &pool.slots[i];
-		if (!load(&s->sleeping) || !s->tid || s->narrowed || !CPU_ISSET(cpu, &s->cpus) || CPU_COUNT(&s->cpus) < 2)
+		if (!load(&s->sleeping) || (load(&s->state) != POSTED && !load(&s->gojob))) continue;
+		s->kicked = 1;
+#ifdef __linux__
+		if (cpu < 0 || cpu >= CPU_SETSIZE || !s->tid || s->narrowed || !CPU_ISSET(cpu, &s->cpus) ||
+		    CPU_COUNT(&s->cpus) < 2)
 			continue;
 		cpu_set_t away = s->cpus;
 		CPU_CLR(cpu, &away);
 		s->narrowed = sched_setaffinity(s->tid, sizeof away, &away) == 0;
 		if (s->narrowed && i == 0 && load(&stats_on)) stats[PF_PS_WOKE_AWAY]++;
-	}
 #endif
+	}
 	pthread_cond_broadcast(&pool.work);
 	pthread_mutex_unlock(&pool.mu);
 }
