@@ -14,8 +14,8 @@
 # divided by its time; the peak is OpenBLAS's float32 product at 2048³
 # (gemm_ref.py, with OPENBLAS_CORETYPE named for the CPU as that folder's
 # README says), or probformer's own (BenchmarkGemmPeak) where Python's
-# numpy is missing, measured before and after the rounds: the shares are
-# of the higher.
+# numpy is missing; either is measured before and after the rounds, and
+# the shares are of the higher.
 #
 # Environment: GO (go), TORCH_BENCH (../shared/bench), OPENBLAS_CORE
 # (SkylakeX where the CPU has AVX-512, Haswell elsewhere), OUT (bin).
@@ -76,7 +76,7 @@ for r in $(seq "$rounds"); do
 	done
 done
 peak1=$(measure_peak)
-peak=$(awk -v a="$peak0" -v b="$peak1" 'BEGIN { print (b + 0 > a + 0) ? b : a }')
+peak=$(awk -v a="$peak0" -v b="$peak1" 'BEGIN { m = (b + 0 > a + 0) ? b : a; print m }')
 echo "sgemm peak after the rounds: $peak1 GFLOP/s; the shares below are of the higher, $peak GFLOP/s"
 echo
 printf '%-52s %10s %8s %8s %11s %7s\n' step "ms (best)" GFLOP/s "of peak" "PyTorch ms" ratio

@@ -127,9 +127,9 @@
 // it posts the shares to the helpers' slots, runs its own and waits for
 // theirs there. A helper polling in Go runs its share with one cgo call
 // (pf_pool_take); one idle for helperSpin sleeps in C (pf_pool_serve),
-// where the caller wakes it from a condition variable, on another CPU
-// than the caller's (pf_pool_wake), and it runs the share without
-// returning to Go; a Go job makes it return. So a product
+// where the caller wakes it from a condition variable (on Linux, where
+// it can, on another CPU than the caller's: pf_pool_wake), and it runs
+// the share without returning to Go; a Go job makes it return. So a product
 // costs no RunShares hand-over and no goroutine wake-up, and one helper
 // per core serves both kinds of work (separate C threads for the
 // products, tried first, left the Go helpers asleep when their work came

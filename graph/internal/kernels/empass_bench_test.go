@@ -55,7 +55,9 @@ func BenchmarkEMPassesStep(b *testing.B) {
 					}
 				}
 				for i := len(passes) - 1; i >= 0; i-- {
-					EMBackwardPass32(passes[i], workers)
+					if !EMBackwardPass32(passes[i], workers) {
+						b.Fatal("the backward pass does not fit")
+					}
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(problems), "ns/problem")
