@@ -1934,12 +1934,12 @@ void pf_bayes_heads_bwd(int level, int h, const float *q, int ldq, const float *
 	}
 }
 
-// prefetch_l2 asks for the 64-byte lines of [p, p + bytes) in L2 (a read
-// prefetch: without PRFCHW in the build's target, GCC makes a write one
-// the same instruction).
-static inline void prefetch_l2(const void *p, size_t bytes) {
+// prefetch_nta asks for the 64-byte lines of [p, p + bytes) with the
+// non-temporal hint, as em.c's does for EM's traces (see
+// pf_bayes_job_run).
+static inline void prefetch_nta(const void *p, size_t bytes) {
 	const char *c = (const char *)p, *end = c + bytes;
-	for (; c < end; c += 64) __builtin_prefetch(c, 0, 2);
+	for (; c < end; c += 64) _mm_prefetch(c, _MM_HINT_NTA);
 }
 
 // pf_bayes_job_run is worker's share of j, forward or (bwd) backward:
@@ -1952,12 +1952,16 @@ static inline void prefetch_l2(const void *p, size_t bytes) {
 //
 // The next element is claimed before the one in hand is computed, and its
 // noise, weights and scores ([H×N×M] each, 12.8 KB at the maxnorm model's
-// 4 heads, 16 queries and 50 keys) are fetched into L2 meanwhile, as em.c's
-// pf_em_job_run fetches the next problem's trace: a step's such arrays
-// outgrow the caches between the forward and the backward, and each
-// head's short rows give the hardware's prefetchers too little to go on.
-// (About 2% off the Bayesian maxnorm step on a Zen 5 EPYC, in eight
-// alternated rounds of BenchmarkBayesAttentionRatio.)
+// 4 heads, 16 queries and 50 keys) and its rows of q, k, v (and g) are
+// fetched meanwhile (prefetch_nta), as em.c's pf_em_job_run fetches the
+// next problem's trace: a step's such arrays outgrow the caches between
+// the forward and the backward, and each head's short rows give the
+// hardware's prefetchers too little to go on. On a Zen 5 EPYC
+// (BenchmarkBayesAttentionRatio, alternated rounds): the [H×N×M] arrays
+// alone into L2 took about 2% off the Bayesian step, the non-temporal
+// hint alone nothing more, and with the rows as well the ratios went
+// from 1.41–1.53× (Weibull) and 1.44–1.58× (log-normal) to 1.38–1.46×
+// and 1.42–1.50× in eleven rounds; the output rows as well, no further.
 void pf_bayes_job_run(const pf_bayes_job *j, int bwd, int worker) {
 	const int h = j->h, n = j->n, m = j->m;
 	const size_t hnm = (size_t)h * n * m;
@@ -1966,11 +1970,16 @@ void pf_bayes_job_run(const pf_bayes_job *j, int bwd, int worker) {
 		int bi = nb;
 		if (bi < 0) return;
 		nb = pf_claim(j->ctr, worker, j->b);
-		if (nb >= 0) { // the next element's [H×N×M] arrays (see above)
+		if (nb >= 0) { // the next element's arrays and rows (see above)
 			const size_t ne = (size_t)nb * hnm, bytes = sizeof(float) * hnm;
-			if (!bwd) prefetch_l2(j->noise + ne, bytes);
-			prefetch_l2(j->p + ne, bytes);
-			prefetch_l2(j->x + ne, bytes);
+			if (!bwd) prefetch_nta(j->noise + ne, bytes);
+			prefetch_nta(j->p + ne, bytes);
+			prefetch_nta(j->x + ne, bytes);
+			prefetch_nta(j->q + (size_t)nb * n * j->ld, sizeof(float) * ((size_t)(n - 1) * j->ld + (size_t)h * j->d));
+			prefetch_nta(j->k + (size_t)nb * m * j->ld, sizeof(float) * ((size_t)(m - 1) * j->ld + (size_t)h * j->d));
+			prefetch_nta(j->v + (size_t)nb * m * j->ldv, sizeof(float) * ((size_t)(m - 1) * j->ldv + (size_t)h * j->dv));
+			if (bwd)
+				prefetch_nta(j->g + (size_t)nb * n * j->ldv, sizeof(float) * ((size_t)(n - 1) * j->ldv + (size_t)h * j->dv));
 		}
 		const size_t e = (size_t)bi * hnm, oq = (size_t)bi * n * j->ld, ok = (size_t)bi * m * j->ld,
 		             ov = (size_t)bi * m * j->ldv, og = (size_t)bi * n * j->ldv;
