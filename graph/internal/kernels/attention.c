@@ -1934,14 +1934,6 @@ void pf_bayes_heads_bwd(int level, int h, const float *q, int ldq, const float *
 	}
 }
 
-// prefetch_nta asks for the 64-byte lines of [p, p + bytes) with the
-// non-temporal hint, as em.c's does for EM's traces (see
-// pf_bayes_job_run).
-static inline void prefetch_nta(const void *p, size_t bytes) {
-	const char *c = (const char *)p, *end = c + bytes;
-	for (; c < end; c += 64) _mm_prefetch(c, _MM_HINT_NTA);
-}
-
 // pf_bayes_job_run is worker's share of j, forward or (bwd) backward:
 // whole batch elements taken from j's two-ended counter (pf_claim) until
 // none is left, each
@@ -1953,10 +1945,10 @@ static inline void prefetch_nta(const void *p, size_t bytes) {
 // The next element is claimed before the one in hand is computed, and its
 // noise, weights and scores ([H×N×M] each, 12.8 KB at the maxnorm model's
 // 4 heads, 16 queries and 50 keys) and its rows of q, k, v (and g) are
-// fetched meanwhile (prefetch_nta), as em.c's pf_em_job_run fetches the
-// next problem's trace: a step's such arrays outgrow the caches between
-// the forward and the backward, and each head's short rows give the
-// hardware's prefetchers too little to go on. On a Zen 5 EPYC
+// fetched meanwhile (simd.h's prefetch_nta), as em.c's pf_em_job_run
+// fetches the next problem's trace: a step's such arrays outgrow the
+// caches between the forward and the backward, and each head's short
+// rows give the hardware's prefetchers too little to go on. On a Zen 5 EPYC
 // (BenchmarkBayesAttentionRatio, alternated rounds): the [H×N×M] arrays
 // alone into L2 took about 2% off the Bayesian step, the non-temporal
 // hint alone nothing more, and with the rows as well the ratios went

@@ -2139,34 +2139,25 @@ static int em_job_problem(const pf_em_job *j, int bwd, int bi, int h, float *scr
 	return 0;
 }
 
-// prefetch_nta asks for the 64-byte lines of [p, p + bytes) with the
-// non-temporal hint, which on the Zen 5 EPYC beat the L2 hint (T1) for
-// the traces, written or read: the width-32 EM step 1.57–1.63× its twin
-// against 1.66–1.77× (six alternated rounds), and T2 no better than T1.
-// A trace is used by one problem, once each way, so the hint's promise
-// holds; where a CPU evicts such lines before their use, the prefetch is
-// wasted, not wrong.
-__attribute__((always_inline)) static inline void prefetch_nta(const void *p, size_t bytes) {
-	const char *c = (const char *)p, *end = c + bytes;
-	for (; c < end; c += 64) _mm_prefetch(c, _MM_HINT_NTA);
-}
-
 // pf_em_job_run is worker's share of j: whole batch elements, all heads of
 // each, taken from j's two-ended counter (pf_claim) until none is left,
 // the next element claimed before the one in hand is computed. Each
 // problem's values depend on its inputs alone, so not on who runs it.
 //
 // While a problem runs, the next one's trace is fetched into the cache
-// (prefetch_nta), to be written in the forward and read in the backward.
-// Why: a step's traces outgrow the caches (18 KB a problem of 16 queries and 50 keys
-// at T_k = 1, 640 problems a step of the width-32 Set Transformer, each
-// written in the forward and read back in the backward after the other
-// layers' passes), and a problem's own accesses, a few short runs of
-// lines in each of its N×M arrays, are too short for the hardware's
-// prefetchers to ramp up: 640 such problems took 16 µs each against
-// 5 µs for 128 (one thread, forward all then backward all), and the
-// width-32 EM step was 2.0× its softmax twin on a Zen 5 EPYC, about
-// 1.6× with this prefetch (BenchmarkEMAttentionRatioDim32).
+// (simd.h's prefetch_nta), to be written in the forward and read in the
+// backward. Why: a step's traces outgrow the caches (18 KB a problem of
+// 16 queries and 50 keys at T_k = 1, 640 problems a step of the width-32
+// Set Transformer, each written in the forward and read back in the
+// backward after the other layers' passes), and a problem's own
+// accesses, a few short runs of lines in each of its N×M arrays, are too
+// short for the hardware's prefetchers to ramp up: 640 such problems
+// took 16 µs each against 5 µs for 128 (one thread, forward all then
+// backward all), and the width-32 EM step was 2.0× its softmax twin on a
+// Zen 5 EPYC, about 1.6× with this prefetch
+// (BenchmarkEMAttentionRatioDim32). The non-temporal hint beat the L2
+// one (T1) there: 1.57–1.63× against 1.66–1.77× in six alternated
+// rounds, and T2 was no better than T1.
 void pf_em_job_run(const pf_em_job *j, int bwd, int worker) {
 	float *scr = j->scr + (size_t)worker * j->ns;
 	int bi = pf_claim(j->ctr, worker, j->b);

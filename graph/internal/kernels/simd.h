@@ -2,6 +2,7 @@
 #ifndef PF_SIMD_H
 #define PF_SIMD_H
 #include <math.h>
+#include <stddef.h>
 #include <immintrin.h>
 
 // hsum is the sum of the 8 lanes of v, in a fixed order.
@@ -145,6 +146,17 @@ static inline __m256 fma_halves(__m512 a, __m512 b, __m256 s) {
 __attribute__((always_inline)) PF_AVX512
 static inline __mmask16 lanes16(int w) {
 	return w >= 16 ? (__mmask16)0xFFFF : w <= 0 ? 0 : (__mmask16)((1u << w) - 1);
+}
+
+// prefetch_nta asks for the 64-byte lines of [p, p + bytes) with the
+// non-temporal hint: data that one problem or batch element of a pool.c
+// job uses once each way, fetched while the one before it computes
+// (em.c's pf_em_job_run, attention.c's pf_bayes_job_run, which say what
+// it gained). Where a CPU evicts such lines before their use, the
+// prefetch is wasted, not wrong.
+static inline void prefetch_nta(const void *p, size_t bytes) {
+	const char *c = (const char *)p, *end = c + bytes;
+	for (; c < end; c += 64) _mm_prefetch(c, _MM_HINT_NTA);
 }
 
 #endif
