@@ -356,6 +356,61 @@ static inline void mm8t_block(const int NB, int nr, int r0, int nt, float alpha,
 		}
 }
 
+// mm8p_block is mm for w = 8 on P pairs of rows from out's first: one
+// zmm holds two rows of out, r in the low 8 lanes and r + 1 in the high
+// 8, so that a multiply-add takes 16 products where mm_block's ymm took
+// 8, with c's two values broadcast each to its half and x's row of 8 to
+// both. Each element is mm_block's sum bit for bit: fused multiply-adds
+// over t in order from 0, times α, then added to out.
+__attribute__((always_inline)) EM_TARGET512
+static inline void mm8p_block(const int P, int nt, float alpha, const float *c, int ldc, int cst, const float *x,
+                              int ldx, int acc, float *out, int ldo) {
+	__m512 s[8];
+	for (int p = 0; p < P; p++) s[p] = _mm512_setzero_ps();
+	for (int t = 0; t < nt; t++) {
+		const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + (size_t)t * ldx));
+		const float *ct = c + (size_t)t * cst;
+		for (int p = 0; p < P; p++) {
+			const float *cr = ct + (size_t)(2 * p) * ldc;
+			const __m512 b = _mm512_mask_broadcastss_ps(_mm512_set1_ps(cr[0]), 0xff00, _mm_load_ss(cr + ldc));
+			s[p] = _mm512_fmadd_ps(b, xv, s[p]);
+		}
+	}
+	const __m512 va = _mm512_set1_ps(alpha);
+	for (int p = 0; p < P; p++) {
+		float *o0 = out + (size_t)(2 * p) * ldo, *o1 = o0 + ldo;
+		__m512 y = _mm512_mul_ps(va, s[p]);
+		if (acc)
+			y = _mm512_add_ps(_mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(o0)), _mm256_loadu_ps(o1), 1), y);
+		_mm256_storeu_ps(o0, _mm512_castps512_ps256(y));
+		_mm256_storeu_ps(o1, _mm512_extractf32x8_ps(y, 1));
+	}
+}
+
+// mm8p is mm for w = 8 and nt ≥ 1 on the rows in whole pairs, 16 rows
+// (8 accumulators, enough to cover the multiply-add's latency) at a time
+// (mm8p_block); it returns how many rows it did (nr rounded down to
+// even).
+EM_TARGET512
+static int mm8p(int nr, int nt, float alpha, const float *c, int ldc, int cst, const float *x, int ldx, int acc,
+                float *out, int ldo) {
+	int r = 0;
+	for (; r + 16 <= nr; r += 16)
+		mm8p_block(8, nt, alpha, c + (size_t)r * ldc, ldc, cst, x, ldx, acc, out + (size_t)r * ldo, ldo);
+	const float *cr = c + (size_t)r * ldc;
+	float *or = out + (size_t)r * ldo;
+	switch ((nr - r) / 2) {
+	case 1: mm8p_block(1, nt, alpha, cr, ldc, cst, x, ldx, acc, or, ldo); break;
+	case 2: mm8p_block(2, nt, alpha, cr, ldc, cst, x, ldx, acc, or, ldo); break;
+	case 3: mm8p_block(3, nt, alpha, cr, ldc, cst, x, ldx, acc, or, ldo); break;
+	case 4: mm8p_block(4, nt, alpha, cr, ldc, cst, x, ldx, acc, or, ldo); break;
+	case 5: mm8p_block(5, nt, alpha, cr, ldc, cst, x, ldx, acc, or, ldo); break;
+	case 6: mm8p_block(6, nt, alpha, cr, ldc, cst, x, ldx, acc, or, ldo); break;
+	case 7: mm8p_block(7, nt, alpha, cr, ldc, cst, x, ldx, acc, or, ldo); break;
+	}
+	return nr & ~1;
+}
+
 // mm8t is mm for w = 8, c read transposed (ldc = 1) and nt ≥ 1, 32 rows
 // at a time (mm8t_block).
 EM_TARGET512
@@ -393,6 +448,12 @@ static void mm(int nr, int nt, int w, float alpha, const float *c, int ldc, int 
 	if (w == 8 && ldc == 1 && nr >= 12 && nt >= 4) {
 		mm8t(nr, nt, alpha, c, cst, x, ldx, acc, out, ldo);
 		return;
+	}
+	// otherwise two rows to a zmm, and an odd last row below
+	if (w == 8 && nr >= 2) {
+		int done = mm8p(nr, nt, alpha, c, ldc, cst, x, ldx, acc, out, ldo);
+		c += (size_t)done * ldc, out += (size_t)done * ldo, nr -= done;
+		if (nr == 0) return;
 	}
 #endif
 	__m256i tail = _mm256_setzero_si256();
@@ -1107,12 +1168,21 @@ typedef struct {
 // order: 8-lane halves to the last whole 8 columns, eight rows to one
 // hsum8, the columns past them added one by one; its column sums down
 // the rows) make them: two more passes over [n×m] saved.
-EM_TARGET512
-static void back_rows16(int n, int m, const float *w, float *dw, const float *v, float *cols, const em_gd *gd) {
-	const int nv = (m + 15) / 16, m8 = m & ~7;
+//
+// back_rows16_nv is its body for rows of NV vectors, NV a constant at
+// every call (back_rows16's switch), so that the loops over them unroll
+// and the running sums stay in registers: with a variable count GCC
+// kept them in arrays on the stack, and the masked store of λ's sums,
+// read back a row later, stalled on store forwarding (a sixth of the
+// function's samples on a Zen 5 EPYC).
+__attribute__((always_inline)) EM_TARGET512
+static inline void back_rows16_nv(const int NV, int n, int m, const float *w, float *dw, const float *v, float *cols,
+                                  const em_gd *gd) {
+	const int nv = NV, m8 = m & ~7;
 	__m512 csum[4], lsum[4], gsum[4], inv[4], hl[4];
 	__mmask16 in[4], full[4]; // full: the lanes of gaussian_back16's columns, before m8
 	const __m512 wh = _mm512_set1_ps(0.5f);
+	#pragma GCC unroll 4
 	for (int k = 0; k < 4; k++) {
 		in[k] = k < nv ? mask16(m - 16 * k) : 0;
 		full[k] = m8 > 16 * k ? mask16(m8 - 16 * k) : 0;
@@ -1135,6 +1205,7 @@ static void back_rows16(int n, int m, const float *w, float *dw, const float *v,
 				const float *wr = w + (size_t)(i + r) * m;
 				float *dr = dw + (size_t)(i + r) * m;
 				__m256 s = _mm256_setzero_ps();
+				#pragma GCC unroll 4
 				for (int k = 0; k < nv; k++) {
 					const int j = 16 * k;
 					__m512 x = _mm512_maskz_loadu_ps(in[k], dr + j);
@@ -1154,6 +1225,7 @@ static void back_rows16(int n, int m, const float *w, float *dw, const float *v,
 				const float *wr = w + (size_t)(i + r) * m;
 				float *dr = dw + (size_t)(i + r) * m;
 				if (v)
+					#pragma GCC unroll 4
 					for (int k = 0; k < nv; k++) {
 						const int j = 16 * k;
 						_mm512_mask_storeu_ps(dr + j, in[k],
@@ -1168,6 +1240,7 @@ static void back_rows16(int n, int m, const float *w, float *dw, const float *v,
 			float *dr = dw + (size_t)(i + r) * m;
 			const __m512 vs = _mm512_set1_ps(dots[r]);
 			gs[r] = _mm256_setzero_ps();
+			#pragma GCC unroll 4
 			for (int k = 0; k < nv; k++) {
 				const int j = 16 * k;
 				__m512 y = _mm512_mul_ps(_mm512_maskz_loadu_ps(in[k], wr + j), _mm512_sub_ps(_mm512_maskz_loadu_ps(in[k], dr + j), vs));
@@ -1202,6 +1275,7 @@ static void back_rows16(int n, int m, const float *w, float *dw, const float *v,
 			}
 		}
 	}
+	#pragma GCC unroll 4
 	for (int k = 0; k < nv; k++) {
 		if (cols) _mm512_mask_storeu_ps(cols + 16 * k, in[k], csum[k]);
 		if (gd) {
@@ -1210,6 +1284,17 @@ static void back_rows16(int n, int m, const float *w, float *dw, const float *v,
 		}
 	}
 	if (gd) gaussian_back_cols(n, m, m8, gd->half, gd->lambda, gd->dist, dw, gd->dlambda, gd->spare);
+}
+
+// back_rows16 runs back_rows16_nv for m's count of 16-lane vectors.
+EM_TARGET512
+static void back_rows16(int n, int m, const float *w, float *dw, const float *v, float *cols, const em_gd *gd) {
+	switch ((m + 15) / 16) {
+	case 1: back_rows16_nv(1, n, m, w, dw, v, cols, gd); break;
+	case 2: back_rows16_nv(2, n, m, w, dw, v, cols, gd); break;
+	case 3: back_rows16_nv(3, n, m, w, dw, v, cols, gd); break;
+	default: back_rows16_nv(4, n, m, w, dw, v, cols, gd); break;
+	}
 }
 #endif
 
@@ -2141,7 +2226,7 @@ static int em_job_problem(const pf_em_job *j, int bwd, int bi, int h, float *scr
 
 // pf_em_job_run is worker's share of j: whole batch elements, all heads of
 // each, taken from j's two-ended counter (pf_claim) until none is left,
-// the next element claimed before the one in hand is computed. Each
+// the next element claimed as the last head of the one in hand starts. Each
 // problem's values depend on its inputs alone, so not on who runs it.
 //
 // While a problem runs, the next one's trace is fetched into the cache
@@ -2162,10 +2247,13 @@ void pf_em_job_run(const pf_em_job *j, int bwd, int worker) {
 	float *scr = j->scr + (size_t)worker * j->ns;
 	int bi = pf_claim(j->ctr, worker, j->b);
 	while (bi >= 0) {
-		int nb = pf_claim(j->ctr, worker, j->b);
+		int nb = -1;
 		for (int h = 0; h < j->heads; h++) {
 			// the next problem's trace: this element's next head, or the
-			// next element's first
+			// next element's first, claimed as its last head starts (a
+			// whole element ahead, a helper that finished first waited
+			// for up to two)
+			if (h + 1 == j->heads) nb = pf_claim(j->ctr, worker, j->b);
 			int nbi = h + 1 < j->heads ? bi : nb, nh = h + 1 < j->heads ? h + 1 : 0;
 			if (nbi >= 0)
 				prefetch_nta(j->trace + (size_t)(nbi * j->heads + nh) * j->tsize, sizeof(float) * (size_t)j->tsize);
