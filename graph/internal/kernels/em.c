@@ -1209,10 +1209,9 @@ static inline void back_rows16_nv(const int NV, int n, int m, const float *w, fl
 				for (int k = 0; k < nv; k++) {
 					const int j = 16 * k;
 					__m512 x = _mm512_maskz_loadu_ps(in[k], dr + j);
-					if (v) {
-						x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(in[k], v + j));
-						_mm512_mask_storeu_ps(dr + j, in[k], x);
-					}
+					// dw + v is made again below, not stored here: read
+					// back from a masked store, it stalled on forwarding
+					if (v) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(in[k], v + j));
 					const __m512 a = _mm512_maskz_loadu_ps(in[k], wr + j);
 					s = _mm256_fmadd_ps(_mm512_castps512_ps256(a), _mm512_castps512_ps256(x), s);
 					if (j + 8 < m) s = _mm256_fmadd_ps(_mm512_extractf32x8_ps(a, 1), _mm512_extractf32x8_ps(x, 1), s);
@@ -1235,15 +1234,18 @@ static inline void back_rows16_nv(const int NV, int n, int m, const float *w, fl
 			}
 		}
 		__m256 gs[8];
+		const int add_v = v && rows == 8; // dw + v not yet stored
 		for (int r = 0; r < rows; r++) {
 			const float *wr = w + (size_t)(i + r) * m;
 			float *dr = dw + (size_t)(i + r) * m;
 			const __m512 vs = _mm512_set1_ps(dots[r]);
-			gs[r] = _mm256_setzero_ps();
+			__m256 g = _mm256_setzero_ps(); // the row's sum in a register, stored once
 			#pragma GCC unroll 4
 			for (int k = 0; k < nv; k++) {
 				const int j = 16 * k;
-				__m512 y = _mm512_mul_ps(_mm512_maskz_loadu_ps(in[k], wr + j), _mm512_sub_ps(_mm512_maskz_loadu_ps(in[k], dr + j), vs));
+				__m512 x = _mm512_maskz_loadu_ps(in[k], dr + j);
+				if (add_v) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(in[k], v + j));
+				__m512 y = _mm512_mul_ps(_mm512_maskz_loadu_ps(in[k], wr + j), _mm512_sub_ps(x, vs));
 				_mm512_mask_storeu_ps(dr + j, in[k], y);
 				__asm__("" : "+v"(y)); // summed as stored: no multiply-add fused into the sum
 				if (cols) csum[k] = _mm512_add_ps(csum[k], y);
@@ -1252,14 +1254,15 @@ static inline void back_rows16_nv(const int NV, int n, int m, const float *w, fl
 				const __m512 dd = _mm512_maskz_loadu_ps(in[k], gd->dist + o);
 				lsum[k] = _mm512_mask3_fmadd_ps(y, _mm512_fnmadd_ps(dd, wh, inv[k]), lsum[k], full[k]);
 				const __mmask16 pos = _mm512_mask_cmp_ps_mask(in[k], dd, _mm512_setzero_ps(), _CMP_GT_OQ);
-				const __m512 x = _mm512_maskz_mul_ps(pos, hl[k], y);
-				_mm512_mask_storeu_ps(gd->g + o, in[k], x);
-				gsum[k] = _mm512_add_ps(gsum[k], x);
+				const __m512 gx = _mm512_maskz_mul_ps(pos, hl[k], y);
+				_mm512_mask_storeu_ps(gd->g + o, in[k], gx);
+				gsum[k] = _mm512_add_ps(gsum[k], gx);
 				if (j + 16 <= m8)
-					gs[r] = add_halves(gs[r], x);
+					g = add_halves(g, gx);
 				else if (j + 8 <= m8)
-					gs[r] = _mm256_add_ps(gs[r], _mm512_castps512_ps256(x));
+					g = _mm256_add_ps(g, _mm512_castps512_ps256(gx));
 			}
+			gs[r] = g;
 		}
 		if (!gd) continue;
 		const float *g = gd->g + (size_t)i * m;
