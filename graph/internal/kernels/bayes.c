@@ -194,7 +194,8 @@ typedef struct {
 PF_AVX512 static inline void zig_load(zig_tables *t, const unsigned *k, const double *w) {
 	for (int i = 0; i < 8; i++) {
 		t->k[i] = _mm512_loadu_si512((const void *)(k + 16 * i));
-		const __m512i a = _mm512_loadu_si512((const void *)(w + 16 * i)), b = _mm512_loadu_si512((const void *)(w + 16 * i + 8));
+		const __m512i a = _mm512_loadu_si512((const void *)(w + 16 * i));
+		const __m512i b = _mm512_loadu_si512((const void *)(w + 16 * i + 8));
 		t->wlo[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(a)), _mm512_cvtepi64_epi32(b), 1);
 		t->whi[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_srli_epi64(a, 32))),
 		                               _mm512_cvtepi64_epi32(_mm512_srli_epi64(b, 32)), 1);

@@ -366,10 +366,14 @@ __attribute__((always_inline)) EM_TARGET512
 static inline void mm8p_block(const int P, int nt, float alpha, const float *c, int ldc, int cst, const float *x,
                               int ldx, int acc, float *out, int ldo) {
 	__m512 s[8];
+	// the loops over p unroll (P is a constant at every call), so that s
+	// stays in registers whatever the optimisation level
+#pragma GCC unroll 8
 	for (int p = 0; p < P; p++) s[p] = _mm512_setzero_ps();
 	for (int t = 0; t < nt; t++) {
 		const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + (size_t)t * ldx));
 		const float *ct = c + (size_t)t * cst;
+#pragma GCC unroll 8
 		for (int p = 0; p < P; p++) {
 			const float *cr = ct + (size_t)(2 * p) * ldc;
 			const __m512 b = _mm512_mask_broadcastss_ps(_mm512_set1_ps(cr[0]), 0xff00, _mm_load_ss(cr + ldc));
@@ -377,6 +381,7 @@ static inline void mm8p_block(const int P, int nt, float alpha, const float *c, 
 		}
 	}
 	const __m512 va = _mm512_set1_ps(alpha);
+#pragma GCC unroll 8
 	for (int p = 0; p < P; p++) {
 		float *o0 = out + (size_t)(2 * p) * ldo, *o1 = o0 + ldo;
 		__m512 y = _mm512_mul_ps(va, s[p]);
@@ -398,15 +403,15 @@ static int mm8p(int nr, int nt, float alpha, const float *c, int ldc, int cst, c
 	for (; r + 16 <= nr; r += 16)
 		mm8p_block(8, nt, alpha, c + (size_t)r * ldc, ldc, cst, x, ldx, acc, out + (size_t)r * ldo, ldo);
 	const float *cr = c + (size_t)r * ldc;
-	float *or = out + (size_t)r * ldo;
+	float *orow = out + (size_t)r * ldo;
 	switch ((nr - r) / 2) {
-	case 1: mm8p_block(1, nt, alpha, cr, ldc, cst, x, ldx, acc, or, ldo); break;
-	case 2: mm8p_block(2, nt, alpha, cr, ldc, cst, x, ldx, acc, or, ldo); break;
-	case 3: mm8p_block(3, nt, alpha, cr, ldc, cst, x, ldx, acc, or, ldo); break;
-	case 4: mm8p_block(4, nt, alpha, cr, ldc, cst, x, ldx, acc, or, ldo); break;
-	case 5: mm8p_block(5, nt, alpha, cr, ldc, cst, x, ldx, acc, or, ldo); break;
-	case 6: mm8p_block(6, nt, alpha, cr, ldc, cst, x, ldx, acc, or, ldo); break;
-	case 7: mm8p_block(7, nt, alpha, cr, ldc, cst, x, ldx, acc, or, ldo); break;
+	case 1: mm8p_block(1, nt, alpha, cr, ldc, cst, x, ldx, acc, orow, ldo); break;
+	case 2: mm8p_block(2, nt, alpha, cr, ldc, cst, x, ldx, acc, orow, ldo); break;
+	case 3: mm8p_block(3, nt, alpha, cr, ldc, cst, x, ldx, acc, orow, ldo); break;
+	case 4: mm8p_block(4, nt, alpha, cr, ldc, cst, x, ldx, acc, orow, ldo); break;
+	case 5: mm8p_block(5, nt, alpha, cr, ldc, cst, x, ldx, acc, orow, ldo); break;
+	case 6: mm8p_block(6, nt, alpha, cr, ldc, cst, x, ldx, acc, orow, ldo); break;
+	case 7: mm8p_block(7, nt, alpha, cr, ldc, cst, x, ldx, acc, orow, ldo); break;
 	}
 	return nr & ~1;
 }
@@ -1154,27 +1159,30 @@ typedef struct {
 	float *dlambda, *g, *rs, *cs, *spare;
 } em_gd;
 
-// back_rows16 is softmax_back_add for 8 < m ≤ 64 in one pass over the
-// rows, eight at a time: each row gets add_row16's dw + v, row_dots' dot
-// with w (the 8-lane blocks' fused multiply-adds in order, the last
-// block's lanes past m 0, eight rows to one hsum8x8; the last n % 8 rows
-// through dot, as row_dots), softmax_back16's w (x − dot), and, with
-// cols, col_sums16's running column sums from cols, down the rows in
-// order: every value as the three passes made it, while the rows are in
-// L1 and without three loops' loads and stores. With gd, the same pass
-// goes on with each row of ds = w (x − dot), as gaussian_back (the
-// multiply-adds GCC fuses there, in order down the rows) and then
-// dist_rows16 (G = −λ/2 ds where D > 0, its row sums in dist_rows16's
-// order: 8-lane halves to the last whole 8 columns, eight rows to one
-// hsum8, the columns past them added one by one; its column sums down
-// the rows) make them: two more passes over [n×m] saved.
+// back_rows16_nv is back_rows16 (below) for rows of NV 16-lane vectors:
+// softmax_back_add for 8 < m ≤ 64 in one pass over the rows, eight at a
+// time: each row gets add_row16's dw + v, row_dots' dot with w (the 8-lane
+// blocks' fused multiply-adds in order, the last block's lanes past m 0,
+// eight rows to one hsum8x8; the last n % 8 rows through dot, as
+// row_dots), softmax_back16's w (x − dot), and, with cols, col_sums16's
+// running column sums from cols, down the rows in order: every value as
+// the three passes made it, while the rows are in L1 and without three
+// loops' loads and stores. With gd, the same pass goes on with each row of
+// ds = w (x − dot), as gaussian_back (the multiply-adds GCC fuses there,
+// in order down the rows) and then dist_rows16 (G = −λ/2 ds where D > 0,
+// its row sums in dist_rows16's order: 8-lane halves to the last whole 8
+// columns, eight rows to one hsum8, the columns past them added one by
+// one; its column sums down the rows) make them: two more passes over
+// [n×m] saved.
 //
-// back_rows16_nv is its body for rows of NV vectors, NV a constant at
-// every call (back_rows16's switch), so that the loops over them unroll
-// and the running sums stay in registers: with a variable count GCC
-// kept them in arrays on the stack, and the masked store of λ's sums,
-// read back a row later, stalled on store forwarding (a sixth of the
-// function's samples on a Zen 5 EPYC).
+// NV is a constant at every call (back_rows16's switch), so that the loops
+// over the vectors unroll and the running sums stay in registers: with a
+// variable count GCC kept them in arrays on the stack, and the masked
+// store of λ's sums, read back a row later, stalled on store forwarding (a
+// sixth of the function's samples on a Zen 5 EPYC). For the same reason a
+// full block's dw + v is made again in the second pass, not stored in the
+// first and read back: a load waits for a masked store to the same place
+// to complete.
 __attribute__((always_inline)) EM_TARGET512
 static inline void back_rows16_nv(const int NV, int n, int m, const float *w, float *dw, const float *v, float *cols,
                                   const em_gd *gd) {
@@ -1182,7 +1190,7 @@ static inline void back_rows16_nv(const int NV, int n, int m, const float *w, fl
 	__m512 csum[4], lsum[4], gsum[4], inv[4], hl[4];
 	__mmask16 in[4], full[4]; // full: the lanes of gaussian_back16's columns, before m8
 	const __m512 wh = _mm512_set1_ps(0.5f);
-	#pragma GCC unroll 4
+#pragma GCC unroll 4
 	for (int k = 0; k < 4; k++) {
 		in[k] = k < nv ? mask16(m - 16 * k) : 0;
 		full[k] = m8 > 16 * k ? mask16(m8 - 16 * k) : 0;
@@ -1205,7 +1213,7 @@ static inline void back_rows16_nv(const int NV, int n, int m, const float *w, fl
 				const float *wr = w + (size_t)(i + r) * m;
 				float *dr = dw + (size_t)(i + r) * m;
 				__m256 s = _mm256_setzero_ps();
-				#pragma GCC unroll 4
+#pragma GCC unroll 4
 				for (int k = 0; k < nv; k++) {
 					const int j = 16 * k;
 					__m512 x = _mm512_maskz_loadu_ps(in[k], dr + j);
@@ -1223,13 +1231,14 @@ static inline void back_rows16_nv(const int NV, int n, int m, const float *w, fl
 			for (int r = 0; r < rows; r++) {
 				const float *wr = w + (size_t)(i + r) * m;
 				float *dr = dw + (size_t)(i + r) * m;
-				if (v)
-					#pragma GCC unroll 4
+				if (v) {
+#pragma GCC unroll 4
 					for (int k = 0; k < nv; k++) {
 						const int j = 16 * k;
 						_mm512_mask_storeu_ps(dr + j, in[k],
 						                      _mm512_add_ps(_mm512_maskz_loadu_ps(in[k], dr + j), _mm512_maskz_loadu_ps(in[k], v + j)));
 					}
+				}
 				dots[r] = dot_avx2(wr, dr, m);
 			}
 		}
@@ -1240,7 +1249,7 @@ static inline void back_rows16_nv(const int NV, int n, int m, const float *w, fl
 			float *dr = dw + (size_t)(i + r) * m;
 			const __m512 vs = _mm512_set1_ps(dots[r]);
 			__m256 g = _mm256_setzero_ps(); // the row's sum in a register, stored once
-			#pragma GCC unroll 4
+#pragma GCC unroll 4
 			for (int k = 0; k < nv; k++) {
 				const int j = 16 * k;
 				__m512 x = _mm512_maskz_loadu_ps(in[k], dr + j);
@@ -1278,7 +1287,7 @@ static inline void back_rows16_nv(const int NV, int n, int m, const float *w, fl
 			}
 		}
 	}
-	#pragma GCC unroll 4
+#pragma GCC unroll 4
 	for (int k = 0; k < nv; k++) {
 		if (cols) _mm512_mask_storeu_ps(cols + 16 * k, in[k], csum[k]);
 		if (gd) {
@@ -1289,14 +1298,15 @@ static inline void back_rows16_nv(const int NV, int n, int m, const float *w, fl
 	if (gd) gaussian_back_cols(n, m, m8, gd->half, gd->lambda, gd->dist, dw, gd->dlambda, gd->spare);
 }
 
-// back_rows16 runs back_rows16_nv for m's count of 16-lane vectors.
+// back_rows16 is back_rows16_nv for m's count of 16-lane vectors, 1 to 4
+// (its callers hold 8 < m ≤ 64).
 EM_TARGET512
 static void back_rows16(int n, int m, const float *w, float *dw, const float *v, float *cols, const em_gd *gd) {
 	switch ((m + 15) / 16) {
 	case 1: back_rows16_nv(1, n, m, w, dw, v, cols, gd); break;
 	case 2: back_rows16_nv(2, n, m, w, dw, v, cols, gd); break;
 	case 3: back_rows16_nv(3, n, m, w, dw, v, cols, gd); break;
-	default: back_rows16_nv(4, n, m, w, dw, v, cols, gd); break;
+	case 4: back_rows16_nv(4, n, m, w, dw, v, cols, gd); break;
 	}
 }
 #endif
@@ -2253,9 +2263,9 @@ void pf_em_job_run(const pf_em_job *j, int bwd, int worker) {
 		int nb = -1;
 		for (int h = 0; h < j->heads; h++) {
 			// the next problem's trace: this element's next head, or the
-			// next element's first, claimed as its last head starts (a
-			// whole element ahead, a helper that finished first waited
-			// for up to two)
+			// next element's first, claimed only as this element's last
+			// head starts (claimed a whole element ahead, a worker held
+			// up to two, and a helper that had finished waited for them)
 			if (h + 1 == j->heads) nb = pf_claim(j->ctr, worker, j->b);
 			int nbi = h + 1 < j->heads ? bi : nb, nh = h + 1 < j->heads ? h + 1 : 0;
 			if (nbi >= 0)
