@@ -151,9 +151,8 @@ static inline __mmask16 lanes16(int w) {
 // prefetch_nta asks for the 64-byte lines of [p, p + bytes) with the
 // non-temporal hint: data that one problem or batch element of a pool.c
 // job uses once each way, fetched while the one before it computes
-// (em.c's pf_em_job_run, attention.c's pf_bayes_job_run, which say what
-// it gained). Where a CPU evicts such lines before their use, the
-// prefetch is wasted, not wrong.
+// (em.c's pf_em_job_run, which says what it gained). Where a CPU evicts
+// such lines before their use, the prefetch is wasted, not wrong.
 static inline void prefetch_nta(const void *p, size_t bytes) {
 	const char *c = (const char *)p, *end = c + bytes;
 	for (; c < end; c += 64) _mm_prefetch(c, _MM_HINT_NTA);
