@@ -665,10 +665,11 @@ void pf_attn_head_fwd_bias512(const float *q, int ldq, const float *k, int ldk, 
 // stores them, 1 · the sum): y ⊙ D, its dot with the row of P in 8-lane
 // blocks (fma_halves) then hsum, and dS = P ⊙ (y − dot) written to dsr on
 // the row's m lanes: the same operations in the same order, without
-// the stores and loads of dP between them.
+// the stores and loads of dP between them. With xr (the sampled Bayesian
+// head's, no D), dS = P ⊙ (y − dot) + gx·x_i, as attn_head_bwd has it.
 __attribute__((always_inline)) PF_AVX512
 static inline void dscores_row512(const int NV, __m512 y0, __m512 y1, int m, const float *pr, const float *dr0,
-                                  float *dsr) {
+                                  const float *xr, __m512 vgx, float *dsr) {
 	const __mmask16 in0 = lanes16(m), in1 = lanes16(m - 16);
 	y0 = _mm512_maskz_mov_ps(in0, y0);
 	if (dr0) y0 = _mm512_mul_ps(y0, _mm512_maskz_loadu_ps(in0, dr0));
@@ -682,8 +683,14 @@ static inline void dscores_row512(const int NV, __m512 y0, __m512 y1, int m, con
 		s = fma_halves(p1, y1, s);
 	}
 	const __m512 dot = _mm512_set1_ps(hsum(s));
-	_mm512_mask_storeu_ps(dsr, in0, _mm512_mul_ps(p0, _mm512_sub_ps(y0, dot)));
-	if (NV > 1) _mm512_mask_storeu_ps(dsr + 16, in1, _mm512_mul_ps(p1, _mm512_sub_ps(y1, dot)));
+	__m512 r0 = _mm512_mul_ps(p0, _mm512_sub_ps(y0, dot)), r1 = r0;
+	if (xr) r0 = _mm512_fmadd_ps(vgx, _mm512_maskz_loadu_ps(in0, xr), r0);
+	_mm512_mask_storeu_ps(dsr, in0, r0);
+	if (NV > 1) {
+		r1 = _mm512_mul_ps(p1, _mm512_sub_ps(y1, dot));
+		if (xr) r1 = _mm512_fmadd_ps(vgx, _mm512_maskz_loadu_ps(in1, xr + 16), r1);
+		_mm512_mask_storeu_ps(dsr + 16, in1, r1);
+	}
 }
 
 // dscores_block512 is rows_axpy512's block of R rows of dP = G vᵀ (vt
@@ -695,11 +702,13 @@ static inline void dscores_row512(const int NV, __m512 y0, __m512 y1, int m, con
 		const int i = i0 + (r);                                                                             \
 		dscores_row512(NV, _mm512_mul_ps(va, NV == 1 ? SSB_A(r) : SSB_A((r) * 2)),                          \
 		               NV == 1 ? va : _mm512_mul_ps(va, SSB_A((r) * 2 + 1)), m, p + (size_t)i * m,          \
-		               drop ? drop + (size_t)i * m : NULL, ds + (size_t)i * m8);                           \
+		               drop ? drop + (size_t)i * m : NULL, x ? x + (size_t)i * m : NULL, vgx,               \
+		               ds + (size_t)i * m8);                                                                \
 	}
 __attribute__((always_inline)) PF_AVX512
 static inline void dscores_block512(const int R, const int NV, int i0, const float *g, int ldg, const float *vt,
-                                    int m8, int dv, int m, const float *p, const float *drop, float *ds) {
+                                    int m8, int dv, int m, const float *p, const float *drop, const float *x,
+                                    __m512 vgx, float *ds) {
 	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0,
 	       a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0, a15 = a0;
 	const __mmask16 last = lanes16(m - 16 * (NV - 1));
@@ -750,20 +759,22 @@ static inline void dscores_block512(const int R, const int NV, int i0, const flo
 
 // dscores512 sets dS [n×m8] (m ≤ 32) from G, vt, P and the dropout mask
 // as pf_attn_head_bwd512's product and row loop do (the same values bit
-// for bit), blocks of 16 rows (m ≤ 16) or 8 (m ≤ 32), then 8, 4, 2, 1.
+// for bit), blocks of 16 rows (m ≤ 16) or 8 (m ≤ 32), then 8, 4, 2, 1;
+// x [n×m] (NULL: none) adds gx·x to dS (see attn_head_bwd512).
 #define DSB_ROWS(R, NV)                                                                                        \
 	do {                                                                                                       \
 		int i = 0;                                                                                             \
-		for (; i + (R) <= n; i += (R)) dscores_block512((R), (NV), i, g, ldg, vt, m8, dv, m, p, drop, ds);    \
+		for (; i + (R) <= n; i += (R)) dscores_block512((R), (NV), i, g, ldg, vt, m8, dv, m, p, drop, x, vgx, ds); \
 		if ((R) > 8)                                                                                           \
-			for (; i + 8 <= n; i += 8) dscores_block512(8, (NV), i, g, ldg, vt, m8, dv, m, p, drop, ds);       \
-		for (; i + 4 <= n; i += 4) dscores_block512(4, (NV), i, g, ldg, vt, m8, dv, m, p, drop, ds);          \
-		for (; i + 2 <= n; i += 2) dscores_block512(2, (NV), i, g, ldg, vt, m8, dv, m, p, drop, ds);          \
-		for (; i < n; i++) dscores_block512(1, (NV), i, g, ldg, vt, m8, dv, m, p, drop, ds);                  \
+			for (; i + 8 <= n; i += 8) dscores_block512(8, (NV), i, g, ldg, vt, m8, dv, m, p, drop, x, vgx, ds); \
+		for (; i + 4 <= n; i += 4) dscores_block512(4, (NV), i, g, ldg, vt, m8, dv, m, p, drop, x, vgx, ds);    \
+		for (; i + 2 <= n; i += 2) dscores_block512(2, (NV), i, g, ldg, vt, m8, dv, m, p, drop, x, vgx, ds);    \
+		for (; i < n; i++) dscores_block512(1, (NV), i, g, ldg, vt, m8, dv, m, p, drop, x, vgx, ds);            \
 	} while (0)
 PF_AVX512
 static void dscores512(int n, int m, int dv, const float *g, int ldg, const float *vt, int m8, const float *p,
-                       const float *drop, float *ds) {
+                       const float *drop, const float *x, float gx, float *ds) {
+	const __m512 vgx = _mm512_set1_ps(gx);
 	if (m <= 16)
 		DSB_ROWS(16, 1);
 	else
@@ -772,12 +783,17 @@ static void dscores512(int n, int m, int dv, const float *g, int ldg, const floa
 
 // attn_head_bwd512 is pf_attn_head_bwd512's body, taking BWD_STEPS steps
 // of pl (NULL: none) between its phases. dS keeps rows m8 apart; only its
-// first m columns are written or read.
+// first m columns are written or read. With x [n×m] (the sampled
+// Bayesian head's, without dropout) dS gains gx·x, as attn_head_bwd's
+// does: each element the AVX2 loop's operations in the same order, its
+// dot over 8-lane blocks (fma_halves: a block past the row adds
+// 0·0 to a sum that is never −0, which leaves it as it is).
 #define BWD_STEPS 5
 PF_AVX512
 static void attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                              const float *g, int ldg, const float *p, const float *drop, int n, int m, int d, int dv,
-                             float scale, float *dq, float *dk, float *dvv, const float *res, int ldr, pf_plan *pl) {
+                             float scale, float *dq, float *dk, float *dvv, const float *res, int ldr, const float *x,
+                             float gx, pf_plan *pl) {
 	const int m8 = (m + 7) & ~7;
 	float vt[MAXW * MAXW], ds[MAXW * MAXW];
 	plan_step(pl);
@@ -793,7 +809,7 @@ static void attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, c
 	transpose_rows512(v, ldv, m, dv, vt, m8);
 	plan_step(pl);
 	if (m <= 32) {
-		dscores512(n, m, dv, g, ldg, vt, m8, p, drop, ds);
+		dscores512(n, m, dv, g, ldg, vt, m8, p, drop, x, gx, ds);
 	} else {
 		rows_axpy512(n, dv, m, 1, g, ldg, 1, vt, m8, ds, m8);
 	}
@@ -809,10 +825,12 @@ static void attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, c
 			_mm512_mask_storeu_ps(dr + j, in, y);
 			s = fma_halves(_mm512_maskz_loadu_ps(in, pr + j), y, s);
 		}
-		__m512 dot = _mm512_set1_ps(hsum(s));
+		__m512 dot = _mm512_set1_ps(hsum(s)), vgx = _mm512_set1_ps(gx);
+		const float *xr = x ? x + (size_t)i * m : NULL;
 		for (int j = 0; j < m; j += 16) {
 			__mmask16 in = lanes16(m - j);
 			__m512 r = _mm512_mul_ps(_mm512_maskz_loadu_ps(in, pr + j), _mm512_sub_ps(_mm512_maskz_loadu_ps(in, dr + j), dot));
+			if (xr) r = _mm512_fmadd_ps(vgx, _mm512_maskz_loadu_ps(in, xr + j), r);
 			_mm512_mask_storeu_ps(dr + j, in, r);
 		}
 	}
@@ -830,7 +848,7 @@ PF_AVX512
 void pf_attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, const float *g,
                          int ldg, const float *p, const float *drop, int n, int m, int d, int dv, float scale,
                          float *dq, float *dk, float *dvv, const float *res, int ldr) {
-	attn_head_bwd512(q, ldq, k, ldk, v, ldv, g, ldg, p, drop, n, m, d, dv, scale, dq, dk, dvv, res, ldr, NULL);
+	attn_head_bwd512(q, ldq, k, ldk, v, ldv, g, ldg, p, drop, n, m, d, dv, scale, dq, dk, dvv, res, ldr, NULL, 0, NULL);
 }
 
 // heads_fwd_elem runs the forward of batch element bi's heads, all H in
@@ -904,7 +922,7 @@ static void heads_bwd_elem(const pf_attn_job *j, int bi, int nb) {
 		const float *gh = g + (size_t)bi * n * ldg + (size_t)h * dv, *dh = drop ? drop + i * nm : NULL;
 		if (j->level >= 2)
 			attn_head_bwd512(q + oq, ldq, k + ok, ldk, v + ov, ldv, gh, ldg, p + i * nm, dh, n, m, d, dv, j->scale,
-			                 dq + oq, dk + ok, dvv + ov, j->residual ? gh : NULL, ldg, pl);
+			                 dq + oq, dk + ok, dvv + ov, j->residual ? gh : NULL, ldg, NULL, 0, pl);
 		else
 			pf_attn_head_bwd(q + oq, ldq, k + ok, ldk, v + ov, ldv, gh, ldg, p + i * nm, dh, n, m, d, dv, j->scale,
 			                 dq + oq, dk + ok, dvv + ov, j->residual ? gh : NULL, ldg);
@@ -1132,9 +1150,9 @@ static void bayes_axpy(int level, int nr, int nt, int w, float alpha, const floa
 }
 
 // The sampled head's row loops 16 lanes wide (level ≥ 2), each element
-// with the same operations in the same order as pf_bayes_attn_head's and
-// bayes_attn_bwd512's AVX2 loops, so the same bits: log_fast512 and
-// exp_le0_512 are log_fast and exp_le0 lane for lane; a row's running
+// with the same operations in the same order as pf_bayes_attn_head's
+// AVX2 loops, so the same bits: log_fast512 and exp_le0_512 are
+// log_fast and exp_le0 lane for lane; a row's running
 // max, sums and dot run over its 8-lane blocks in the AVX2 order
 // (bayes_max_halves, add_halves, fma_halves: a 16-lane block is the low
 // 8-lane block then the high one; a row ending in half a block adds the
@@ -1310,43 +1328,6 @@ static void bayes_kl_x_rows512(int kind, int n, int m, const float *s, const flo
 				y = _mm512_fnmadd_ps(_mm512_maskz_loadu_ps(in, er + j), vf, dl);
 			}
 			_mm512_mask_storeu_ps(xr + j, lanes16(m - j), _mm512_mul_ps(vg, y));
-		}
-	}
-}
-
-// bayes_ds_rows512 is bayes_attn_bwd512's dS rows on 16 lanes: with dP in
-// ds [n×m8] (columns from m on set to exactly 0 here), each row's dot
-// Σ_j P·dP over 8-lane blocks in order, then dS = P ⊙ (dP − dot) + gx·x,
-// p and x [n×m]; the dots of all the rows first, then the second pass.
-__attribute__((noinline)) PF_AVX512
-static void bayes_ds_rows512(int n, int m, const float *p, const float *x, float gx, float *ds) {
-	const int m8 = (m + 7) & ~7;
-	const __m512 vgx = _mm512_set1_ps(gx);
-	float dots[MAXW * MAXW / 8];
-	for (int i = 0; i < n; i++) {
-		const float *pr = p + (size_t)i * m;
-		float *dr = ds + (size_t)i * m8;
-		__m256 s = _mm256_setzero_ps();
-		for (int j = 0; j < m8; j += 16) {
-			const __mmask16 in = lanes16(m - j), row = lanes16(m8 - j);
-			__m512 y = _mm512_maskz_loadu_ps(in, dr + j);
-			_mm512_mask_storeu_ps(dr + j, row, y);
-			__m512 pv = _mm512_maskz_loadu_ps(in, pr + j);
-			s = j + 8 < m8 ? fma_halves(pv, y, s)
-			               : _mm256_fmadd_ps(_mm512_castps512_ps256(pv), _mm512_castps512_ps256(y), s);
-		}
-		dots[i] = hsum(s);
-	}
-	for (int i = 0; i < n; i++) {
-		const float *pr = p + (size_t)i * m, *xr = x + (size_t)i * m;
-		float *dr = ds + (size_t)i * m8;
-		const __m512 dot = _mm512_set1_ps(dots[i]);
-		for (int j = 0; j < m8; j += 16) {
-			const __mmask16 in = lanes16(m - j), row = lanes16(m8 - j);
-			__m512 pv = _mm512_maskz_loadu_ps(in, pr + j);
-			__m512 r = _mm512_mul_ps(pv, _mm512_sub_ps(_mm512_maskz_loadu_ps(row, dr + j), dot));
-			r = _mm512_fmadd_ps(vgx, _mm512_maskz_loadu_ps(in, xr + j), r);
-			_mm512_mask_storeu_ps(dr + j, row, r);
 		}
 	}
 }
@@ -1836,33 +1817,6 @@ unsigned pf_bayes_heads(int level, int h, const float *q, int ldq, const float *
 	                   p, x, out, ldo, dc, sums, NULL);
 }
 
-// bayes_attn_bwd512 is attn_head_bwd without dropout and with x, its
-// products and transpose AVX-512's (rows_axpy512, transpose_rows512) and
-// its dS rows bayes_ds_rows512: each element gets the same operations in
-// the same order, so the same bits (pf_attn_head_bwd512's dscores512 has
-// no gx·x term, hence this copy).
-__attribute__((target("avx2,fma")))
-static void bayes_attn_bwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
-                              const float *g, int ldg, const float *p, int n, int m, int d, int dv, float scale,
-                              float *dq, float *dk, float *dvv, const float *x, float gx, pf_plan *pl) {
-	const int m8 = (m + 7) & ~7;
-	float vt[MAXW * MAXW], ds[MAXW * MAXW];
-	plan_step(pl);
-	// dv [m×dv]: row j = Σ_i P[i][j] G[i]
-	rows_axpy512(m, n, dv, 1, p, 1, m, g, ldg, dvv, ldv);
-	plan_step(pl);
-	// dP [n×m8]: row i = Σ_c G[i][c] vᵀ[c], columns from m on 0·G
-	transpose_rows512(v, ldv, m, dv, vt, m8);
-	rows_axpy512(n, dv, m8, 1, g, ldg, 1, vt, m8, ds, m8);
-	bayes_ds_rows512(n, m, p, x, gx, ds); // dS [n×m8]
-	plan_step(pl);
-	// dq [n×d]: row i = scale · Σ_j dS[i][j] k[j]
-	rows_axpy512(n, m, d, scale, ds, m8, 1, k, ldk, dq, ldq);
-	plan_step(pl);
-	// dk [m×d]: row j = scale · Σ_i dS[i][j] q[i]
-	rows_axpy512(m, n, d, scale, ds, 1, m8, q, ldq, dk, ldk);
-}
-
 // pf_bayes_head_bwd is one float32 head of BayesAttentionSample's backward
 // pass: attention's (pf_attn_head_bwd without dropout), with gx·x [n×m]
 // (the KL's score gradient, which pf_bayes_attn_head saved for a unit gx)
@@ -1887,7 +1841,7 @@ static void bayes_head_bwd(int level, const float *q, int ldq, const float *k, i
                            const float *w1t, const float *b1, const float *w2, const float *dc, float *dw1, float *db1,
                            float *dw2, float *db2, const float *xc, double gd, double *part, int r, pf_plan *pl) {
 	if (level >= 2) {
-		bayes_attn_bwd512(q, ldq, k, ldk, v, ldv, g, ldg, p, n, m, d, dv, scale, dq, dk, dvv, x, gx, pl);
+		attn_head_bwd512(q, ldq, k, ldk, v, ldv, g, ldg, p, NULL, n, m, d, dv, scale, dq, dk, dvv, NULL, 0, x, gx, pl);
 	} else {
 		attn_head_bwd(q, ldq, k, ldk, v, ldv, g, ldg, p, NULL, n, m, d, dv, scale, dq, dk, dvv, x, gx);
 	}

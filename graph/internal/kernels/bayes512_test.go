@@ -11,7 +11,7 @@ import (
 )
 
 // The Bayesian heads at level 2 (AVX-512 products and transposes,
-// bayes_axpy, bayes_attn_bwd512) against level 1 (the AVX2 code the
+// bayes_axpy, the backward's attn_head_bwd512) against level 1 (the AVX2 code the
 // results tables were run on), bit for bit: every output of the forward
 // pass (p, x, out, dc, the KL sum) and of the backward pass (dq, dk, dv,
 // the prior network's gradients), over both kernels, masks, with and
