@@ -263,7 +263,7 @@ void pf_attn_head_bwd(const float *q, int ldq, const float *k, int ldk, const fl
 // multiply-adds in t from 0 then α·sum (rows_axpy512 tiles differently,
 // which no element depends on), the softmax is pf_softmax_rows512 (see
 // there), and the backward's row dot Σ_j P·dP is summed in 8-lane blocks
-// in order (fma_halves), as attn_head_bwd does.
+// in order (fma_blocks), as attn_head_bwd does.
 
 // axpy_block512 is axpy_block 16 lanes wide: R rows of NV vectors, the
 // last of them masked by last; R·NV ≤ 16. R and NV are constants at every
@@ -562,11 +562,11 @@ static void scores_softmax512(int n, int m, int d, float scale, const float *q, 
 
 // pf_plan is a batch element's operands and results, as rows of
 // floats, to be prefetched into the cache while the element before it
-// computes: pf_attn_heads_fwd and _bwd read a head's rows of q, k, v (16
-// floats, one 64-byte line, at the models' width) far apart, first in a
-// transpose or a product whose loads then wait on each line in turn
-// (in the Set Transformer step the transposes' samples sat at their row
-// loads). The next element's lines are asked for in steps, plan_step
+// computes: pf_attn_heads_fwd and _bwd (and pf_bayes_job_run) read a
+// head's rows of q, k, v (16 floats, one 64-byte line, at the models'
+// width) far apart, first in a transpose or a product whose loads then
+// wait on each line in turn (in the Set Transformer step the transposes'
+// samples sat at their row loads). The next element's lines are asked for in steps, plan_step
 // doing step j of steps: rows [j·rows/steps, (j+1)·rows/steps) of each
 // set, between the phases of each head, so the waits for them overlap
 // the heads' arithmetic instead of stalling a burst of prefetches. A
@@ -662,11 +662,12 @@ void pf_attn_head_fwd_bias512(const float *q, int ldq, const float *k, int ldk, 
 
 // dscores_row512 is pf_attn_head_bwd512's row loop on row i of dP held in
 // registers (y0: keys 0–15, y1: keys 16–31 when NV is 2, as the product
-// stores them, 1 · the sum): y ⊙ D, its dot with the row of P in 8-lane
-// blocks (fma_halves) then hsum, and dS = P ⊙ (y − dot) written to dsr on
-// the row's m lanes: the same operations in the same order, without
-// the stores and loads of dP between them. With xr (the sampled Bayesian
-// head's, no D), dS = P ⊙ (y − dot) + gx·x_i, as attn_head_bwd has it.
+// stores them, 1 · the sum): y ⊙ D, its dot with the row of P over the
+// row's 8-lane blocks in order (fma_blocks) then hsum, and dS = P ⊙
+// (y − dot) written to dsr on the row's m lanes: the same operations in
+// the same order, without the stores and loads of dP between them. With
+// xr (the sampled Bayesian head's, no D), dS = P ⊙ (y − dot) + gx·x_i,
+// as attn_head_bwd has it.
 __attribute__((always_inline)) PF_AVX512
 static inline void dscores_row512(const int NV, __m512 y0, __m512 y1, int m, const float *pr, const float *dr0,
                                   const float *xr, __m512 vgx, float *dsr) {
@@ -674,20 +675,20 @@ static inline void dscores_row512(const int NV, __m512 y0, __m512 y1, int m, con
 	y0 = _mm512_maskz_mov_ps(in0, y0);
 	if (dr0) y0 = _mm512_mul_ps(y0, _mm512_maskz_loadu_ps(in0, dr0));
 	const __m512 p0 = _mm512_maskz_loadu_ps(in0, pr);
-	__m256 s = fma_halves(p0, y0, _mm256_setzero_ps());
+	__m256 s = fma_blocks(p0, y0, _mm256_setzero_ps(), m > 8);
 	__m512 p1 = p0;
 	if (NV > 1) {
 		y1 = _mm512_maskz_mov_ps(in1, y1);
 		if (dr0) y1 = _mm512_mul_ps(y1, _mm512_maskz_loadu_ps(in1, dr0 + 16));
 		p1 = _mm512_maskz_loadu_ps(in1, pr + 16);
-		s = fma_halves(p1, y1, s);
+		s = fma_blocks(p1, y1, s, m > 24);
 	}
 	const __m512 dot = _mm512_set1_ps(hsum(s));
-	__m512 r0 = _mm512_mul_ps(p0, _mm512_sub_ps(y0, dot)), r1 = r0;
+	__m512 r0 = _mm512_mul_ps(p0, _mm512_sub_ps(y0, dot));
 	if (xr) r0 = _mm512_fmadd_ps(vgx, _mm512_maskz_loadu_ps(in0, xr), r0);
 	_mm512_mask_storeu_ps(dsr, in0, r0);
 	if (NV > 1) {
-		r1 = _mm512_mul_ps(p1, _mm512_sub_ps(y1, dot));
+		__m512 r1 = _mm512_mul_ps(p1, _mm512_sub_ps(y1, dot));
 		if (xr) r1 = _mm512_fmadd_ps(vgx, _mm512_maskz_loadu_ps(in1, xr + 16), r1);
 		_mm512_mask_storeu_ps(dsr + 16, in1, r1);
 	}
@@ -760,34 +761,42 @@ static inline void dscores_block512(const int R, const int NV, int i0, const flo
 // dscores512 sets dS [n×m8] (m ≤ 32) from G, vt, P and the dropout mask
 // as pf_attn_head_bwd512's product and row loop do (the same values bit
 // for bit), blocks of 16 rows (m ≤ 16) or 8 (m ≤ 32), then 8, 4, 2, 1;
-// x [n×m] (NULL: none) adds gx·x to dS (see attn_head_bwd512).
-#define DSB_ROWS(R, NV)                                                                                        \
+// x [n×m] (NULL: none) adds gx·x to dS (see attn_head_bwd512). Each case
+// of x is its own copy of the loops, so the softmax heads' rows test no
+// x.
+#define DSB_ROWS(R, NV, X)                                                                                     \
 	do {                                                                                                       \
 		int i = 0;                                                                                             \
-		for (; i + (R) <= n; i += (R)) dscores_block512((R), (NV), i, g, ldg, vt, m8, dv, m, p, drop, x, vgx, ds); \
+		for (; i + (R) <= n; i += (R)) dscores_block512((R), (NV), i, g, ldg, vt, m8, dv, m, p, drop, X, vgx, ds); \
 		if ((R) > 8)                                                                                           \
-			for (; i + 8 <= n; i += 8) dscores_block512(8, (NV), i, g, ldg, vt, m8, dv, m, p, drop, x, vgx, ds); \
-		for (; i + 4 <= n; i += 4) dscores_block512(4, (NV), i, g, ldg, vt, m8, dv, m, p, drop, x, vgx, ds);    \
-		for (; i + 2 <= n; i += 2) dscores_block512(2, (NV), i, g, ldg, vt, m8, dv, m, p, drop, x, vgx, ds);    \
-		for (; i < n; i++) dscores_block512(1, (NV), i, g, ldg, vt, m8, dv, m, p, drop, x, vgx, ds);            \
+			for (; i + 8 <= n; i += 8) dscores_block512(8, (NV), i, g, ldg, vt, m8, dv, m, p, drop, X, vgx, ds); \
+		for (; i + 4 <= n; i += 4) dscores_block512(4, (NV), i, g, ldg, vt, m8, dv, m, p, drop, X, vgx, ds);    \
+		for (; i + 2 <= n; i += 2) dscores_block512(2, (NV), i, g, ldg, vt, m8, dv, m, p, drop, X, vgx, ds);    \
+		for (; i < n; i++) dscores_block512(1, (NV), i, g, ldg, vt, m8, dv, m, p, drop, X, vgx, ds);            \
 	} while (0)
 PF_AVX512
 static void dscores512(int n, int m, int dv, const float *g, int ldg, const float *vt, int m8, const float *p,
                        const float *drop, const float *x, float gx, float *ds) {
 	const __m512 vgx = _mm512_set1_ps(gx);
-	if (m <= 16)
-		DSB_ROWS(16, 1);
-	else
-		DSB_ROWS(8, 2);
+	if (m <= 16) {
+		if (x)
+			DSB_ROWS(16, 1, x);
+		else
+			DSB_ROWS(16, 1, NULL);
+	} else {
+		if (x)
+			DSB_ROWS(8, 2, x);
+		else
+			DSB_ROWS(8, 2, NULL);
+	}
 }
 
 // attn_head_bwd512 is pf_attn_head_bwd512's body, taking BWD_STEPS steps
 // of pl (NULL: none) between its phases. dS keeps rows m8 apart; only its
 // first m columns are written or read. With x [n×m] (the sampled
 // Bayesian head's, without dropout) dS gains gx·x, as attn_head_bwd's
-// does: each element the AVX2 loop's operations in the same order, its
-// dot over 8-lane blocks (fma_halves: a block past the row adds
-// 0·0 to a sum that is never −0, which leaves it as it is).
+// does: each element the AVX2 loop's operations in the same order, a
+// row's dot over its 8-lane blocks (fma_blocks).
 #define BWD_STEPS 5
 PF_AVX512
 static void attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
@@ -814,6 +823,7 @@ static void attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, c
 		rows_axpy512(n, dv, m, 1, g, ldg, 1, vt, m8, ds, m8);
 	}
 	plan_step(pl);
+	const __m512 vgx = _mm512_set1_ps(gx);
 	for (int i = 0; i < n && m > 32; i++) {
 		const float *pr = p + (size_t)i * m, *dr0 = drop ? drop + (size_t)i * m : NULL;
 		float *dr = ds + (size_t)i * m8;
@@ -823,9 +833,9 @@ static void attn_head_bwd512(const float *q, int ldq, const float *k, int ldk, c
 			__m512 y = _mm512_maskz_loadu_ps(in, dr + j);
 			if (dr0) y = _mm512_mul_ps(y, _mm512_maskz_loadu_ps(in, dr0 + j));
 			_mm512_mask_storeu_ps(dr + j, in, y);
-			s = fma_halves(_mm512_maskz_loadu_ps(in, pr + j), y, s);
+			s = fma_blocks(_mm512_maskz_loadu_ps(in, pr + j), y, s, j + 8 < m);
 		}
-		__m512 dot = _mm512_set1_ps(hsum(s)), vgx = _mm512_set1_ps(gx);
+		const __m512 dot = _mm512_set1_ps(hsum(s));
 		const float *xr = x ? x + (size_t)i * m : NULL;
 		for (int j = 0; j < m; j += 16) {
 			__mmask16 in = lanes16(m - j);
@@ -1655,6 +1665,9 @@ static void prior_logits(int level, const float *k, int ldk, int m, int d, const
 // returns 0 without computing anything when no key is visible or no query
 // real (the Go loop handles those heads), 1 otherwise. level ≥ 2 runs the
 // products and the transpose with AVX-512 (bayes_axpy), the same bits.
+// bayes_head is its body, taking BAYES_FWD_STEPS steps of pl (NULL:
+// none) between its phases.
+#define BAYES_FWD_STEPS 3
 __attribute__((target("avx2,fma")))
 static int bayes_head(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv, int n, int m,
                       int d, int dv, float scale, const float *mask, const float *qmask, const float *noise,
@@ -1852,7 +1865,6 @@ static void bayes_head_bwd(int level, const float *q, int ldq, const float *k, i
 		dc = dcl;
 	}
 	bayes_axpy(level, m, d, 16, 1, k, ldk, 1, w1, 16, u, 16);
-	plan_step(pl);
 	const __m256 zero = _mm256_setzero_ps();
 	const __m256 b10 = _mm256_loadu_ps(b1), b11 = _mm256_loadu_ps(b1 + 8);
 	const __m256 w20 = _mm256_loadu_ps(w2), w21 = _mm256_loadu_ps(w2 + 8);
@@ -1941,8 +1953,10 @@ void pf_bayes_heads_bwd(int level, int h, const float *q, int ldq, const float *
 // values do not depend on who runs it.
 //
 // The next element is claimed before the one in hand is computed, and
-// its operands and results are prefetched as the heads go (pf_plan, 3
-// steps a head forward, 5 backward): its noise, weights and scores
+// its operands and results are prefetched as the heads go (pf_plan,
+// BAYES_FWD_STEPS steps a head forward, BWD_STEPS backward; at once, at
+// the start, for the AVX2 heads, whose backward takes no steps): its
+// noise, weights and scores
 // ([H×N×M] each, 12.8 KB at the maxnorm model's 4 heads, 16 queries and
 // 50 keys), its rows of q, k, v (and g), and the rows it writes (out, or
 // dq, dk, dv). A step's such arrays outgrow the caches between the
@@ -1952,10 +1966,10 @@ void pf_bayes_heads_bwd(int level, int h, const float *q, int ldq, const float *
 // hint: the burst itself then took 3% of the Bayesian step's CPU time,
 // its prefetches waiting for free miss buffers. On a Zen 5 EPYC
 // (BenchmarkBayesAttentionRatio, eight alternated rounds), spreading
-// them took the median ratios from 1.48× to 1.39× (Weibull) and from
+// them took the median ratios from 1.47× to 1.39× (Weibull) and from
 // 1.47× to 1.41× (log-normal), the T0 hint in place of the non-temporal
 // one to 1.37× and 1.38×, and the rows it writes as well to 1.35× and
-// 1.35×.
+// 1.35× (graph/PERFORMANCE.md).
 void pf_bayes_job_run(const pf_bayes_job *j, int bwd, int worker) {
 	const int h = j->h, n = j->n, m = j->m;
 	const size_t hnm = (size_t)h * n * m;
@@ -1964,7 +1978,7 @@ void pf_bayes_job_run(const pf_bayes_job *j, int bwd, int worker) {
 		int bi = nb;
 		if (bi < 0) return;
 		nb = pf_claim(j->ctr, worker, j->b);
-		pf_plan plan = {.steps = h * (bwd ? 5 : 3)}, *pl = NULL;
+		pf_plan plan = {.steps = h * (bwd ? BWD_STEPS : BAYES_FWD_STEPS)}, *pl = NULL;
 		if (nb >= 0) { // the next element's operands and results (see above)
 			const size_t ne = (size_t)nb * hnm;
 			if (!bwd) plan_add_span(&plan, j->noise + ne, hnm);
@@ -1982,6 +1996,10 @@ void pf_bayes_job_run(const pf_bayes_job *j, int bwd, int worker) {
 				plan_add(&plan, j->dvv + (size_t)nb * m * j->ldv, j->ldv, m, h * j->dv);
 			}
 			pl = &plan;
+			if (j->level < 2) { // the AVX2 backward takes no steps: all at once
+				plan_rest(pl);
+				pl = NULL;
+			}
 		}
 		const size_t e = (size_t)bi * hnm, oq = (size_t)bi * n * j->ld, ok = (size_t)bi * m * j->ld,
 		             ov = (size_t)bi * m * j->ldv, og = (size_t)bi * n * j->ldv;

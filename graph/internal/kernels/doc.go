@@ -98,11 +98,12 @@
 // gives the same numbers on a CPU with AVX-512 and on one with AVX2
 // only. The Bayesian heads (pf_bayes_head, _bwd) take the level too:
 // their products and transposes, the sampled head's noise, maxima,
-// exponentials and quotients, the KL's passes and the backward's dS rows
-// run 16 lanes wide, pass by pass over a head's rows (a row at a time
-// waited on its own reductions and logarithms), each element the AVX2
-// loop's operations in the same order and the row reductions folded over
-// 8-lane blocks in the AVX2 order (TestBayesHeadAVX512IsAVX2). Layer norm
+// exponentials and quotients and the KL's passes run 16 lanes wide, pass
+// by pass over a head's rows (a row at a time waited on its own
+// reductions and logarithms), and the backward is the softmax head's
+// with the KL's term in dS: each element the AVX2 loop's operations in
+// the same order and the row reductions folded over 8-lane blocks in the
+// AVX2 order (TestBayesHeadAVX512IsAVX2). Layer norm
 // and the other rows stay AVX2: layer norm's rows of 64, bound by the
 // same chain of 8-lane sums, timed no faster 16 lanes wide.
 //
@@ -112,7 +113,10 @@
 // readout and weights forward; q, G, k, v, P and the gradients backward)
 // in steps between the current heads' phases (pf_plan), where the
 // transposes and first products used to wait on each line in turn. A
-// prefetch loads no value, so the bits are the same.
+// worker's share of sampled Bayesian heads (pf_bayes_job_run) does the
+// same with the next element's noise, weights and scores as well, where
+// one burst of those prefetches at the element's start waited for free
+// miss buffers. A prefetch loads no value, so the bits are the same.
 //
 // # Threads
 //

@@ -142,6 +142,18 @@ static inline __m256 fma_halves(__m512 a, __m512 b, __m256 s) {
 	return _mm256_fmadd_ps(_mm512_extractf32x8_ps(a, 1), _mm512_extractf32x8_ps(b, 1), s);
 }
 
+// fma_blocks is fma_halves for a row's 16-lane block, or with full 0
+// (the row ends in the low half) the low 8 lanes alone: a dot over a
+// row's 16-lane blocks made this way adds the AVX2 loops' 8-lane blocks
+// and no more (a block past the row would add +0 to each lane, which
+// turns a lane's −0, the rounding of a negative product too small for
+// a float, into +0).
+__attribute__((always_inline)) PF_AVX512
+static inline __m256 fma_blocks(__m512 a, __m512 b, __m256 s, int full) {
+	if (full) return fma_halves(a, b, s);
+	return _mm256_fmadd_ps(_mm512_castps512_ps256(a), _mm512_castps512_ps256(b), s);
+}
+
 // lanes16 is the lane mask of the first w of 16 lanes (w ≤ 0: none).
 __attribute__((always_inline)) PF_AVX512
 static inline __mmask16 lanes16(int w) {
