@@ -1796,7 +1796,9 @@ int pf_bayes_head(int level, const float *q, int ldq, const float *k, int ldk, c
 // w2 [16], and b2[hh]; pad NULL for no network), its Σ KL_ij into
 // sums[hh]. It returns the bit mask of the heads pf_bayes_head did not
 // run (no visible key or no real query: graph's Go loop takes those);
-// every head's values are pf_bayes_head's.
+// every head's values are pf_bayes_head's. bayes_heads is its body,
+// which takes pl's steps (NULL: none) as the heads go and the rest at
+// the end.
 __attribute__((target("avx2,fma")))
 static unsigned bayes_heads(int level, int h, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                             int n, int m, int d, int dv, float scale, const float *mask, const float *qmask,
@@ -1821,6 +1823,7 @@ static unsigned bayes_heads(int level, int h, const float *q, int ldq, const flo
 	plan_rest(pl);
 	return skipped;
 }
+
 __attribute__((target("avx2,fma")))
 unsigned pf_bayes_heads(int level, int h, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                         int n, int m, int d, int dv, float scale, const float *mask, const float *qmask,
@@ -1846,7 +1849,8 @@ unsigned pf_bayes_heads(int level, int h, const float *q, int ldq, const float *
 // parameters' gradients are also written to part [d·r + 2r + 1] in
 // graph's layout for a hidden width r ≤ 16, [dW1 (d×r) | db1 | dw2 | db2]
 // converted to double (exact): the per-head work fusedbayessample.go did
-// in Go around each call.
+// in Go around each call. bayes_head_bwd is its body, the AVX-512
+// backward taking BWD_STEPS steps of pl (NULL: none) between its phases.
 __attribute__((target("avx2,fma")))
 static void bayes_head_bwd(int level, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                            const float *g, int ldg, const float *p, int n, int m, int d, int dv, float scale,
@@ -1911,7 +1915,8 @@ void pf_bayes_head_bwd(int level, const float *q, int ldq, const float *k, int l
 // pad + hh·padsize in pf_bayes_heads' layout, dc from xc + hh·m and gd,
 // and its parameters' gradients into part + hh·np (pg [16·d + 33] the
 // scratch they pass through); pad NULL for no network. Every head's
-// values are pf_bayes_head_bwd's.
+// values are pf_bayes_head_bwd's. bayes_heads_bwd is its body, which
+// takes pl's steps (NULL: none) as the heads go and the rest at the end.
 __attribute__((target("avx2,fma")))
 static void bayes_heads_bwd(int level, int h, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                             const float *g, int ldg, const float *p, int n, int m, int d, int dv, float scale,
@@ -1936,6 +1941,7 @@ static void bayes_heads_bwd(int level, int h, const float *q, int ldq, const flo
 	}
 	plan_rest(pl);
 }
+
 __attribute__((target("avx2,fma")))
 void pf_bayes_heads_bwd(int level, int h, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                         const float *g, int ldg, const float *p, int n, int m, int d, int dv, float scale,
