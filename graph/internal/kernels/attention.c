@@ -1284,13 +1284,8 @@ static void bayes_kl_sums512(int n, int m, const float *s, const float *vis, con
 			__m512 a = _mm512_maskz_loadu_ps(in, av + j);
 			if (kind == 0) {
 				__m512 b = _mm512_maskz_loadu_ps(in, bv + j);
-				if (full) {
-					s1 = fma_halves(a, sv, s1);
-					s2 = fma_halves(b, sv, s2);
-				} else {
-					s1 = _mm256_fmadd_ps(_mm512_castps512_ps256(a), _mm512_castps512_ps256(sv), s1);
-					s2 = _mm256_fmadd_ps(_mm512_castps512_ps256(b), _mm512_castps512_ps256(sv), s2);
-				}
+				s1 = fma_blocks(a, sv, s1, full);
+				s2 = fma_blocks(b, sv, s2, full);
 			} else {
 				__m512 y = _mm512_maskz_mov_ps(keep, _mm512_add_ps(_mm512_sub_ps(sv, vm), a));
 				if (full) {

@@ -1221,8 +1221,7 @@ static inline void back_rows16_nv(const int NV, int n, int m, const float *w, fl
 					// back from a masked store, it stalled on forwarding
 					if (v) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(in[k], v + j));
 					const __m512 a = _mm512_maskz_loadu_ps(in[k], wr + j);
-					s = _mm256_fmadd_ps(_mm512_castps512_ps256(a), _mm512_castps512_ps256(x), s);
-					if (j + 8 < m) s = _mm256_fmadd_ps(_mm512_extractf32x8_ps(a, 1), _mm512_extractf32x8_ps(x, 1), s);
+					s = fma_blocks(a, x, s, j + 8 < m);
 				}
 				acc[r] = s;
 			}
